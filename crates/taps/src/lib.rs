@@ -1,0 +1,1 @@
+pub use taps_core;
