@@ -1,1 +1,9 @@
-//! TODO
+//! The embedded policy manager: PIB (profiles and policies, static) and CIB (interfaces
+//! and learned outcomes, updated as taps runs). In NEAT this was a separate Python daemon
+//! reached over a Unix socket per flow; here it is plain data in the process.
+
+pub mod cib;
+pub mod pib;
+
+pub use cib::{Cib, CibConfig, History, OutcomeKey};
+pub use pib::{MergeConflict, Pib, PibError, PropertySet, Rule, RuleKind};

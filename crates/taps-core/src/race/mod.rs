@@ -1,1 +1,1 @@
-//! TODO
+//! The Happy Eyeballs race state machine (sans-IO).

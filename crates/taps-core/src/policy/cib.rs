@@ -1,0 +1,356 @@
+//! The Characteristics Information Base: what taps has learned about this host and the
+//! paths it used. Local interfaces (set by the I/O side when the OS reports a change)
+//! and a bounded cache of race outcomes with expiry, optionally saved to a file.
+//!
+//! Time is always passed in: `Instant` for ages, plus a wall-clock `SystemTime` only
+//! when converting to or from the persisted form.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::candidates::{Security, Stack};
+use crate::net::Interface;
+use crate::properties::Protocol;
+
+/// Default lifetime of a cached outcome (NEAT's 10 minutes).
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(600);
+/// Default bound on cached outcomes.
+pub const DEFAULT_MAX_ENTRIES: usize = 4096;
+const RTT_SAMPLES: usize = 8;
+
+/// What is cached about one candidate to one remote endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutcomeKey {
+    /// The remote endpoint as the application named it (`host:port`).
+    pub endpoint: Arc<str>,
+    /// The stack tried.
+    pub stack: Stack,
+    /// The remote address tried.
+    pub remote: SocketAddr,
+}
+
+/// The last outcome and connect-time samples of one candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// When it was last updated.
+    pub at: Instant,
+    /// Whether the last attempt succeeded; if not, its cause.
+    pub last: Result<(), String>,
+    /// Recent connect times of successful attempts, newest last.
+    pub rtt_samples: Vec<Duration>,
+}
+
+/// The history of a candidate, as ranking uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum History {
+    /// Nothing cached (or expired).
+    Unknown,
+    /// Last attempt succeeded; `rtt` is the median of recent connect times.
+    Succeeded {
+        /// Median connect time.
+        rtt: Duration,
+        /// How long ago.
+        age: Duration,
+    },
+    /// Last attempt failed.
+    Failed {
+        /// Its cause.
+        cause: String,
+        /// How long ago.
+        age: Duration,
+    },
+}
+
+impl fmt::Display for History {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            History::Unknown => f.write_str("no history"),
+            History::Succeeded { rtt, age } => write!(
+                f,
+                "connected {:.0} s ago in {:.1} ms",
+                age.as_secs_f64(),
+                rtt.as_secs_f64() * 1e3
+            ),
+            History::Failed { cause, age } => {
+                write!(f, "failed {:.0} s ago: {cause}", age.as_secs_f64())
+            }
+        }
+    }
+}
+
+/// Limits of the outcome cache.
+#[derive(Debug, Clone, Copy)]
+pub struct CibConfig {
+    /// How long an outcome counts.
+    pub lifetime: Duration,
+    /// At most this many outcomes are kept; the oldest go first.
+    pub max_entries: usize,
+}
+
+impl Default for CibConfig {
+    fn default() -> Self {
+        CibConfig {
+            lifetime: DEFAULT_LIFETIME,
+            max_entries: DEFAULT_MAX_ENTRIES,
+        }
+    }
+}
+
+/// The CIB. Not synchronised: the I/O side wraps it in a lock.
+#[derive(Debug, Clone)]
+pub struct Cib {
+    config: CibConfig,
+    interfaces: Arc<Vec<Interface>>,
+    outcomes: HashMap<OutcomeKey, Outcome>,
+}
+
+impl Default for Cib {
+    fn default() -> Self {
+        Cib::new(CibConfig::default())
+    }
+}
+
+impl Cib {
+    /// An empty CIB with only the loopback interface known.
+    pub fn new(config: CibConfig) -> Cib {
+        Cib {
+            config,
+            interfaces: Arc::new(vec![Interface::loopback()]),
+            outcomes: HashMap::new(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> CibConfig {
+        self.config
+    }
+
+    /// Replaces the interface list (the I/O side calls this when the OS reports a change).
+    pub fn set_interfaces(&mut self, interfaces: Arc<Vec<Interface>>) {
+        self.interfaces = interfaces;
+    }
+
+    /// The current interface list (an `Arc` clone).
+    pub fn interfaces(&self) -> Arc<Vec<Interface>> {
+        self.interfaces.clone()
+    }
+
+    /// Number of cached outcomes (expired ones included until the next prune).
+    pub fn len(&self) -> usize {
+        self.outcomes.len()
+    }
+
+    /// Whether no outcome is cached.
+    pub fn is_empty(&self) -> bool {
+        self.outcomes.is_empty()
+    }
+
+    /// Records a successful attempt that took `connect_time`.
+    pub fn record_success(&mut self, key: OutcomeKey, connect_time: Duration, now: Instant) {
+        let o = self.entry(key, now);
+        o.last = Ok(());
+        if o.rtt_samples.len() == RTT_SAMPLES {
+            o.rtt_samples.remove(0);
+        }
+        o.rtt_samples.push(connect_time);
+    }
+
+    /// Records a failed attempt.
+    pub fn record_failure(&mut self, key: OutcomeKey, cause: impl Into<String>, now: Instant) {
+        self.entry(key, now).last = Err(cause.into());
+    }
+
+    fn entry(&mut self, key: OutcomeKey, now: Instant) -> &mut Outcome {
+        if !self.outcomes.contains_key(&key) && self.outcomes.len() >= self.config.max_entries {
+            self.prune(now);
+            if self.outcomes.len() >= self.config.max_entries {
+                if let Some(oldest) = self
+                    .outcomes
+                    .iter()
+                    .min_by_key(|(_, o)| o.at)
+                    .map(|(k, _)| k.clone())
+                {
+                    self.outcomes.remove(&oldest);
+                }
+            }
+        }
+        let o = self.outcomes.entry(key).or_insert_with(|| Outcome {
+            at: now,
+            last: Ok(()),
+            rtt_samples: Vec::new(),
+        });
+        o.at = now;
+        o
+    }
+
+    /// Drops expired outcomes.
+    pub fn prune(&mut self, now: Instant) {
+        let lifetime = self.config.lifetime;
+        self.outcomes
+            .retain(|_, o| now.saturating_duration_since(o.at) < lifetime);
+    }
+
+    /// The history of a candidate, or `Unknown` if none is cached or it expired.
+    pub fn history(&self, key: &OutcomeKey, now: Instant) -> History {
+        let Some(o) = self.outcomes.get(key) else {
+            return History::Unknown;
+        };
+        let age = now.saturating_duration_since(o.at);
+        if age >= self.config.lifetime {
+            return History::Unknown;
+        }
+        match &o.last {
+            Err(cause) => History::Failed {
+                cause: cause.clone(),
+                age,
+            },
+            Ok(()) => {
+                let mut s = o.rtt_samples.clone();
+                s.sort();
+                History::Succeeded {
+                    rtt: s.get(s.len() / 2).copied().unwrap_or_default(),
+                    age,
+                }
+            }
+        }
+    }
+
+    /// The lowest median connect time known to any address of `endpoint` (used to derive
+    /// an adaptive attempt delay).
+    pub fn best_rtt(&self, endpoint: &str, now: Instant) -> Option<Duration> {
+        self.outcomes
+            .iter()
+            .filter(|(k, _)| &*k.endpoint == endpoint)
+            .filter_map(|(k, _)| match self.history(k, now) {
+                History::Succeeded { rtt, .. } => Some(rtt),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Serialises the unexpired outcomes. `now` and `wall_now` must be the same moment.
+    pub fn to_json(&self, now: Instant, wall_now: SystemTime) -> String {
+        let wall_ms = |at: Instant| {
+            let t = wall_now - now.saturating_duration_since(at);
+            t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+        };
+        let entries = self
+            .outcomes
+            .iter()
+            .filter(|(_, o)| now.saturating_duration_since(o.at) < self.config.lifetime)
+            .map(|(k, o)| Persisted {
+                endpoint: k.endpoint.to_string(),
+                protocol: k.stack.protocol.as_str().into(),
+                secure: k.stack.security != Security::None,
+                remote: k.remote,
+                at_unix_ms: wall_ms(o.at),
+                error: o.last.clone().err(),
+                rtt_us: o.rtt_samples.iter().map(|d| d.as_micros() as u64).collect(),
+            })
+            .collect();
+        serde_json::to_string_pretty(&PersistedFile {
+            format: FORMAT.into(),
+            version: 1,
+            entries,
+        })
+        .expect("CIB serialises")
+    }
+
+    /// Loads outcomes saved by [`to_json`](Self::to_json) into this CIB. Expired entries
+    /// are skipped. A file that is not a taps CIB is rejected whole with the reason.
+    pub fn load_json(
+        &mut self,
+        text: &str,
+        now: Instant,
+        wall_now: SystemTime,
+    ) -> Result<usize, String> {
+        let file: PersistedFile = serde_json::from_str(text).map_err(|e| {
+            format!(
+                "not a taps CIB file (line {}, column {}: {e})",
+                e.line(),
+                e.column()
+            )
+        })?;
+        if file.format != FORMAT || file.version != 1 {
+            return Err(format!(
+                "not a taps CIB file (format '{}' version {})",
+                file.format, file.version
+            ));
+        }
+        let mut loaded = 0;
+        for e in file.entries {
+            let Some(protocol) = Protocol::parse(&e.protocol) else {
+                continue;
+            };
+            let at_wall = UNIX_EPOCH + Duration::from_millis(e.at_unix_ms);
+            let age = wall_now.duration_since(at_wall).unwrap_or_default();
+            if age >= self.config.lifetime {
+                continue;
+            }
+            let Some(at) = now.checked_sub(age) else {
+                continue;
+            };
+            let security = match (e.secure, protocol) {
+                (false, _) => Security::None,
+                (true, Protocol::Quic) => Security::QuicTls,
+                (true, Protocol::Udp | Protocol::UdpLite | Protocol::Sctp) => Security::Dtls,
+                (true, _) => Security::Tls,
+            };
+            let key = OutcomeKey {
+                endpoint: e.endpoint.into(),
+                stack: Stack::new(protocol, security),
+                remote: e.remote,
+            };
+            let o = self.entry(key, at);
+            o.last = e.error.map_or(Ok(()), Err);
+            o.rtt_samples = e
+                .rtt_us
+                .into_iter()
+                .take(RTT_SAMPLES)
+                .map(Duration::from_micros)
+                .collect();
+            loaded += 1;
+        }
+        Ok(loaded)
+    }
+
+    /// Every cached outcome (for inspection and tests).
+    pub fn outcomes(&self) -> impl Iterator<Item = (&OutcomeKey, &Outcome)> {
+        self.outcomes.iter()
+    }
+
+    /// Whether an address is configured on any local interface.
+    pub fn is_local_address(&self, addr: IpAddr) -> bool {
+        self.interfaces
+            .iter()
+            .any(|i| i.addresses.iter().any(|a| a.addr == addr))
+    }
+}
+
+const FORMAT: &str = "taps-cib";
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PersistedFile {
+    format: String,
+    version: u32,
+    entries: Vec<Persisted>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Persisted {
+    endpoint: String,
+    protocol: String,
+    secure: bool,
+    remote: SocketAddr,
+    at_unix_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(default)]
+    rtt_us: Vec<u64>,
+}
