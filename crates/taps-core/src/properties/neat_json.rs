@@ -52,6 +52,23 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
         name: name.as_str().into(),
         reason,
     };
+    // NEAT's list form: `[{"value": "SCTP", ...}, {"value": "TCP", ...}]` means any of
+    // these, earlier (or higher-scored) first.
+    if let Json::Array(items) = json {
+        if !items.is_empty() && items.iter().all(|i| i.get("value").is_some()) {
+            let mut parts = items
+                .iter()
+                .map(|i| parse_entry(name, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            if parts.iter().all(|p| p.score.is_some()) {
+                parts.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+            }
+            let precedence = parts.iter().map(|p| p.precedence).max().unwrap_or(Precedence::Requested);
+            let value = Value::List(parts.into_iter().flat_map(|p| p.value.items().to_vec()).collect());
+            name.validate(&value)?;
+            return Ok(Entry::new(value, precedence));
+        }
+    }
     let (raw_value, precedence, score) = match json {
         Json::Object(obj) if obj.contains_key("value") || obj.contains_key("precedence") => {
             for key in obj.keys() {
