@@ -568,9 +568,21 @@ impl Compiled {
             }
         }
         let int_of = |n: Name| entries.get(&n).and_then(|e| e.value.as_f64());
-        let dscp = int_of(Name::DscpValue).map(|v| v as u8);
+        let dscp = match int_of(Name::DscpValue) {
+            Some(v) if (0.0..=63.0).contains(&v) => Some(v as u8),
+            Some(v) => return Err(invalid(Name::DscpValue, &format!("DSCP is 0..=63, got {v}"))),
+            None => None,
+        };
         let priority = int_of(Name::ConnPriority).map_or(100, |v| v as u32);
-        let timeout = int_of(Name::ConnTimeout).map(Duration::from_secs_f64);
+        let timeout = match int_of(Name::ConnTimeout) {
+            Some(secs) => Some(Duration::try_from_secs_f64(secs).map_err(|_| {
+                invalid(
+                    Name::ConnTimeout,
+                    &format!("expected a non-negative number of seconds, got {secs}"),
+                )
+            })?),
+            None => None,
+        };
         let attempt_delay = int_of(Name::HeDelay).map(|ms| {
             Duration::from_millis(ms as u64).clamp(Duration::from_millis(10), Duration::from_secs(2))
         });

@@ -1,0 +1,141 @@
+//! `taps listen`: accept on every allowed protocol and family, print each connection's
+//! stack, echo or discard what arrives, count connections and bytes.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use taps::{Connection, Preconnection, TransportProperties};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::{CliError, ContextArgs};
+
+/// A datagram flow with no traffic for this long counts as finished.
+const DATAGRAM_IDLE: Duration = Duration::from_secs(2);
+
+/// Arguments of `taps listen`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Port to listen on (every allowed protocol uses it).
+    port: u16,
+    #[command(flatten)]
+    ctx: ContextArgs,
+    /// Listen on this address only (default: every address, IPv6 and IPv4).
+    #[arg(long, value_name = "ADDR")]
+    local: Option<IpAddr>,
+    /// Send back what arrives.
+    #[arg(long, conflicts_with = "discard")]
+    echo: bool,
+    /// Read and drop what arrives (the default).
+    #[arg(long)]
+    discard: bool,
+    /// Exit after this many connections have finished, printing totals.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Print nothing per connection, only the totals.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Default)]
+struct Totals {
+    connections: AtomicU64,
+    finished: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Runs the command.
+pub async fn run(args: Args) -> Result<(), CliError> {
+    let ctx = args.ctx.context()?;
+    let props = args.ctx.properties(TransportProperties::for_listener())?;
+    let local = SocketAddr::new(
+        args.local.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        args.port,
+    );
+    let pre = Preconnection::new(&ctx, props).local(local);
+    let mut listener = pre.listen().await?;
+    for (stack, addr) in listener.local_addrs() {
+        println!("listening: {stack} on {addr}");
+    }
+    let totals = Arc::new(Totals::default());
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let target = args.count;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Some(accepted) = accepted else { break };
+                let conn = match accepted {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("taps: accept failed: {e}");
+                        continue;
+                    }
+                };
+                let n = totals.connections.fetch_add(1, Ordering::Relaxed) + 1;
+                if !args.quiet {
+                    let i = conn.info();
+                    let mptcp = match i.mptcp_active {
+                        Some(true) => " (MPTCP active)",
+                        Some(false) => " (MPTCP fell back to TCP)",
+                        None => "",
+                    };
+                    println!("accepted #{n}: {} {} <- {}{mptcp}", i.stack, i.local, i.remote);
+                }
+                let totals = totals.clone();
+                let done = done_tx.clone();
+                let (echo, quiet) = (args.echo, args.quiet);
+                tokio::spawn(async move {
+                    let bytes = serve(conn, echo).await;
+                    totals.bytes.fetch_add(bytes, Ordering::Relaxed);
+                    totals.finished.fetch_add(1, Ordering::Relaxed);
+                    if !quiet {
+                        println!("closed #{n}: {bytes} bytes");
+                    }
+                    let _ = done.send(());
+                });
+            }
+            Some(()) = done_rx.recv() => {
+                if target.is_some_and(|t| totals.finished.load(Ordering::Relaxed) >= t) {
+                    break;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    println!(
+        "total: {} connections, {} bytes received",
+        totals.connections.load(Ordering::Relaxed),
+        totals.bytes.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+/// Reads until the peer closes (or a datagram flow goes idle), echoing if asked.
+/// Returns the bytes received.
+async fn serve(mut conn: Connection, echo: bool) -> u64 {
+    let datagram = conn.info().stack.is_datagram();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let read = if datagram {
+            match tokio::time::timeout(DATAGRAM_IDLE, conn.read(&mut buf)).await {
+                Ok(r) => r,
+                Err(_) => break,
+            }
+        } else {
+            conn.read(&mut buf).await
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n as u64;
+                if echo && conn.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = conn.close().await;
+    total
+}

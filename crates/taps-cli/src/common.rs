@@ -1,0 +1,100 @@
+//! Options and helpers every subcommand shares.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use taps::{Context, Properties, TransportProperties};
+
+/// A command's failure: the message and the exit code (2 for bad input, 1 otherwise).
+pub struct CliError {
+    message: String,
+    usage: bool,
+}
+
+impl CliError {
+    /// Bad input (exit code 2).
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            usage: true,
+        }
+    }
+
+    /// The exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        if self.usage {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<taps::Error> for CliError {
+    fn from(e: taps::Error) -> CliError {
+        let usage = matches!(
+            e,
+            taps::Error::Properties(_) | taps::Error::Unsatisfiable(_) | taps::Error::Config(_)
+        );
+        CliError {
+            message: e.to_string(),
+            usage,
+        }
+    }
+}
+
+/// Options shared by commands that build a context and properties.
+#[derive(clap::Args, Clone)]
+pub struct ContextArgs {
+    /// Transport properties in NEAT's JSON format, or @FILE to read them from a file.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub props: Option<String>,
+    /// Directory of NEAT-format PIB profiles and policies (added to the built-in PIB).
+    #[arg(long, value_name = "DIR")]
+    pub pib: Option<PathBuf>,
+    /// Keep the CIB (learned race outcomes) in this file across runs.
+    #[arg(long, value_name = "FILE")]
+    pub cib: Option<PathBuf>,
+    /// DNS server to use instead of the system's (repeatable), e.g. 127.0.0.1:5353.
+    #[arg(long = "name-server", value_name = "ADDR")]
+    pub name_servers: Vec<SocketAddr>,
+}
+
+impl ContextArgs {
+    /// Builds the context.
+    pub fn context(&self) -> Result<Context, CliError> {
+        let mut b = Context::builder();
+        if !self.name_servers.is_empty() {
+            b = b.name_servers(self.name_servers.clone());
+        }
+        if let Some(dir) = &self.pib {
+            b = b.pib_dir(dir);
+        }
+        if let Some(file) = &self.cib {
+            b = b.cib_file(file);
+        }
+        Ok(b.build()?)
+    }
+
+    /// Parses and compiles `--props` over `base`.
+    pub fn properties(&self, base: TransportProperties) -> Result<Properties, CliError> {
+        let Some(text) = &self.props else {
+            return Ok(base.compile().map_err(taps::Error::from)?);
+        };
+        let text = match text.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| CliError::usage(format!("--props: cannot read {path}: {e}")))?,
+            None => text.clone(),
+        };
+        let props = base
+            .merge_neat_json(&text)
+            .map_err(|e| CliError::usage(format!("--props: {e}")))?;
+        Ok(props.compile().map_err(|e| CliError::usage(format!("--props: {e}")))?)
+    }
+}

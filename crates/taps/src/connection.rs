@@ -1,0 +1,296 @@
+//! [`Connection`]: an established flow, whatever stack won.
+//!
+//! Two ways to use it:
+//! - messages: [`Connection::send`] / [`Connection::receive`]. Datagram stacks carry one
+//!   message per datagram. Byte-stream stacks (TCP, MPTCP) frame each message with a
+//!   4-byte big-endian length prefix (documented framing, so peers in any language can
+//!   speak it); messages are limited to [`MAX_MESSAGE`] bytes.
+//! - bytes: `Connection` implements tokio's `AsyncRead` and `AsyncWrite` (raw bytes on
+//!   stream stacks; one datagram per write/read on datagram stacks).
+//!
+//! Counters are plain integers updated in place: statistics cost nothing per call
+//! beyond an addition; RTT comes from `TCP_INFO` only when asked for.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::mpsc;
+
+use taps_core::candidates::{Candidate, Stack};
+use taps_core::race::RaceReport;
+
+use crate::transport::Established;
+use crate::Error;
+
+/// Largest message [`Connection::send`] and [`Connection::receive`] accept on a framed
+/// byte stream (16 MiB), so a corrupt length cannot make the receiver allocate gigabytes.
+pub const MAX_MESSAGE: usize = 16 << 20;
+
+/// What was established and how.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    /// The stack in use.
+    pub stack: Stack,
+    /// Local address.
+    pub local: SocketAddr,
+    /// Remote address.
+    pub remote: SocketAddr,
+    /// For MPTCP: whether MPTCP is in use (false = fell back to plain TCP).
+    pub mptcp_active: Option<bool>,
+    /// The winning candidate (initiated connections).
+    pub candidate: Option<Candidate>,
+    /// The race that chose it (initiated connections).
+    pub race: Option<RaceReport>,
+}
+
+/// Traffic counters and transport statistics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Statistics {
+    /// Bytes sent (payload, without framing).
+    pub bytes_sent: u64,
+    /// Bytes received (payload, without framing).
+    pub bytes_received: u64,
+    /// Messages sent.
+    pub messages_sent: u64,
+    /// Messages received.
+    pub messages_received: u64,
+    /// Smoothed RTT from `TCP_INFO` (TCP and MPTCP only).
+    pub rtt: Option<Duration>,
+    /// RTT variance from `TCP_INFO`.
+    pub rtt_var: Option<Duration>,
+}
+
+pub(crate) enum Io {
+    Stream(TcpStream),
+    Datagram(UdpSocket),
+    /// A datagram flow accepted by a listener: shared socket, datagrams demultiplexed
+    /// to this flow by peer address.
+    Accepted {
+        socket: Arc<UdpSocket>,
+        peer: SocketAddr,
+        rx: mpsc::Receiver<Vec<u8>>,
+        pending: Option<(Vec<u8>, usize)>,
+    },
+}
+
+/// An established connection.
+pub struct Connection {
+    io: Io,
+    info: ConnectionInfo,
+    stats: Statistics,
+}
+
+impl Connection {
+    pub(crate) fn from_established(
+        est: Established,
+        stack: Stack,
+        candidate: Option<Candidate>,
+        race: Option<RaceReport>,
+    ) -> io::Result<Connection> {
+        let (io, mptcp_active) = match est {
+            Established::Tcp(s, flavor) => (Io::Stream(s), flavor.mptcp_active),
+            Established::Udp(s, _) => (Io::Datagram(s), None),
+        };
+        Connection::new(io, stack, mptcp_active, candidate, race)
+    }
+
+    pub(crate) fn new(
+        io: Io,
+        stack: Stack,
+        mptcp_active: Option<bool>,
+        candidate: Option<Candidate>,
+        race: Option<RaceReport>,
+    ) -> io::Result<Connection> {
+        let (local, remote) = match &io {
+            Io::Stream(s) => (s.local_addr()?, s.peer_addr()?),
+            Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
+            Io::Accepted { socket, peer, .. } => (socket.local_addr()?, *peer),
+        };
+        Ok(Connection {
+            io,
+            info: ConnectionInfo {
+                stack,
+                local,
+                remote,
+                mptcp_active,
+                candidate,
+                race,
+            },
+            stats: Statistics::default(),
+        })
+    }
+
+    /// What was established, and the race report for initiated connections.
+    pub fn info(&self) -> &ConnectionInfo {
+        &self.info
+    }
+
+    /// Counters, plus RTT from `TCP_INFO` on TCP (one getsockopt).
+    pub fn statistics(&self) -> Statistics {
+        let mut s = self.stats.clone();
+        if let Io::Stream(t) = &self.io {
+            if let Some(info) = crate::transport::tcp_info(t) {
+                s.rtt = Some(info.rtt);
+                s.rtt_var = Some(info.rttvar);
+            }
+        }
+        s
+    }
+
+    /// Sends one message (framed on byte streams, one datagram otherwise).
+    pub async fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
+        match &mut self.io {
+            Io::Stream(s) => {
+                if msg.len() > MAX_MESSAGE {
+                    return Err(Error::MessageTooBig {
+                        size: msg.len(),
+                        max: MAX_MESSAGE,
+                    });
+                }
+                let len = (msg.len() as u32).to_be_bytes();
+                s.write_all(&len).await?;
+                s.write_all(msg).await?;
+            }
+            Io::Datagram(s) => {
+                s.send(msg).await?;
+            }
+            Io::Accepted { socket, peer, .. } => {
+                socket.send_to(msg, *peer).await?;
+            }
+        }
+        self.stats.bytes_sent += msg.len() as u64;
+        self.stats.messages_sent += 1;
+        Ok(())
+    }
+
+    /// Receives one message; `None` when the peer closed (byte streams) or the listener
+    /// stopped (accepted datagram flows).
+    pub async fn receive(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let msg = match &mut self.io {
+            Io::Stream(s) => {
+                let mut len = [0u8; 4];
+                match s.read_exact(&mut len).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                }
+                let len = u32::from_be_bytes(len) as usize;
+                if len > MAX_MESSAGE {
+                    return Err(Error::MessageTooBig {
+                        size: len,
+                        max: MAX_MESSAGE,
+                    });
+                }
+                let mut buf = vec![0; len];
+                s.read_exact(&mut buf).await?;
+                buf
+            }
+            Io::Datagram(s) => {
+                let mut buf = vec![0; 65536];
+                let n = s.recv(&mut buf).await?;
+                buf.truncate(n);
+                buf
+            }
+            Io::Accepted { rx, pending, .. } => match pending.take() {
+                Some((d, _)) => d,
+                None => match rx.recv().await {
+                    Some(d) => d,
+                    None => return Ok(None),
+                },
+            },
+        };
+        self.stats.bytes_received += msg.len() as u64;
+        self.stats.messages_received += 1;
+        Ok(Some(msg))
+    }
+
+    /// Closes gracefully: on byte streams, sends FIN after queued data; the peer reads
+    /// to the end.
+    pub async fn close(mut self) -> Result<(), Error> {
+        if let Io::Stream(s) = &mut self.io {
+            s.shutdown().await?;
+        }
+        Ok(())
+    }
+
+    /// Aborts: on TCP, resets the connection (RST) instead of closing it.
+    pub fn abort(self) {
+        if let Io::Stream(s) = &self.io {
+            let _ = s.set_zero_linger();
+        }
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = match &mut this.io {
+            Io::Stream(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Datagram(s) => s.poll_recv(cx, buf),
+            Io::Accepted { rx, pending, .. } => {
+                if pending.is_none() {
+                    match rx.poll_recv(cx) {
+                        Poll::Ready(Some(d)) => *pending = Some((d, 0)),
+                        Poll::Ready(None) => return Poll::Ready(Ok(())),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                if let Some((d, off)) = pending {
+                    let n = (d.len() - *off).min(buf.remaining());
+                    buf.put_slice(&d[*off..*off + n]);
+                    *off += n;
+                    if *off == d.len() {
+                        *pending = None;
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+        };
+        this.stats.bytes_received += (buf.filled().len() - before) as u64;
+        r
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = match &mut this.io {
+            Io::Stream(s) => Pin::new(s).poll_write(cx, data),
+            Io::Datagram(s) => s.poll_send(cx, data),
+            Io::Accepted { socket, peer, .. } => socket.poll_send_to(cx, data, *peer),
+        };
+        if let Poll::Ready(Ok(n)) = &r {
+            this.stats.bytes_sent += *n as u64;
+        }
+        r
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Stream(s) => Pin::new(s).poll_flush(cx),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Stream(s) => Pin::new(s).poll_shutdown(cx),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! [`Preconnection`]: endpoints plus properties, before anything is connected
+//! (RFC 9622 section 6). The candidate plan is computed once, on first use, and shared by
+//! every connection initiated from it.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use taps_core::candidates::{Gathered, Plan, Unsatisfiable};
+use taps_core::properties::Properties;
+use taps_core::Family;
+
+use crate::resolver::DnsError;
+use crate::transport::SocketOptions;
+use crate::{racing, Connection, Context, Error, Listener};
+
+/// Where to connect: a host name or address literal, and a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteEndpoint {
+    /// Host name or address literal (`::1` or `[::1]`).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
+impl RemoteEndpoint {
+    /// A remote endpoint by name or literal address.
+    pub fn new(host: impl Into<String>, port: u16) -> RemoteEndpoint {
+        RemoteEndpoint {
+            host: host.into(),
+            port,
+        }
+    }
+
+    /// A remote endpoint by socket address.
+    pub fn addr(addr: SocketAddr) -> RemoteEndpoint {
+        RemoteEndpoint::new(addr.ip().to_string(), addr.port())
+    }
+
+    /// The key the CIB files outcomes under (`host:port`).
+    pub fn key(&self) -> Arc<str> {
+        format!("{}:{}", self.host.trim_matches(['[', ']']), self.port).into()
+    }
+}
+
+impl fmt::Display for RemoteEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Endpoints and properties, ready to initiate or listen.
+pub struct Preconnection {
+    pub(crate) ctx: Context,
+    pub(crate) remote: Option<RemoteEndpoint>,
+    pub(crate) local: Option<SocketAddr>,
+    pub(crate) props: Properties,
+    plan: OnceLock<Result<Arc<Plan>, Unsatisfiable>>,
+    socket_options: OnceLock<Arc<SocketOptions>>,
+}
+
+/// The outcome of resolving and ranking without connecting ([`Preconnection::candidates`]).
+#[derive(Debug)]
+pub struct CandidateListing {
+    /// The stack plan (allowed and pruned stacks).
+    pub plan: Arc<Plan>,
+    /// Each family's DNS answer: addresses or the error.
+    pub dns: Vec<(Family, Result<Vec<IpAddr>, DnsError>)>,
+    /// Ranked and pruned candidates.
+    pub gathered: Gathered,
+}
+
+impl Preconnection {
+    /// A preconnection in `ctx` with compiled `props` (shared, not copied).
+    pub fn new(ctx: &Context, props: Properties) -> Preconnection {
+        Preconnection {
+            ctx: ctx.clone(),
+            remote: None,
+            local: None,
+            props,
+            plan: OnceLock::new(),
+            socket_options: OnceLock::new(),
+        }
+    }
+
+    /// Sets the remote endpoint.
+    pub fn remote(mut self, remote: RemoteEndpoint) -> Preconnection {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// Sets the local endpoint (address and port to bind or listen on).
+    pub fn local(mut self, local: SocketAddr) -> Preconnection {
+        self.local = Some(local);
+        self
+    }
+
+    /// The properties.
+    pub fn properties(&self) -> &Properties {
+        &self.props
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The candidate plan: PIB profiles applied and every stack evaluated. Computed on
+    /// first call, then shared (an `Arc` clone).
+    pub fn plan(&self) -> Result<Arc<Plan>, Error> {
+        self.plan
+            .get_or_init(|| {
+                Plan::new(&self.props, self.ctx.pib().clone(), self.ctx.availability())
+                    .map(Arc::new)
+            })
+            .clone()
+            .map_err(Error::from)
+    }
+
+    /// Resolves the remote name (both families, waiting for both) and ranks every
+    /// candidate, without connecting: what `taps candidates` prints.
+    pub async fn candidates(&self) -> Result<CandidateListing, Error> {
+        let remote = self
+            .remote
+            .as_ref()
+            .ok_or(Error::Usage("candidates need a remote endpoint"))?;
+        let plan = self.plan()?;
+        let mut resolution = self.ctx.resolver().resolve(&remote.host);
+        let mut dns = Vec::new();
+        let mut addrs = Vec::new();
+        while let Some(answer) = resolution.next().await {
+            if let Ok(a) = &answer.result {
+                addrs.extend(a.iter().copied());
+            }
+            dns.push((answer.family, answer.result));
+        }
+        if addrs.is_empty() {
+            return Err(Error::Resolve {
+                host: remote.host.clone(),
+                causes: dns
+                    .into_iter()
+                    .map(|(f, r)| (f, r.err().unwrap_or(DnsError::NoRecords)))
+                    .collect(),
+            });
+        }
+        let gathered = {
+            let cib = self.ctx.cib();
+            plan.gather(&remote.key(), remote.port, &addrs, &cib, Instant::now())
+        };
+        Ok(CandidateListing {
+            plan,
+            dns,
+            gathered,
+        })
+    }
+
+    /// Races the candidates for the remote endpoint (Happy Eyeballs) and returns the
+    /// winner. Every losing attempt is closed before this returns; every outcome is
+    /// recorded in the CIB.
+    pub async fn initiate(&self) -> Result<Connection, Error> {
+        let remote = self
+            .remote
+            .as_ref()
+            .ok_or(Error::Usage("initiate needs a remote endpoint"))?;
+        let plan = self.plan()?;
+        let opts = self.socket_options();
+        let config = racing::race_config(&self.props);
+        let won = racing::race(&self.ctx, self.ctx.resolver(), remote, &plan, config, &opts).await?;
+        let stack = won.candidate.stack;
+        Ok(Connection::from_established(
+            won.established,
+            stack,
+            Some(won.candidate),
+            Some(won.report),
+        )?)
+    }
+
+    /// Listens on the local endpoint with every stack and family the properties allow.
+    pub async fn listen(&self) -> Result<Listener, Error> {
+        Listener::start(self).await
+    }
+
+    fn socket_options(&self) -> Arc<SocketOptions> {
+        self.socket_options
+            .get_or_init(|| Arc::new(SocketOptions::from_properties(&self.props)))
+            .clone()
+    }
+}

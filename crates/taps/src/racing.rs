@@ -1,0 +1,153 @@
+//! Executes a [`taps_core::race::Race`] on tokio: feeds it DNS answers, attempt outcomes
+//! and timer expiries; starts and drops attempts as it says.
+//!
+//! Attempts are futures owned by this task, not spawned tasks: cancelling one is
+//! dropping it, which closes its socket at once. When the winner is returned, every
+//! other attempt has already been dropped, so nothing of a loser outlives the race.
+//! Each wake-up polls the few live attempts (bounded by `max_alive`).
+
+use std::collections::HashMap;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use taps_core::candidates::{Candidate, Plan};
+use taps_core::race::{Action, AttemptId, Race, RaceConfig, RaceReport};
+
+use crate::preconnection::RemoteEndpoint;
+use crate::resolver::Resolver;
+use crate::transport::{self, AttemptError, Established, SocketOptions};
+use crate::{Context, Error};
+
+type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + Send>>;
+
+/// What a won race hands to the connection.
+pub(crate) struct Won {
+    pub established: Established,
+    pub candidate: Candidate,
+    pub report: RaceReport,
+}
+
+/// The race settings for a property set.
+pub(crate) fn race_config(props: &taps_core::properties::Properties) -> RaceConfig {
+    let c = props.compiled();
+    let mut config = RaceConfig::default();
+    if let Some(d) = c.attempt_delay {
+        config.attempt_delay = d;
+    }
+    if let Some(t) = c.timeout {
+        config.timeout = t;
+    }
+    config
+}
+
+/// Races the candidates for `remote` and returns the winner.
+pub(crate) async fn race(
+    ctx: &Context,
+    resolver: &Resolver,
+    remote: &RemoteEndpoint,
+    plan: &Arc<Plan>,
+    config: RaceConfig,
+    opts: &Arc<SocketOptions>,
+) -> Result<Won, Error> {
+    let key = remote.key();
+    let start = Instant::now();
+    let mut race = Race::new(config, start);
+    let mut resolution = resolver.resolve(&remote.host);
+    let mut dns_done = false;
+    let mut attempts: Vec<(AttemptId, Attempt)> = Vec::new();
+    let mut candidates: HashMap<AttemptId, Candidate> = HashMap::new();
+    let mut connected: HashMap<AttemptId, Established> = HashMap::new();
+    loop {
+        while let Some(action) = race.poll_action() {
+            match action {
+                Action::Start { id, candidate } => {
+                    let opts = opts.clone();
+                    let c = candidate.clone();
+                    attempts.push((id, Box::pin(async move { transport::connect(&c, &opts).await })));
+                    candidates.insert(id, candidate);
+                }
+                Action::Cancel { id } => {
+                    attempts.retain(|(i, _)| *i != id);
+                    connected.remove(&id);
+                }
+                Action::Won { id } => {
+                    attempts.clear();
+                    let established = connected
+                        .remove(&id)
+                        .expect("the race names a connected attempt as winner");
+                    connected.clear();
+                    let report = race.report().clone();
+                    report.record_outcomes(&mut ctx.cib(), &key);
+                    return Ok(Won {
+                        established,
+                        candidate: candidates.remove(&id).expect("started"),
+                        report,
+                    });
+                }
+                Action::Failed(err) => {
+                    attempts.clear();
+                    race.report().record_outcomes(&mut ctx.cib(), &key);
+                    return Err(Error::Race(err));
+                }
+            }
+        }
+        let deadline = race.poll_timeout();
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            answer = resolution.next(), if !dns_done => {
+                let now = Instant::now();
+                match answer {
+                    None => {
+                        dns_done = true;
+                        race.on_dns_complete(now);
+                    }
+                    Some(a) => match a.result {
+                        Ok(addrs) => {
+                            let gathered = plan.gather(&key, remote.port, &addrs, &ctx.cib(), now);
+                            race.on_candidates(a.family, gathered.candidates, now);
+                        }
+                        Err(e) => race.on_dns_failed(a.family, e.to_string(), now),
+                    },
+                }
+            }
+            (id, result) = next_outcome(&mut attempts), if !attempts.is_empty() => {
+                let now = Instant::now();
+                attempts.retain(|(i, _)| *i != id);
+                match result {
+                    Ok(est) => {
+                        connected.insert(id, est);
+                        race.on_attempt_connected(id, now);
+                    }
+                    Err(e) => race.on_attempt_failed(id, e.to_string(), now),
+                }
+            }
+            _ = sleep => race.handle_timeout(Instant::now()),
+        }
+    }
+}
+
+/// Resolves when any live attempt finishes.
+async fn next_outcome(
+    attempts: &mut [(AttemptId, Attempt)],
+) -> (AttemptId, Result<Established, AttemptError>) {
+    poll_fn(|cx| {
+        for (id, fut) in attempts.iter_mut() {
+            if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+                return Poll::Ready((*id, r));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The default establishment timeout, for documentation and the CLI.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,356 @@
+//! Name resolution for racing: separate, concurrent A and AAAA lookups whose answers are
+//! handed over one by one as they arrive, so a connection attempt can start on the first
+//! family without waiting for the other (Happy Eyeballs v2, RFC 8305 §3).
+//!
+//! Built on hickory-resolver. One [`Resolver`] is built per [`Context`](crate::Context)
+//! (it reads `/etc/resolv.conf` and `/etc/hosts` once and keeps a response cache);
+//! [`Resolver::resolve`] then costs two spawned tasks and, on a cache miss, two queries.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), taps::resolver::ResolveError> {
+//! use taps::resolver::{Resolver, ResolverConfig};
+//! let resolver = Resolver::new(ResolverConfig::default())?;
+//! let mut resolution = resolver.resolve("example.org");
+//! while let Some(answer) = resolution.next().await {
+//!     println!("{}: {:?}", answer.family, answer.result);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_resolver::config::{
+    NameServerConfig, ResolveHosts, ResolverConfig as HickoryConfig, ResolverOpts,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::net::NetError;
+use hickory_resolver::proto::rr::{RData, RecordType};
+use hickory_resolver::TokioResolver;
+use taps_core::Family;
+use tokio::task::{Id, JoinSet};
+
+/// Where DNS queries go.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum NameServers {
+    /// The servers, search list and `ndots` of `/etc/resolv.conf`, read once when the
+    /// resolver is built. Without a usable file, `127.0.0.1:53` and `[::1]:53` (what
+    /// glibc falls back to).
+    #[default]
+    System,
+    /// These servers (UDP, falling back to TCP for truncated answers), no search list.
+    Custom(Vec<SocketAddr>),
+}
+
+/// How a [`Resolver`] is set up. Plain data; [`Default`] is the system's name servers,
+/// `/etc/hosts` honoured, 5 s timeout, 2 attempts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolverConfig {
+    /// Where queries go.
+    pub name_servers: NameServers,
+    /// Answer from `/etc/hosts` (read once, at [`Resolver::new`]) before asking DNS.
+    pub use_hosts_file: bool,
+    /// How long to wait for one server's answer to one query. Overrides `options timeout:`
+    /// of `/etc/resolv.conf`.
+    pub timeout: Duration,
+    /// How many times a failed query is retried. Overrides `options attempts:` of
+    /// `/etc/resolv.conf`.
+    pub attempts: usize,
+}
+
+impl Default for ResolverConfig {
+    fn default() -> Self {
+        ResolverConfig {
+            name_servers: NameServers::System,
+            use_hosts_file: true,
+            timeout: Duration::from_secs(5),
+            attempts: 2,
+        }
+    }
+}
+
+/// Why a [`Resolver`] could not be built.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResolveError {
+    /// [`NameServers::Custom`] with an empty list.
+    #[error("no name servers configured")]
+    NoNameServers,
+    /// hickory refused the configuration.
+    #[error("cannot build the resolver: {0}")]
+    Build(String),
+}
+
+/// Why one family's lookup gave no address. Messages read well after a record type,
+/// e.g. `AAAA: name does not exist`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DnsError {
+    /// The name exists but has no record of the asked type (NOERROR, empty answer).
+    #[error("no record of that type")]
+    NoRecords,
+    /// The name does not exist (NXDOMAIN).
+    #[error("name does not exist")]
+    NxDomain,
+    /// No server answered in time, after every attempt.
+    #[error("timed out")]
+    Timeout,
+    /// Anything else: server failure, refusal, unreachable servers, invalid name, ...
+    #[error("{0}")]
+    Other(String),
+}
+
+impl DnsError {
+    fn from_net(err: &NetError) -> DnsError {
+        if err.is_nx_domain() {
+            DnsError::NxDomain
+        } else if err.is_no_records_found() {
+            DnsError::NoRecords
+        } else if matches!(err, NetError::Timeout) {
+            DnsError::Timeout
+        } else {
+            DnsError::Other(err.to_string())
+        }
+    }
+}
+
+/// One family's answer to a [`Resolver::resolve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsAnswer {
+    /// Which lookup this answers: `V4` for A, `V6` for AAAA (for a literal address, its
+    /// family).
+    pub family: Family,
+    /// The addresses, in the server's order without duplicates (never empty), or why
+    /// there are none.
+    pub result: Result<Vec<IpAddr>, DnsError>,
+}
+
+/// A DNS resolver shared by all flows of a context. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Resolver {
+    inner: Arc<TokioResolver>,
+}
+
+impl fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resolver").finish_non_exhaustive()
+    }
+}
+
+impl Resolver {
+    /// Builds a resolver. Reads `/etc/resolv.conf` (for [`NameServers::System`]) and
+    /// `/etc/hosts` (if `use_hosts_file`) once, synchronously; opens no socket (connections
+    /// to the servers are made on first use). Needs no tokio runtime.
+    pub fn new(config: ResolverConfig) -> Result<Resolver, ResolveError> {
+        let (hickory_config, mut opts) = match &config.name_servers {
+            NameServers::System => system_config(),
+            NameServers::Custom(servers) => {
+                if servers.is_empty() {
+                    return Err(ResolveError::NoNameServers);
+                }
+                let servers = servers.iter().map(|s| name_server(*s)).collect();
+                (
+                    HickoryConfig::from_parts(None, Vec::new(), servers),
+                    ResolverOpts::default(),
+                )
+            }
+        };
+        opts.timeout = config.timeout;
+        opts.attempts = config.attempts;
+        opts.use_hosts_file = if config.use_hosts_file {
+            ResolveHosts::Always
+        } else {
+            ResolveHosts::Never
+        };
+        let resolver =
+            TokioResolver::builder_with_config(hickory_config, TokioRuntimeProvider::default())
+                .with_options(opts)
+                .build()
+                .map_err(|e| ResolveError::Build(e.to_string()))?;
+        Ok(Resolver {
+            inner: Arc::new(resolver),
+        })
+    }
+
+    /// Starts separate, concurrent A and AAAA lookups; answers arrive as each completes.
+    ///
+    /// A literal address (`192.0.2.1`, `2001:db8::1`, `[2001:db8::1]`) skips DNS and gives
+    /// exactly one answer, of its family. Otherwise this spawns two tokio tasks (so it must
+    /// be called within a runtime) that consult `/etc/hosts` (if enabled), the cache, then
+    /// the name servers. `localhost` and names under it answer `127.0.0.1` and `::1`
+    /// without any query (RFC 6761, done by hickory). Dropping the [`Resolution`] aborts
+    /// whatever is still running.
+    ///
+    /// # Panics
+    /// If called outside a tokio runtime with a name that is not a literal address.
+    pub fn resolve(&self, host: &str) -> Resolution {
+        if let Some(ip) = parse_literal(host) {
+            return Resolution {
+                ready: Some(DnsAnswer {
+                    family: Family::of(&ip),
+                    result: Ok(vec![ip]),
+                }),
+                tasks: JoinSet::new(),
+                families: Vec::new(),
+            };
+        }
+        let mut tasks = JoinSet::new();
+        let mut families = Vec::with_capacity(2);
+        for family in [Family::V6, Family::V4] {
+            let resolver = self.inner.clone();
+            let name = host.to_owned();
+            let handle = tasks.spawn(async move {
+                DnsAnswer {
+                    family,
+                    result: lookup(&resolver, &name, family).await,
+                }
+            });
+            families.push((handle.id(), family));
+        }
+        Resolution {
+            ready: None,
+            tasks,
+            families,
+        }
+    }
+}
+
+/// The answers of one [`Resolver::resolve`], in arrival order. Dropping it aborts the
+/// lookups still running (their tasks are cancelled, nothing leaks).
+#[derive(Debug)]
+pub struct Resolution {
+    /// An answer known without DNS (a literal address).
+    ready: Option<DnsAnswer>,
+    /// One task per family still looking up.
+    tasks: JoinSet<DnsAnswer>,
+    /// Which family each task looks up, to name a task that panicked.
+    families: Vec<(Id, Family)>,
+}
+
+impl Resolution {
+    /// Next answer, in arrival order; None once every family has answered.
+    ///
+    /// Cancel-safe: if the future is dropped before it completes (e.g. in `select!`), no
+    /// answer is lost. Costs nothing beyond waiting.
+    pub async fn next(&mut self) -> Option<DnsAnswer> {
+        if let Some(answer) = self.ready.take() {
+            return Some(answer);
+        }
+        match self.tasks.join_next_with_id().await? {
+            Ok((_, answer)) => Some(answer),
+            Err(err) => {
+                let family = self
+                    .families
+                    .iter()
+                    .find(|(id, _)| *id == err.id())
+                    .map_or(Family::V4, |(_, f)| *f);
+                Some(DnsAnswer {
+                    family,
+                    result: Err(DnsError::Other(format!("lookup task failed: {err}"))),
+                })
+            }
+        }
+    }
+}
+
+/// One family's lookup: A or AAAA only, never both (unlike hickory's `lookup_ip`).
+async fn lookup(
+    resolver: &TokioResolver,
+    name: &str,
+    family: Family,
+) -> Result<Vec<IpAddr>, DnsError> {
+    let record_type = match family {
+        Family::V4 => RecordType::A,
+        Family::V6 => RecordType::AAAA,
+    };
+    let lookup = resolver
+        .lookup(name, record_type)
+        .await
+        .map_err(|e| DnsError::from_net(&e))?;
+    let mut addrs: Vec<IpAddr> = Vec::new();
+    for record in lookup.answers() {
+        let ip = match &record.data {
+            RData::A(a) if family == Family::V4 => IpAddr::V4(a.0),
+            RData::AAAA(a) if family == Family::V6 => IpAddr::V6(a.0),
+            // CNAMEs of the chain, and anything else.
+            _ => continue,
+        };
+        if !addrs.contains(&ip) {
+            addrs.push(ip);
+        }
+    }
+    if addrs.is_empty() {
+        return Err(DnsError::NoRecords);
+    }
+    Ok(addrs)
+}
+
+/// `host` as an address literal: dotted IPv4, IPv6, or IPv6 in brackets.
+fn parse_literal(host: &str) -> Option<IpAddr> {
+    match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(inner) => inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
+        None => host.parse().ok(),
+    }
+}
+
+fn name_server(addr: SocketAddr) -> NameServerConfig {
+    let mut config = NameServerConfig::udp_and_tcp(addr.ip());
+    for connection in &mut config.connections {
+        connection.port = addr.port();
+    }
+    config
+}
+
+/// `/etc/resolv.conf`, or glibc's fallback (a server on the local host) when it is
+/// missing, unreadable or lists no server.
+fn system_config() -> (HickoryConfig, ResolverOpts) {
+    match hickory_resolver::system_conf::read_system_conf() {
+        Ok(pair) => pair,
+        Err(error) => {
+            tracing::warn!(%error, "cannot use /etc/resolv.conf; asking a local name server");
+            let servers = [
+                SocketAddr::from(([127, 0, 0, 1], 53)),
+                SocketAddr::from((Ipv6Addr::LOCALHOST, 53)),
+            ];
+            (
+                HickoryConfig::from_parts(None, Vec::new(), servers.map(name_server).to_vec()),
+                ResolverOpts::default(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        assert_eq!(parse_literal("192.0.2.1"), Some([192, 0, 2, 1].into()));
+        assert_eq!(parse_literal("::1"), Some(Ipv6Addr::LOCALHOST.into()));
+        assert_eq!(parse_literal("[::1]"), Some(Ipv6Addr::LOCALHOST.into()));
+        assert_eq!(parse_literal("[192.0.2.1]"), None);
+        assert_eq!(parse_literal("[::1"), None);
+        assert_eq!(parse_literal("example.org"), None);
+        assert_eq!(parse_literal("1.2.3"), None);
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(DnsError::NxDomain.to_string(), "name does not exist");
+        assert_eq!(DnsError::NoRecords.to_string(), "no record of that type");
+        assert_eq!(DnsError::Timeout.to_string(), "timed out");
+    }
+
+    #[test]
+    fn empty_custom_is_an_error() {
+        let config = ResolverConfig {
+            name_servers: NameServers::Custom(Vec::new()),
+            ..ResolverConfig::default()
+        };
+        assert!(matches!(
+            Resolver::new(config),
+            Err(ResolveError::NoNameServers)
+        ));
+    }
+}

@@ -1,0 +1,238 @@
+//! Initiate and listen end to end on loopback: real sockets, a real DNS server on
+//! 127.0.0.1 (taps-testkit), real races.
+
+use std::net::{Ipv6Addr, SocketAddr, TcpListener as StdListener};
+use std::time::Duration;
+
+use taps::taps_core::properties::Protocol;
+use taps::taps_core::race::AttemptOutcome;
+use taps::{Context, Error, Preconnection, RemoteEndpoint, TransportProperties};
+use taps_testkit::DnsServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A context whose resolver asks only the test DNS server (never /etc/resolv.conf).
+fn context(dns: &DnsServer) -> Context {
+    Context::builder()
+        .name_servers(vec![dns.addr()])
+        .build()
+        .unwrap()
+}
+
+fn tcp() -> TransportProperties {
+    TransportProperties::new().protocols(taps::Preference::Require, [Protocol::Tcp])
+}
+
+/// Sockets of this process (entries of /proc/self/fd that are sockets).
+fn open_sockets() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter(|p| p.to_string_lossy().starts_with("socket:"))
+        .count()
+}
+
+/// A listener on [::1] whose accept queue is full, so new SYNs get no answer: a
+/// blackholed address on loopback. Returns the listener and the connections that fill it.
+fn blackhole_v6() -> (socket2::Socket, Vec<std::net::TcpStream>) {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV6, Type::STREAM, None).unwrap();
+    s.set_only_v6(true).unwrap();
+    s.bind(&SocketAddr::from((Ipv6Addr::LOCALHOST, 0)).into())
+        .unwrap();
+    s.listen(0).unwrap();
+    let addr = s.local_addr().unwrap().as_socket().unwrap();
+    let mut fill = Vec::new();
+    for _ in 0..2 {
+        fill.push(std::net::TcpStream::connect(addr).unwrap());
+    }
+    (s, fill)
+}
+
+#[tokio::test]
+async fn refused_ipv6_starts_ipv4_at_once() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    let v4 = StdListener::bind("127.0.0.1:0").unwrap();
+    let port = v4.local_addr().unwrap().port();
+    let pre = Preconnection::new(&ctx, tcp().compile().unwrap())
+        .remote(RemoteEndpoint::new("localhost", port));
+    let conn = pre.initiate().await.unwrap();
+    let info = conn.info();
+    assert_eq!(info.remote, SocketAddr::from(([127, 0, 0, 1], port)));
+    let report = info.race.as_ref().unwrap();
+    let attempts = &report.attempts;
+    assert_eq!(attempts.len(), 2, "{report:?}");
+    assert!(attempts[0].candidate.remote.is_ipv6());
+    assert!(matches!(attempts[0].outcome, AttemptOutcome::Failed(ref c) if c.contains("refused")));
+    let gap = attempts[1].start - attempts[0].end.unwrap();
+    assert!(gap < Duration::from_millis(20), "waited {gap:?} after the refusal");
+    assert!(matches!(attempts[1].outcome, AttemptOutcome::Won));
+}
+
+#[tokio::test]
+async fn losers_leave_no_socket_behind() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    let (v6, _fill) = blackhole_v6();
+    let port = v6.local_addr().unwrap().as_socket().unwrap().port();
+    let v4 = StdListener::bind(("127.0.0.1", port)).unwrap();
+    let props = tcp().attempt_delay(Duration::from_millis(50)).compile().unwrap();
+    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("localhost", port));
+    for round in 0..3 {
+        let before = open_sockets();
+        let conn = pre.initiate().await.unwrap();
+        // Exactly one new socket: the winner. The blackholed ::1 attempt is gone.
+        assert_eq!(open_sockets(), before + 1, "round {round}");
+        let report = conn.info().race.clone().unwrap();
+        if round == 0 {
+            assert!(report
+                .attempts
+                .iter()
+                .any(|a| matches!(a.outcome, AttemptOutcome::Cancelled)));
+        }
+        drop(conn);
+        let _ = v4.accept();
+        assert_eq!(open_sockets(), before, "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn second_connection_skips_the_dead_address() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    let (v6, _fill) = blackhole_v6();
+    let port = v6.local_addr().unwrap().as_socket().unwrap().port();
+    let _v4 = StdListener::bind(("127.0.0.1", port)).unwrap();
+    let props = tcp()
+        .attempt_delay(Duration::from_millis(100))
+        .timeout(Duration::from_millis(400))
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("localhost", port));
+    // First race: ::1 hangs, 127.0.0.1 wins after the attempt delay; ::1 was cancelled,
+    // so the CIB knows 127.0.0.1 worked.
+    let first = pre.initiate().await.unwrap();
+    assert!(first.info().remote.is_ipv4());
+    // Second race: 127.0.0.1 (known good) goes first and wins without waiting.
+    let second = pre.initiate().await.unwrap();
+    let report = second.info().race.clone().unwrap();
+    assert_eq!(report.attempts.len(), 1, "{report:?}");
+    assert!(report.attempts[0].candidate.remote.is_ipv4());
+}
+
+#[tokio::test]
+async fn unknown_host_is_one_clear_error() {
+    let dns = DnsServer::start("test.", &[("known.test.", "127.0.0.1".parse().unwrap())]);
+    let ctx = context(&dns);
+    let pre = Preconnection::new(&ctx, tcp().compile().unwrap())
+        .remote(RemoteEndpoint::new("unknown.test", 80));
+    let err = pre.initiate().await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("unknown.test"), "{text}");
+    assert!(text.contains("does not exist") || text.contains("not resolve"), "{text}");
+}
+
+#[tokio::test]
+async fn all_refused_lists_every_cause() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    // A port nobody listens on, on both families.
+    let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let pre = Preconnection::new(&ctx, tcp().compile().unwrap())
+        .remote(RemoteEndpoint::new("localhost", port));
+    let started = std::time::Instant::now();
+    let err = pre.initiate().await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
+    let Error::Race(race) = &err else { panic!("{err}") };
+    let text = race.to_string();
+    assert!(text.contains(&format!("[::1]:{port}")), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert_eq!(text.matches("refused").count(), 2, "{text}");
+}
+
+#[tokio::test]
+async fn listener_accepts_both_families_and_messages_round_trip() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    let port = StdListener::bind("[::1]:0").unwrap().local_addr().unwrap().port();
+    let server = Preconnection::new(&ctx, TransportProperties::for_listener().compile().unwrap())
+        .local(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)));
+    let mut listener = server.listen().await.unwrap();
+    assert!(listener.local_addrs().len() >= 2, "{:?}", listener.local_addrs());
+    let echo = tokio::spawn(async move {
+        for _ in 0..2 {
+            let mut c = listener.accept().await.unwrap().unwrap();
+            tokio::spawn(async move {
+                while let Some(m) = c.receive().await.unwrap() {
+                    c.send(&m).await.unwrap();
+                }
+            });
+        }
+    });
+    for host in ["::1", "127.0.0.1"] {
+        let pre = Preconnection::new(&ctx, tcp().compile().unwrap())
+            .remote(RemoteEndpoint::new(host, port));
+        let mut c = pre.initiate().await.unwrap();
+        c.send(b"hello").await.unwrap();
+        c.send(b"").await.unwrap();
+        c.send(&vec![7u8; 100_000]).await.unwrap();
+        assert_eq!(c.receive().await.unwrap().unwrap(), b"hello");
+        assert_eq!(c.receive().await.unwrap().unwrap(), b"");
+        assert_eq!(c.receive().await.unwrap().unwrap().len(), 100_000);
+        let s = c.statistics();
+        assert_eq!(s.messages_sent, 3);
+        assert_eq!(s.messages_received, 3);
+        assert_eq!(s.bytes_sent, 100_005);
+        assert!(s.rtt.is_some());
+        c.close().await.unwrap();
+    }
+    echo.await.unwrap();
+}
+
+#[tokio::test]
+async fn byte_stream_read_write() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).await.unwrap();
+        all.len()
+    });
+    let mut c = Preconnection::new(&ctx, tcp().compile().unwrap())
+        .remote(RemoteEndpoint::addr(addr))
+        .initiate()
+        .await
+        .unwrap();
+    c.write_all(&vec![1u8; 1_000_000]).await.unwrap();
+    c.shutdown().await.unwrap();
+    assert_eq!(server.await.unwrap(), 1_000_000);
+    assert_eq!(c.statistics().bytes_sent, 1_000_000);
+}
+
+#[tokio::test]
+async fn udp_message_flow_through_listener() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    let udp = || {
+        TransportProperties::new()
+            .protocols(taps::Preference::Require, [Protocol::Udp])
+    };
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let server = Preconnection::new(&ctx, udp().compile().unwrap())
+        .local(SocketAddr::from(([127, 0, 0, 1], port)));
+    let mut listener = server.listen().await.unwrap();
+    let mut c = Preconnection::new(&ctx, udp().compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .initiate()
+        .await
+        .unwrap();
+    assert_eq!(c.info().stack.protocol, Protocol::Udp);
+    c.send(b"ping").await.unwrap();
+    let mut accepted = listener.accept().await.unwrap().unwrap();
+    assert_eq!(accepted.receive().await.unwrap().unwrap(), b"ping");
+    accepted.send(b"pong").await.unwrap();
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"pong");
+}
