@@ -88,7 +88,10 @@ impl fmt::Display for Reason {
             } => write!(f, "{delta:+} {name}: listed {} of {of}", position + 1),
             Reason::Rule { uid } => write!(f, "PIB rule '{uid}' applied"),
             Reason::Relaxed { name } => {
-                write!(f, "default {name} relaxed: no stack meets it with the request")
+                write!(
+                    f,
+                    "default {name} relaxed: no stack meets it with the request"
+                )
             }
         }
     }
@@ -125,6 +128,13 @@ pub enum Violation {
     },
     /// A PIB merge conflict.
     Conflict(MergeConflict),
+    /// A violation that exists only because PIB policies changed the properties.
+    ByPolicy {
+        /// The policies applied to this candidate, in order.
+        uids: Vec<Arc<str>>,
+        /// What the changed properties rule out.
+        violation: Box<Violation>,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -140,6 +150,10 @@ impl fmt::Display for Violation {
                 write!(f, "no local {family} address can reach it")
             }
             Violation::Conflict(c) => c.fmt(f),
+            Violation::ByPolicy { uids, violation } => {
+                let uids: Vec<&str> = uids.iter().map(|u| &**u).collect();
+                write!(f, "policy {}: {violation}", uids.join(", "))
+            }
         }
     }
 }
@@ -472,15 +486,38 @@ impl Plan {
         }
         let (mut score, mut base_reasons) = match &set {
             None => (planned.score, planned.reasons.clone()),
-            Some(s) => evaluate_stack(s, planned.stack, true)?,
+            Some(s) => {
+                evaluate_stack(s, planned.stack, true).map_err(|v| blame_policies(v, &reasons))?
+            }
         };
+        let (delta, mut more) = evaluate_facts(set.as_ref().unwrap_or(&planned.set), &facts)
+            .map_err(|v| blame_policies(v, &reasons))?;
         base_reasons.append(&mut reasons);
-        let (delta, mut more) =
-            evaluate_facts(set.as_ref().unwrap_or(&planned.set), &facts)?;
         score += delta;
         base_reasons.append(&mut more);
         Ok((score, base_reasons))
     }
+}
+
+/// Names the applied policies (from `reasons`) in violations that follow from them.
+fn blame_policies(violations: Vec<Violation>, reasons: &[Reason]) -> Vec<Violation> {
+    let uids: Vec<Arc<str>> = reasons
+        .iter()
+        .filter_map(|r| match r {
+            Reason::Rule { uid } => Some(uid.clone()),
+            _ => None,
+        })
+        .collect();
+    if uids.is_empty() {
+        return violations;
+    }
+    violations
+        .into_iter()
+        .map(|v| Violation::ByPolicy {
+            uids: uids.clone(),
+            violation: Box::new(v),
+        })
+        .collect()
 }
 
 /// What [`Plan::gather`] returns.
@@ -493,17 +530,29 @@ pub struct Gathered {
 }
 
 /// Facts about a candidate that policies can match and properties can require.
-fn facts(stack: Stack, remote: SocketAddr, local: Option<&LocalBinding>, host: &str) -> Vec<(Name, Value)> {
+fn facts(
+    stack: Stack,
+    remote: SocketAddr,
+    local: Option<&LocalBinding>,
+    host: &str,
+) -> Vec<(Name, Value)> {
     let mut f = vec![
         (Name::Transport, Value::Str(stack.protocol.as_str().into())),
         (
             Name::IpVersion,
-            Value::Int(if Family::of(&remote.ip()) == Family::V4 { 4 } else { 6 }),
+            Value::Int(if Family::of(&remote.ip()) == Family::V4 {
+                4
+            } else {
+                6
+            }),
         ),
         (Name::RemoteIp, Value::Str(remote.ip().to_string())),
         (Name::Port, Value::Int(remote.port().into())),
         (Name::DomainName, Value::Str(host.into())),
-        (Name::Security, Value::Bool(stack.security != Security::None)),
+        (
+            Name::Security,
+            Value::Bool(stack.security != Security::None),
+        ),
     ];
     if let Some(l) = local {
         f.push((Name::Interface, Value::Str(l.interface.to_string())));
@@ -530,7 +579,9 @@ fn evaluate_facts(
         Name::Port,
         Name::DomainName,
     ] {
-        let Some(entry) = set.get(&name) else { continue };
+        let Some(entry) = set.get(&name) else {
+            continue;
+        };
         let mine: Vec<&Value> = facts
             .iter()
             .filter(|(n, _)| *n == name)
@@ -593,7 +644,9 @@ fn evaluate_stack(
     for (&name, entry) in set {
         match name.kind() {
             NameKind::Service => {
-                let Some(mut pref) = entry.as_preference() else { continue };
+                let Some(mut pref) = entry.as_preference() else {
+                    continue;
+                };
                 if relax_defaults && entry.origin == Origin::Default {
                     let relaxed = match pref {
                         Preference::Require => Preference::Prefer,
@@ -701,8 +754,12 @@ fn evaluate_stack(
                     violations.push(Violation::NotAdmitted {
                         name,
                         wanted: entry.value.clone(),
-                        fact: if stack.is_datagram() { "a datagram service" } else { "a byte stream" }
-                            .to_string(),
+                        fact: if stack.is_datagram() {
+                            "a datagram service"
+                        } else {
+                            "a byte stream"
+                        }
+                        .to_string(),
                     });
                 } else if ok && entry.precedence == Precedence::Requested {
                     let delta = entry.score.unwrap_or(PREFER_WEIGHT);
@@ -790,7 +847,11 @@ fn local_bindings(
     }
     if out.is_empty() {
         // A remote that is one of our own addresses is reached over loopback.
-        if !explicit && interfaces.iter().any(|i| i.addresses.iter().any(|a| a.addr == remote)) {
+        if !explicit
+            && interfaces
+                .iter()
+                .any(|i| i.addresses.iter().any(|a| a.addr == remote))
+        {
             return Ok(vec![None]);
         }
         return Err(Violation::NoLocalAddress { family });
@@ -901,7 +962,10 @@ fn explain_conflict(entries: &PropertySet, conflicts: &[MergeConflict]) -> Unsat
             .map(|(s, v)| {
                 format!(
                     "{s}: {}",
-                    v.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+                    v.iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             })
             .collect::<Vec<_>>()

@@ -57,6 +57,9 @@ mod tests {
             .collect();
         v.sort_by_key(sort_key);
         let s: Vec<String> = v.iter().map(|a| a.to_string()).collect();
-        assert_eq!(s, ["::1", "2001:db8::1", "127.0.0.1", "192.0.2.1", "fd00::1"]);
+        assert_eq!(
+            s,
+            ["::1", "2001:db8::1", "127.0.0.1", "192.0.2.1", "fd00::1"]
+        );
     }
 }

@@ -57,7 +57,10 @@ impl Stack {
 
     /// Position in [`Stack::ALL`] (used to break ties deterministically).
     pub fn index(self) -> usize {
-        Stack::ALL.iter().position(|s| *s == self).unwrap_or(usize::MAX)
+        Stack::ALL
+            .iter()
+            .position(|s| *s == self)
+            .unwrap_or(usize::MAX)
     }
 
     /// Whether the stack carries messages (datagrams) rather than a byte stream.

@@ -32,7 +32,12 @@ fn names(g: &Gathered) -> Vec<String> {
 #[test]
 fn transport_list_gives_both_protocols_both_families_sctp_first() {
     let plan = plan_json(r#"{"transport":{"value":["SCTP","TCP"],"precedence":2}}"#).unwrap();
-    let g = gather(&plan, &["127.0.0.1", "::1"], &Cib::default(), Instant::now());
+    let g = gather(
+        &plan,
+        &["127.0.0.1", "::1"],
+        &Cib::default(),
+        Instant::now(),
+    );
     assert_eq!(
         names(&g),
         [
@@ -93,9 +98,9 @@ fn defaults_yield_to_an_explicit_protocol() {
     let plan = plan_json(r#"{"transport":{"value":"UDP","precedence":2}}"#).unwrap();
     let s = &plan.stacks()[0];
     assert_eq!(s.stack, Stack::plain(Protocol::Udp));
-    assert!(s
-        .reasons
-        .contains(&Reason::Relaxed { name: Name::Reliability }));
+    assert!(s.reasons.contains(&Reason::Relaxed {
+        name: Name::Reliability
+    }));
 }
 
 #[test]
@@ -133,7 +138,10 @@ fn security_never_mixes_secure_and_plain_stacks() {
         .stacks()
         .iter()
         .all(|s| s.stack.security != Security::None));
-    assert!(plan.stacks().iter().any(|s| s.stack.protocol == Protocol::Quic));
+    assert!(plan
+        .stacks()
+        .iter()
+        .any(|s| s.stack.protocol == Protocol::Quic));
     let plan = plan_json(r#"{}"#).unwrap();
     assert!(plan
         .stacks()
@@ -163,7 +171,12 @@ fn prohibit_and_avoid() {
 #[test]
 fn ip_version_required_prunes_the_other_family() {
     let plan = plan_json(r#"{"ip_version":{"value":6,"precedence":2}}"#).unwrap();
-    let g = gather(&plan, &["127.0.0.1", "::1"], &Cib::default(), Instant::now());
+    let g = gather(
+        &plan,
+        &["127.0.0.1", "::1"],
+        &Cib::default(),
+        Instant::now(),
+    );
     assert!(g.candidates.iter().all(|c| c.family() == Family::V6));
     assert!(g.pruned.iter().all(|p| p.remote.is_ipv4()));
     assert!(!g.pruned.is_empty());
@@ -180,7 +193,10 @@ fn missing_interface_is_reported_not_silently_empty() {
     // By kind it works.
     let plan = plan_json(r#"{"interface":{"value":"loopback","precedence":2}}"#).unwrap();
     let g = gather(&plan, &["127.0.0.1"], &Cib::default(), Instant::now());
-    assert_eq!(g.candidates[0].local.as_ref().unwrap().interface.as_ref(), "lo");
+    assert_eq!(
+        g.candidates[0].local.as_ref().unwrap().interface.as_ref(),
+        "lo"
+    );
 }
 
 #[test]
@@ -197,7 +213,12 @@ fn no_local_address_of_a_family_prunes_it() {
         }],
     }]));
     let plan = plan_json("{}").unwrap();
-    let g = gather(&plan, &["2001:db8::1", "198.51.100.1"], &cib, Instant::now());
+    let g = gather(
+        &plan,
+        &["2001:db8::1", "198.51.100.1"],
+        &cib,
+        Instant::now(),
+    );
     assert!(g.candidates.iter().all(|c| c.family() == Family::V4));
     assert_eq!(
         g.pruned[0].violations,
@@ -211,7 +232,13 @@ fn tcp_only() -> Plan {
 
 #[test]
 fn families_interleave_after_first_family_count() {
-    let addrs = ["2001:db8::1", "2001:db8::2", "2001:db8::3", "192.0.2.1", "192.0.2.2"];
+    let addrs = [
+        "2001:db8::1",
+        "2001:db8::2",
+        "2001:db8::3",
+        "192.0.2.1",
+        "192.0.2.2",
+    ];
     let mut cib = Cib::default();
     cib.set_interfaces(Arc::new(vec![Interface {
         name: "eth0".into(),
@@ -296,7 +323,13 @@ fn unavailable_stacks_are_ranked_and_marked() {
     let props = Properties::defaults();
     let avail = Availability::all().without(Stack::plain(Protocol::Sctp), "not built");
     let plan = Plan::new(&props, Arc::new(Pib::empty()), &avail).unwrap();
-    let g = plan.gather(&endpoint(), 1, &[ip("::1")], &Cib::new(CibConfig::default()), Instant::now());
+    let g = plan.gather(
+        &endpoint(),
+        1,
+        &[ip("::1")],
+        &Cib::new(CibConfig::default()),
+        Instant::now(),
+    );
     assert_eq!(g.candidates[0].unavailable, Some("not built"));
     assert_eq!(g.candidates[1].unavailable, None);
 }
@@ -454,7 +487,12 @@ mod pib {
             .map(|p| format!("{} {}: {}", p.stack, p.remote, p.violations[0]))
             .collect();
         assert_eq!(pruned.len(), 1, "{pruned:?}");
-        assert!(pruned[0].starts_with("SCTP 127.0.0.1:80: transport requires TCP"), "{pruned:?}");
+        // The violation names the policies that led to it.
+        assert!(
+            pruned[0].starts_with("SCTP 127.0.0.1:80: policy no_sctp_over_v4")
+                && pruned[0].ends_with("transport requires TCP, candidate is SCTP"),
+            "{pruned:?}"
+        );
         // The boosted IPv4 TCP candidate now ranks first.
         assert_eq!(g.candidates[0].to_string(), "TCP 127.0.0.1:80");
         assert!(g.candidates[0]
@@ -477,8 +515,15 @@ mod pib {
         assert_eq!(pib.profiles().len(), 1);
         std::fs::write(dir.path().join("bad.policy"), "{\"uid\": 1,").unwrap();
         let err = Pib::empty().load_dir(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("bad.policy") && err.contains("line 1"), "{err}");
-        std::fs::write(dir.path().join("bad.policy"), r#"{"properties": {"nope": 1}}"#).unwrap();
+        assert!(
+            err.contains("bad.policy") && err.contains("line 1"),
+            "{err}"
+        );
+        std::fs::write(
+            dir.path().join("bad.policy"),
+            r#"{"properties": {"nope": 1}}"#,
+        )
+        .unwrap();
         let err = Pib::empty().load_dir(dir.path()).unwrap_err().to_string();
         assert!(err.contains("unknown property 'nope'"), "{err}");
     }
@@ -527,7 +572,10 @@ mod cib {
             cib.record_failure(key(n), "x", now + Duration::from_secs(n.into()));
         }
         assert_eq!(cib.len(), 3);
-        assert_eq!(cib.history(&key(0), now + Duration::from_secs(5)), History::Unknown);
+        assert_eq!(
+            cib.history(&key(0), now + Duration::from_secs(5)),
+            History::Unknown
+        );
         assert!(matches!(
             cib.history(&key(4), now + Duration::from_secs(5)),
             History::Failed { .. }
@@ -569,10 +617,16 @@ mod cib {
         );
         // Corrupt and foreign files are rejected with a reason.
         let mut c = Cib::default();
-        let e = c.load_json("{\"format\": \"taps-cib\", ", now, wall).unwrap_err();
+        let e = c
+            .load_json("{\"format\": \"taps-cib\", ", now, wall)
+            .unwrap_err();
         assert!(e.contains("not a taps CIB file"), "{e}");
         let e = c
-            .load_json(r#"{"format": "other", "version": 1, "entries": []}"#, now, wall)
+            .load_json(
+                r#"{"format": "other", "version": 1, "entries": []}"#,
+                now,
+                wall,
+            )
             .unwrap_err();
         assert!(e.contains("format 'other'"), "{e}");
         assert!(c.is_empty());

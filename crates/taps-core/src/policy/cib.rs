@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::candidates::{Security, Stack};
-use crate::net::Interface;
+use crate::net::{Family, Interface};
 use crate::properties::Protocol;
 
 /// Default lifetime of a cached outcome (NEAT's 10 minutes).
@@ -231,6 +231,21 @@ impl Cib {
                 _ => None,
             })
             .min()
+    }
+
+    /// The family of the address of `endpoint` with the lowest median connect time, if
+    /// any connected within the lifetime: the race waits for that family's DNS answer
+    /// first. Cost: a scan of the cached outcomes (bounded by `max_entries`).
+    pub fn best_family(&self, endpoint: &str, now: Instant) -> Option<Family> {
+        self.outcomes
+            .iter()
+            .filter(|(k, _)| &*k.endpoint == endpoint)
+            .filter_map(|(k, _)| match self.history(k, now) {
+                History::Succeeded { rtt, .. } => Some((rtt, Family::of(&k.remote.ip()))),
+                _ => None,
+            })
+            .min_by_key(|(rtt, _)| *rtt)
+            .map(|(_, f)| f)
     }
 
     /// Serialises the unexpired outcomes. `now` and `wall_now` must be the same moment.

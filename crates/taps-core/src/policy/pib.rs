@@ -238,7 +238,9 @@ impl Rule {
                 // One alternative from each group, every combination.
                 let mut combos: Vec<Vec<(Name, Entry)>> = vec![Vec::new()];
                 for group in groups {
-                    let Json::Array(alts) = group else { unreachable!() };
+                    let Json::Array(alts) = group else {
+                        unreachable!()
+                    };
                     let alts = alts.iter().map(parse_set).collect::<Result<Vec<_>, _>>()?;
                     let mut next = Vec::new();
                     for c in &combos {
@@ -358,11 +360,7 @@ impl Pib {
             let text = std::fs::read_to_string(&path).map_err(io(&path))?;
             let json: Json = serde_json::from_str(&text).map_err(|e| PibError::Invalid {
                 path: path.clone(),
-                reason: format!(
-                    "malformed JSON at line {}, column {}",
-                    e.line(),
-                    e.column()
-                ),
+                reason: format!("malformed JSON at line {}, column {}", e.line(), e.column()),
             })?;
             let stem = path
                 .file_stem()
@@ -374,13 +372,16 @@ impl Pib {
                 j => vec![j],
             };
             for (i, item) in items.into_iter().enumerate() {
-                let uid = if i == 0 { stem.clone() } else { format!("{stem}#{i}") };
-                let mut rule = Rule::from_json(item, kind, &uid).map_err(|reason| {
-                    PibError::Invalid {
+                let uid = if i == 0 {
+                    stem.clone()
+                } else {
+                    format!("{stem}#{i}")
+                };
+                let mut rule =
+                    Rule::from_json(item, kind, &uid).map_err(|reason| PibError::Invalid {
                         path: path.clone(),
                         reason,
-                    }
-                })?;
+                    })?;
                 rule.source = Some(path.clone());
                 self.add(rule);
             }

@@ -17,8 +17,8 @@ mod neat_json;
 mod value;
 
 pub use names::{Name, NameKind};
-pub use value::{Precedence, Value};
 pub(crate) use neat_json::parse_object;
+pub use value::{Precedence, Value};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -68,14 +68,16 @@ impl Preference {
     /// Parses `require`, `prefer`, `noPreference` (or `no_preference`, `ignore`),
     /// `avoid`, `prohibit`, case-insensitively.
     pub fn parse(s: &str) -> Option<Preference> {
-        Some(match s.to_ascii_lowercase().replace(['_', '-', ' '], "").as_str() {
-            "require" | "required" => Preference::Require,
-            "prefer" => Preference::Prefer,
-            "nopreference" | "ignore" => Preference::NoPreference,
-            "avoid" => Preference::Avoid,
-            "prohibit" | "prohibited" => Preference::Prohibit,
-            _ => return None,
-        })
+        Some(
+            match s.to_ascii_lowercase().replace(['_', '-', ' '], "").as_str() {
+                "require" | "required" => Preference::Require,
+                "prefer" => Preference::Prefer,
+                "nopreference" | "ignore" => Preference::NoPreference,
+                "avoid" => Preference::Avoid,
+                "prohibit" | "prohibited" => Preference::Prohibit,
+                _ => return None,
+            },
+        )
     }
 }
 
@@ -184,7 +186,11 @@ impl CapacityProfile {
     /// Parses RFC 9622 and NEAT spellings (`default`, `scavenger`, `low-latency/interactive`, ...).
     pub fn parse(s: &str) -> Option<CapacityProfile> {
         Some(
-            match s.to_ascii_lowercase().replace(['_', '-', ' ', '/'], "").as_str() {
+            match s
+                .to_ascii_lowercase()
+                .replace(['_', '-', ' ', '/'], "")
+                .as_str()
+            {
                 "default" | "besteffort" => CapacityProfile::Default,
                 "scavenger" => CapacityProfile::Scavenger,
                 "lowlatencyinteractive" | "lowlatency" => CapacityProfile::LowLatencyInteractive,
@@ -455,10 +461,7 @@ impl TransportProperties {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.entries.insert(
             Name::ConnTimeout,
-            Entry::new(
-                Value::Float(timeout.as_secs_f64()),
-                Precedence::Requested,
-            ),
+            Entry::new(Value::Float(timeout.as_secs_f64()), Precedence::Requested),
         );
         self
     }
@@ -467,10 +470,7 @@ impl TransportProperties {
     pub fn attempt_delay(mut self, delay: Duration) -> Self {
         self.entries.insert(
             Name::HeDelay,
-            Entry::new(
-                Value::Int(delay.as_millis() as i64),
-                Precedence::Requested,
-            ),
+            Entry::new(Value::Int(delay.as_millis() as i64), Precedence::Requested),
         );
         self
     }
@@ -570,7 +570,12 @@ impl Compiled {
         let int_of = |n: Name| entries.get(&n).and_then(|e| e.value.as_f64());
         let dscp = match int_of(Name::DscpValue) {
             Some(v) if (0.0..=63.0).contains(&v) => Some(v as u8),
-            Some(v) => return Err(invalid(Name::DscpValue, &format!("DSCP is 0..=63, got {v}"))),
+            Some(v) => {
+                return Err(invalid(
+                    Name::DscpValue,
+                    &format!("DSCP is 0..=63, got {v}"),
+                ))
+            }
             None => None,
         };
         let priority = int_of(Name::ConnPriority).map_or(100, |v| v as u32);
@@ -584,7 +589,8 @@ impl Compiled {
             None => None,
         };
         let attempt_delay = int_of(Name::HeDelay).map(|ms| {
-            Duration::from_millis(ms as u64).clamp(Duration::from_millis(10), Duration::from_secs(2))
+            Duration::from_millis(ms as u64)
+                .clamp(Duration::from_millis(10), Duration::from_secs(2))
         });
         Ok(Compiled {
             multipath,

@@ -66,7 +66,11 @@ macro_rules! names {
 }
 
 const MULTIPATH_WORDS: &[&str] = &["disabled", "active", "passive"];
-const DIRECTION_WORDS: &[&str] = &["bidirectional", "unidirectional-send", "unidirectional-receive"];
+const DIRECTION_WORDS: &[&str] = &[
+    "bidirectional",
+    "unidirectional-send",
+    "unidirectional-receive",
+];
 const SCHEDULER_WORDS: &[&str] = &[
     "fcfs",
     "round-robin",
@@ -188,10 +192,7 @@ impl Name {
                     match leaf.as_str() {
                         Some(s) if words.contains(&s) => {}
                         _ => {
-                            return bad(format!(
-                                "expected one of {}, got {leaf}",
-                                words.join(", ")
-                            ))
+                            return bad(format!("expected one of {}, got {leaf}", words.join(", ")))
                         }
                     }
                 }

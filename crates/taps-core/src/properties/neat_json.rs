@@ -63,8 +63,17 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
             if parts.iter().all(|p| p.score.is_some()) {
                 parts.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
             }
-            let precedence = parts.iter().map(|p| p.precedence).max().unwrap_or(Precedence::Requested);
-            let value = Value::List(parts.into_iter().flat_map(|p| p.value.items().to_vec()).collect());
+            let precedence = parts
+                .iter()
+                .map(|p| p.precedence)
+                .max()
+                .unwrap_or(Precedence::Requested);
+            let value = Value::List(
+                parts
+                    .into_iter()
+                    .flat_map(|p| p.value.items().to_vec())
+                    .collect(),
+            );
             name.validate(&value)?;
             return Ok(Entry::new(value, precedence));
         }
@@ -86,7 +95,11 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
                 Some(Json::Number(n)) if n.as_u64().is_some_and(|n| n <= 2) => {
                     Precedence::from_number(n.as_u64().unwrap_or(1))
                 }
-                Some(other) => return Err(invalid(format!("precedence must be 0, 1 or 2, got {other}"))),
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "precedence must be 0, 1 or 2, got {other}"
+                    )))
+                }
             };
             let score = match obj.get("score") {
                 None | Some(Json::Null) => None,

@@ -55,7 +55,10 @@ fn five_levels_round_trip_through_neat_encoding() {
         let (v, prec) = level.to_neat();
         assert_eq!(Preference::from_neat(v, prec), level);
     }
-    assert_eq!(Preference::parse("noPreference"), Some(Preference::NoPreference));
+    assert_eq!(
+        Preference::parse("noPreference"),
+        Some(Preference::NoPreference)
+    );
     assert_eq!(Preference::parse("PROHIBIT"), Some(Preference::Prohibit));
     assert_eq!(Preference::parse("maybe"), None);
 }
@@ -115,7 +118,10 @@ fn neat_range_null_and_shorthands() {
         Some(Preference::Require)
     );
     let c = p.compile().unwrap();
-    assert_eq!(c.compiled().capacity_profile, CapacityProfile::LowLatencyInteractive);
+    assert_eq!(
+        c.compiled().capacity_profile,
+        CapacityProfile::LowLatencyInteractive
+    );
     // __he_delay is clamped to the RFC 8305 floor of 10 ms.
     assert_eq!(c.compiled().attempt_delay, Some(Duration::from_millis(10)));
 }
@@ -163,19 +169,27 @@ fn unknown_names_and_bad_values_are_named() {
     assert!(e.to_string().starts_with("property 'reliability'"), "{e}");
     let e = TransportProperties::from_neat_json(r#"{"ip_version": 5}"#).unwrap_err();
     assert!(e.to_string().contains("4 or 6"), "{e}");
-    let e = TransportProperties::from_neat_json(r#"{"transport": {"value": "TCP", "precedence": 7}}"#)
-        .unwrap_err();
+    let e =
+        TransportProperties::from_neat_json(r#"{"transport": {"value": "TCP", "precedence": 7}}"#)
+            .unwrap_err();
     assert!(e.to_string().contains("precedence"), "{e}");
     let e = TransportProperties::from_neat_json(r#"["TCP"]"#).unwrap_err();
     assert!(e.to_string().contains("expected an object"), "{e}");
-    let e = TransportProperties::from_neat_json(r#"{"so/SOL_SOCKET/SO_SNDBUF": 4096}"#).unwrap_err();
+    let e =
+        TransportProperties::from_neat_json(r#"{"so/SOL_SOCKET/SO_SNDBUF": 4096}"#).unwrap_err();
     assert!(e.to_string().contains("raw socket options"), "{e}");
 }
 
 #[test]
 fn names_accept_rfc_neat_and_snake_spellings() {
-    assert_eq!(Name::parse("preserveMsgBoundaries"), Some(Name::PreserveMsgBoundaries));
-    assert_eq!(Name::parse("preserve_msg_boundaries"), Some(Name::PreserveMsgBoundaries));
+    assert_eq!(
+        Name::parse("preserveMsgBoundaries"),
+        Some(Name::PreserveMsgBoundaries)
+    );
+    assert_eq!(
+        Name::parse("preserve_msg_boundaries"),
+        Some(Name::PreserveMsgBoundaries)
+    );
     assert_eq!(Name::parse("capacity_profile"), Some(Name::CapacityProfile));
     assert_eq!(Name::parse("__he_delay"), Some(Name::HeDelay));
     assert_eq!(Name::parse("nope"), None);
@@ -210,8 +224,14 @@ fn value_intersection() {
         Some(Value::Str("TCP".into()))
     );
     assert_eq!(l(&["SCTP"]).intersect(&Value::Str("TCP".into())), None);
-    assert_eq!(Value::Range(1.0, 5.0).intersect(&Value::Range(3.0, 9.0)), Some(Value::Range(3.0, 5.0)));
+    assert_eq!(
+        Value::Range(1.0, 5.0).intersect(&Value::Range(3.0, 9.0)),
+        Some(Value::Range(3.0, 5.0))
+    );
     assert_eq!(Value::Any.intersect(&Value::Int(4)), Some(Value::Int(4)));
     let not_udp = Value::Not(Box::new(Value::Str("UDP".into())));
-    assert_eq!(not_udp.intersect(&l(&["UDP", "TCP"])), Some(Value::Str("TCP".into())));
+    assert_eq!(
+        not_udp.intersect(&l(&["UDP", "TCP"])),
+        Some(Value::Str("TCP".into()))
+    );
 }

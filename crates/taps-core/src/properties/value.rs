@@ -116,11 +116,7 @@ impl Value {
                     .collect();
                 // `a` may itself be a negation: keep b's items that a admits.
                 let kept = if matches!(a, Value::Not(_)) {
-                    b.items()
-                        .iter()
-                        .filter(|x| a.admits(x))
-                        .cloned()
-                        .collect()
+                    b.items().iter().filter(|x| a.admits(x)).cloned().collect()
                 } else {
                     kept
                 };

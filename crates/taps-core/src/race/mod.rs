@@ -1,1 +1,664 @@
 //! The Happy Eyeballs race state machine (sans-IO).
+//!
+//! [`Race`] decides when to start which candidate, when to give up, and which attempt
+//! wins; the caller does the I/O. Like quinn-proto, it has no clock and no sockets:
+//! every input carries `now`, outputs are polled ([`Race::poll_action`]), and the
+//! caller sleeps until [`Race::poll_timeout`] and then calls [`Race::handle_timeout`].
+//!
+//! The rules (RFC 8305, with the behaviour the issue trackers asked for):
+//!
+//! - Start as soon as the first family answers with candidates, except that an A answer
+//!   arriving while AAAA is outstanding waits up to the Resolution Delay for it. When
+//!   the CIB says this endpoint last connected fastest over IPv4
+//!   ([`Race::expect_family`]), the roles swap: an AAAA answer waits up to the
+//!   Resolution Delay for A, so a second connection does not begin with the address
+//!   that was dead a moment ago just because its lookup returned first.
+//! - Later answers join the race: their candidates are merged into the queue of
+//!   not-yet-started ones, which is re-ranked with [`order`].
+//! - Start the next candidate every Connection Attempt Delay; when the candidate just
+//!   started connected before (CIB history), wait only `2 × rtt + 10 ms` (bounded by the
+//!   configured delay): a path that connected in `rtt` before very likely connects again
+//!   within twice that, so the others need not wait the full delay.
+//! - When an attempt fails, start the next one at once and restart the stagger timer.
+//! - While an attempt's path has answered ([`Race::on_attempt_reachable`]) and it is
+//!   finishing its handshake, no staggered start happens (a failure still starts the next).
+//! - At most [`RaceConfig::max_alive`] attempts are alive at once.
+//! - The first attempt to connect wins; every other alive attempt is cancelled in the
+//!   same step, and nothing is started afterwards.
+//! - The race fails when every family has answered, nothing is queued and nothing is
+//!   alive, or when the establishment timeout expires; the error lists every cause.
+//! - Candidates with `unavailable` set are never started; the report lists them as skipped.
+
+mod report;
+#[cfg(test)]
+mod tests;
+
+pub use report::{
+    AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, FailureKind, RaceError, RaceReport,
+};
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::candidates::{order, Candidate};
+use crate::net::Family;
+use crate::policy::History;
+use report::ms;
+
+/// RFC 8305 default Connection Attempt Delay.
+pub const DEFAULT_ATTEMPT_DELAY: Duration = Duration::from_millis(250);
+/// Smallest attempt delay accepted (RFC 8305: never below 10 ms).
+pub const MIN_ATTEMPT_DELAY: Duration = Duration::from_millis(10);
+/// Largest attempt delay accepted (RFC 8305: at most 2 s).
+pub const MAX_ATTEMPT_DELAY: Duration = Duration::from_secs(2);
+/// RFC 8305 default Resolution Delay.
+pub const DEFAULT_RESOLUTION_DELAY: Duration = Duration::from_millis(50);
+/// Default establishment timeout: see [`RaceConfig::timeout`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default bound on alive attempts: see [`RaceConfig::max_alive`].
+pub const DEFAULT_MAX_ALIVE: usize = 8;
+
+/// Race settings. `Default` gives the RFC 8305 values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaceConfig {
+    /// Connection Attempt Delay: the stagger between starts. Default 250 ms; clamped to
+    /// 10 ms..=2 s by [`Race::new`].
+    pub attempt_delay: Duration,
+    /// Resolution Delay: how long an A answer waits for an outstanding AAAA. Default
+    /// 50 ms; clamped to at most 2 s.
+    pub resolution_delay: Duration,
+    /// First Address Family Count: how many of the preferred family go before the
+    /// families interleave. Default 1; at least 1.
+    pub first_family_count: usize,
+    /// Establishment timeout, counted from [`Race::new`]. Default 30 s: well under the
+    /// OS connect timeouts that made the dual-stack study's clients hang for 21 s to
+    /// 226 s, yet long enough for several SYN retransmissions (1 + 2 + 4 + 8 s) on a
+    /// lossy high-RTT path and for ~100 staggered starts.
+    pub timeout: Duration,
+    /// At most this many attempts alive at once; the rest wait in the queue. Default 8:
+    /// at the default delay that is 2 s of staggered starts, so the oldest attempt has
+    /// had its first SYN retransmission (1 s initial RTO) before it blocks new starts,
+    /// while a race with many candidates (or many flows racing) holds a bounded number
+    /// of sockets (curl keeps at most 6). At least 1.
+    pub max_alive: usize,
+    /// Derive the stagger after a candidate with a known connect time from that time
+    /// (`clamp(2 × rtt + 10 ms, 10 ms, attempt_delay)`). Default true.
+    pub adaptive_delay: bool,
+}
+
+impl Default for RaceConfig {
+    fn default() -> Self {
+        RaceConfig {
+            attempt_delay: DEFAULT_ATTEMPT_DELAY,
+            resolution_delay: DEFAULT_RESOLUTION_DELAY,
+            first_family_count: 1,
+            timeout: DEFAULT_TIMEOUT,
+            max_alive: DEFAULT_MAX_ALIVE,
+            adaptive_delay: true,
+        }
+    }
+}
+
+impl RaceConfig {
+    /// The same settings with every value brought within its bounds (what [`Race::new`]
+    /// uses). Cost: a few comparisons.
+    pub fn clamped(mut self) -> RaceConfig {
+        self.attempt_delay = self
+            .attempt_delay
+            .clamp(MIN_ATTEMPT_DELAY, MAX_ATTEMPT_DELAY);
+        self.resolution_delay = self.resolution_delay.min(MAX_ATTEMPT_DELAY);
+        self.first_family_count = self.first_family_count.max(1);
+        self.max_alive = self.max_alive.max(1);
+        self
+    }
+
+    /// How long to wait after starting `candidate` before the next staggered start:
+    /// `clamp(2 × rtt + 10 ms, 10 ms, attempt_delay)` when adaptive and the CIB knows a
+    /// connect time `rtt` for it, else `attempt_delay`. Cost: constant.
+    pub fn delay_after(&self, candidate: &Candidate) -> Duration {
+        match candidate.history {
+            History::Succeeded { rtt, .. } if self.adaptive_delay => {
+                let floor = MIN_ATTEMPT_DELAY.min(self.attempt_delay);
+                (rtt.saturating_mul(2) + MIN_ATTEMPT_DELAY).clamp(floor, self.attempt_delay)
+            }
+            _ => self.attempt_delay,
+        }
+    }
+}
+
+/// Identifies one attempt of a race (1, 2, ... in start order; shown as `#1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttemptId(pub u32);
+
+impl fmt::Display for AttemptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// What the race asks the caller to do.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Start connecting `candidate`; report its progress with `id`
+    /// (`on_attempt_reachable`, `on_attempt_connected`, `on_attempt_failed`).
+    Start {
+        /// The attempt's id.
+        id: AttemptId,
+        /// What to connect.
+        candidate: Candidate,
+    },
+    /// Abandon attempt `id` now (close its socket); its outcome no longer matters.
+    Cancel {
+        /// The attempt.
+        id: AttemptId,
+    },
+    /// Attempt `id` won: use its connection. Every other attempt was cancelled before.
+    Won {
+        /// The winner.
+        id: AttemptId,
+    },
+    /// The race failed; the error lists every cause. Alive attempts were cancelled before.
+    Failed(RaceError),
+}
+
+/// Per-family DNS state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lookup {
+    Pending,
+    Done,
+}
+
+/// The race state machine. Memory: the candidates, one report entry per attempt and a
+/// timeline line per event. Each input costs O(candidates) at most, except a DNS answer,
+/// which re-ranks (a sort of every candidate seen) and checks for duplicates
+/// (O(new × known)).
+#[derive(Debug)]
+pub struct Race {
+    config: RaceConfig,
+    deadline: Instant,
+    v6: Lookup,
+    v4: Lookup,
+    /// The family whose answer is worth waiting for (IPv6 unless the CIB knows better).
+    awaited: Family,
+    /// When the other family answered while the awaited one was outstanding (starts
+    /// the Resolution Delay).
+    other_answered_at: Option<Instant>,
+    dns_complete: bool,
+    /// Whether starting is allowed (the Resolution Delay, if any, is over).
+    gate_open: bool,
+    queue: Vec<Candidate>,
+    /// Earliest time of the next staggered start (`None`: nothing started yet).
+    next_start: Option<Instant>,
+    /// Starts owed at once because attempts failed.
+    owed: usize,
+    /// Attempts that reported their path reachable and are still alive.
+    reachable: Vec<AttemptId>,
+    alive: usize,
+    next_id: u32,
+    finished: bool,
+    actions: VecDeque<Action>,
+    report: RaceReport,
+}
+
+impl Race {
+    /// A race that has not started anything yet; `now` is time zero of the report and
+    /// the start of the establishment timeout. `config` is [`clamped`](RaceConfig::clamped).
+    pub fn new(config: RaceConfig, now: Instant) -> Race {
+        let config = config.clamped();
+        Race {
+            deadline: now + config.timeout,
+            config,
+            v6: Lookup::Pending,
+            v4: Lookup::Pending,
+            awaited: Family::V6,
+            other_answered_at: None,
+            dns_complete: false,
+            gate_open: false,
+            queue: Vec::new(),
+            next_start: None,
+            owed: 0,
+            reachable: Vec::new(),
+            alive: 0,
+            next_id: 1,
+            finished: false,
+            actions: VecDeque::new(),
+            report: RaceReport::new(now),
+        }
+    }
+
+    /// Makes `family` the one an early answer of the other family waits for (up to the
+    /// Resolution Delay). Default IPv6 (RFC 8305); the caller passes IPv4 when the CIB
+    /// knows this endpoint connected fastest over IPv4. Call before any DNS input.
+    /// Cost: constant.
+    pub fn expect_family(&mut self, family: Family, now: Instant) {
+        if self.awaited != family {
+            self.awaited = family;
+            self.report.log(
+                now,
+                format!(
+                    "CIB: {family} connected fastest before; waiting for {} first",
+                    record(family)
+                ),
+            );
+        }
+    }
+
+    /// The settings in force (after clamping).
+    pub fn config(&self) -> &RaceConfig {
+        &self.config
+    }
+
+    /// A DNS answer for `family` arrived; the caller already turned its addresses into
+    /// candidates (`Plan::gather`). An empty vec means no records of that family.
+    /// Candidates already queued or attempted (same stack, remote and local binding) are
+    /// ignored; unavailable ones are reported as skipped. Cost: O(new × known) for the
+    /// duplicate check plus a sort of every candidate seen.
+    pub fn on_candidates(&mut self, family: Family, candidates: Vec<Candidate>, now: Instant) {
+        if self.finished {
+            return;
+        }
+        let mut addrs: Vec<_> = candidates.iter().map(|c| c.remote.ip()).collect();
+        addrs.sort();
+        addrs.dedup();
+        self.set_lookup(family, now);
+        let event = DnsEvent {
+            family,
+            at: self.report.offset(now),
+            result: Ok(addrs.len()),
+        };
+        let mut text = event.to_string();
+        if candidates.len() > addrs.len() {
+            text.push_str(&format!(" ({} candidates)", candidates.len()));
+        }
+        if !self.gate_open
+            && family != self.awaited
+            && *self.lookup(self.awaited) == Lookup::Pending
+            && !self.dns_complete
+            && !addrs.is_empty()
+        {
+            text.push_str(&format!(
+                "; waiting up to {} for {}",
+                ms(self.config.resolution_delay),
+                record(self.awaited)
+            ));
+        }
+        self.report.dns.push(event);
+        self.report.log(now, text);
+        let mut added = 0;
+        for c in candidates {
+            let same =
+                |o: &Candidate| o.stack == c.stack && o.remote == c.remote && o.local == c.local;
+            if self.queue.iter().any(same)
+                || self.report.attempts.iter().any(|a| same(&a.candidate))
+            {
+                continue;
+            }
+            if let Some(why) = c.unavailable {
+                let id = self.new_id();
+                self.report.log(now, format!("{id} skipped {c}: {why}"));
+                self.report.attempts.push(AttemptReport {
+                    id,
+                    start: self.report.offset(now),
+                    end: Some(self.report.offset(now)),
+                    started_at: now,
+                    ended_at: Some(now),
+                    candidate: c,
+                    outcome: AttemptOutcome::Skipped(why),
+                });
+                continue;
+            }
+            self.queue.push(c);
+            added += 1;
+        }
+        if added > 0 {
+            self.rerank();
+        }
+        self.drive(now);
+    }
+
+    /// The lookup for `family` failed; `cause` is kept for the report and the error.
+    /// Cost: constant (plus whatever starts it allows).
+    pub fn on_dns_failed(&mut self, family: Family, cause: String, now: Instant) {
+        if self.finished {
+            return;
+        }
+        self.set_lookup(family, now);
+        let event = DnsEvent {
+            family,
+            at: self.report.offset(now),
+            result: Err(cause),
+        };
+        self.report.log(now, event.to_string());
+        self.report.dns.push(event);
+        self.drive(now);
+    }
+
+    /// No more DNS answers will come (literal addresses, or only one family looked up):
+    /// stop waiting for the families that have not answered. Cost: constant.
+    pub fn on_dns_complete(&mut self, now: Instant) {
+        if self.finished || self.dns_complete {
+            return;
+        }
+        self.dns_complete = true;
+        self.report.log(now, "DNS complete".into());
+        self.drive(now);
+    }
+
+    /// Attempt `id`'s path answered (SYN-ACK seen, SCTP INIT-ACK): no staggered start
+    /// happens while it finishes its handshake. Unknown or ended ids are ignored.
+    /// Cost: O(alive).
+    pub fn on_attempt_reachable(&mut self, id: AttemptId, now: Instant) {
+        if self.finished || !self.is_alive(id) || self.reachable.contains(&id) {
+            return;
+        }
+        self.reachable.push(id);
+        self.report
+            .log(now, format!("{id} reachable: holding further starts"));
+        self.drive(now);
+    }
+
+    /// Attempt `id` connected. If it is the first, it wins: every other alive attempt
+    /// is cancelled, then [`Action::Won`] is queued. Later calls (and unknown ids) are
+    /// ignored. A connection reported at or after the deadline but before the timeout
+    /// was handled still wins. Cost: O(attempts).
+    pub fn on_attempt_connected(&mut self, id: AttemptId, now: Instant) {
+        if self.finished || !self.is_alive(id) {
+            return;
+        }
+        self.end(id, AttemptOutcome::Won, now);
+        let took = self
+            .report
+            .attempt(id)
+            .and_then(|a| a.duration())
+            .unwrap_or_default();
+        self.report
+            .log(now, format!("{id} connected in {}: won", ms(took)));
+        let losers: Vec<AttemptId> = self
+            .report
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == AttemptOutcome::Pending)
+            .map(|a| a.id)
+            .collect();
+        for loser in losers {
+            self.end(loser, AttemptOutcome::Cancelled, now);
+            self.report.log(now, format!("cancel {loser}"));
+            self.actions.push_back(Action::Cancel { id: loser });
+        }
+        self.report.winner = Some(id);
+        self.report.total = Some(self.report.offset(now));
+        self.finished = true;
+        self.queue.clear();
+        self.actions.push_back(Action::Won { id });
+    }
+
+    /// Attempt `id` failed with `cause`: the next candidate starts at once. Unknown or
+    /// ended ids are ignored. Cost: O(alive) plus the start.
+    pub fn on_attempt_failed(&mut self, id: AttemptId, cause: String, now: Instant) {
+        if self.finished || !self.is_alive(id) {
+            return;
+        }
+        self.report.log(now, format!("{id} failed: {cause}"));
+        self.end(id, AttemptOutcome::Failed(cause), now);
+        self.owed += 1;
+        self.drive(now);
+    }
+
+    /// Runs whatever timers expired by `now` (resolution delay, stagger, establishment
+    /// timeout). Calling it early is harmless. Cost: like the starts it makes.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.drive(now);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next; `None` once
+    /// finished. Cost: constant.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.finished {
+            return None;
+        }
+        let mut t = self.deadline;
+        if self.queue.is_empty() {
+            return Some(t);
+        }
+        if !self.gate_open {
+            if let Some(at) = self.other_answered_at {
+                t = t.min(at + self.config.resolution_delay);
+            }
+        } else if self.alive < self.config.max_alive && self.reachable.is_empty() {
+            if let Some(next) = self.next_start {
+                t = t.min(next);
+            }
+        }
+        Some(t)
+    }
+
+    /// The next thing for the caller to do, in order. Cost: constant.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// What happened so far (final once [`is_finished`](Self::is_finished)).
+    pub fn report(&self) -> &RaceReport {
+        &self.report
+    }
+
+    /// Whether the race has decided (won or failed). The deciding actions may still be
+    /// waiting in [`poll_action`](Self::poll_action).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Attempts started and not yet ended or cancelled.
+    pub fn alive(&self) -> usize {
+        self.alive
+    }
+
+    /// Candidates waiting to be started.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn new_id(&mut self) -> AttemptId {
+        let id = AttemptId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    fn is_alive(&self, id: AttemptId) -> bool {
+        self.report
+            .attempt(id)
+            .is_some_and(|a| a.outcome == AttemptOutcome::Pending)
+    }
+
+    fn lookup(&mut self, family: Family) -> &mut Lookup {
+        match family {
+            Family::V6 => &mut self.v6,
+            Family::V4 => &mut self.v4,
+        }
+    }
+
+    fn set_lookup(&mut self, family: Family, now: Instant) {
+        let awaited = self.awaited;
+        if family != awaited
+            && *self.lookup(family) == Lookup::Pending
+            && *self.lookup(awaited) == Lookup::Pending
+        {
+            self.other_answered_at = Some(now);
+        }
+        *self.lookup(family) = Lookup::Done;
+    }
+
+    fn dns_done(&self) -> bool {
+        self.dns_complete || (self.v4 == Lookup::Done && self.v6 == Lookup::Done)
+    }
+
+    /// Marks an alive attempt ended with `outcome` at `now`.
+    fn end(&mut self, id: AttemptId, outcome: AttemptOutcome, now: Instant) {
+        let offset = self.report.offset(now);
+        let pending = |a: &&mut AttemptReport| a.outcome == AttemptOutcome::Pending;
+        if let Some(a) = self.report.attempt_mut(id).filter(pending) {
+            a.outcome = outcome;
+            a.end = Some(offset);
+            a.ended_at = Some(now);
+            self.alive -= 1;
+        }
+        self.reachable.retain(|r| *r != id);
+    }
+
+    /// Opens the start gate when the Resolution Delay no longer applies.
+    fn update_gate(&mut self, now: Instant) {
+        if self.gate_open || self.queue.is_empty() {
+            return;
+        }
+        let awaited = self.awaited;
+        let waiting = *self.lookup(awaited) == Lookup::Pending && !self.dns_complete;
+        match self.other_answered_at {
+            Some(at) if waiting => {
+                if now >= at + self.config.resolution_delay {
+                    self.report.log(
+                        now,
+                        format!(
+                            "no {} after {}: starting without it",
+                            record(awaited),
+                            ms(self.config.resolution_delay)
+                        ),
+                    );
+                    self.gate_open = true;
+                }
+            }
+            _ => self.gate_open = true,
+        }
+    }
+
+    /// Applies every rule at `now`: timeout, gate, starts, exhaustion.
+    fn drive(&mut self, now: Instant) {
+        if self.finished {
+            return;
+        }
+        if now >= self.deadline {
+            self.time_out(now);
+            return;
+        }
+        self.update_gate(now);
+        while self.gate_open && !self.queue.is_empty() && self.alive < self.config.max_alive {
+            let immediate = self.owed > 0 || self.alive == 0;
+            let staggered = self.reachable.is_empty() && self.next_start.is_none_or(|t| t <= now);
+            if !immediate && !staggered {
+                break;
+            }
+            self.owed = self.owed.saturating_sub(1);
+            self.start_next(now);
+        }
+        if self.queue.is_empty() {
+            self.owed = 0;
+            if self.alive == 0 && self.dns_done() {
+                let kind = if self
+                    .report
+                    .attempts
+                    .iter()
+                    .any(|a| !matches!(a.outcome, AttemptOutcome::Skipped(_)))
+                {
+                    FailureKind::Exhausted
+                } else {
+                    FailureKind::NoCandidates
+                };
+                self.fail(kind, now);
+            }
+        }
+    }
+
+    /// Ranks the queue as if every answer so far had arrived together, then drops what
+    /// already started: the queue continues the interleaving where the race is (after
+    /// an IPv6 start, an A answer's candidate comes next). Cost: a sort of every
+    /// candidate seen.
+    fn rerank(&mut self) {
+        let started: Vec<&Candidate> = self
+            .report
+            .attempts
+            .iter()
+            .filter(|a| !matches!(a.outcome, AttemptOutcome::Skipped(_)))
+            .map(|a| &a.candidate)
+            .collect();
+        if started.is_empty() {
+            order(&mut self.queue, self.config.first_family_count);
+            return;
+        }
+        let key = |c: &Candidate| (c.stack, c.remote, c.local.clone());
+        let done: HashSet<_> = started.iter().map(|c| key(c)).collect();
+        let mut all: Vec<Candidate> = started.into_iter().cloned().collect();
+        all.append(&mut self.queue);
+        order(&mut all, self.config.first_family_count);
+        all.retain(|c| !done.contains(&key(c)));
+        self.queue = all;
+    }
+
+    fn start_next(&mut self, now: Instant) {
+        let candidate = self.queue.remove(0);
+        let id = self.new_id();
+        let delay = self.config.delay_after(&candidate);
+        self.next_start = Some(now + delay);
+        let mut text = format!("start {id} {candidate}");
+        if delay != self.config.attempt_delay {
+            text.push_str(&format!(" (next in {}: {})", ms(delay), candidate.history));
+        }
+        self.report.log(now, text);
+        self.report.attempts.push(AttemptReport {
+            id,
+            start: self.report.offset(now),
+            end: None,
+            started_at: now,
+            ended_at: None,
+            candidate: candidate.clone(),
+            outcome: AttemptOutcome::Pending,
+        });
+        self.alive += 1;
+        self.actions.push_back(Action::Start { id, candidate });
+    }
+
+    fn time_out(&mut self, now: Instant) {
+        let alive: Vec<AttemptId> = self
+            .report
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == AttemptOutcome::Pending)
+            .map(|a| a.id)
+            .collect();
+        for id in alive {
+            let ran = self
+                .report
+                .attempt(id)
+                .map(|a| now.saturating_duration_since(a.started_at))
+                .unwrap_or_default();
+            let cause = format!("timed out after {}", ms(ran));
+            self.report.log(now, format!("{id} {cause}: cancel"));
+            self.end(id, AttemptOutcome::Failed(cause), now);
+            self.actions.push_back(Action::Cancel { id });
+        }
+        self.fail(
+            FailureKind::TimedOut {
+                after: self.config.timeout,
+            },
+            now,
+        );
+    }
+
+    fn fail(&mut self, kind: FailureKind, now: Instant) {
+        self.finished = true;
+        self.report.total = Some(self.report.offset(now));
+        let not_started = std::mem::take(&mut self.queue);
+        let mut err = RaceError::new(kind, &self.report, not_started);
+        self.report.log(now, format!("race failed: {err}"));
+        // The error's copy of the report includes that last line.
+        err.report = Box::new(self.report.clone());
+        self.actions.push_back(Action::Failed(err));
+    }
+}
+
+/// The DNS record type of a family.
+fn record(family: Family) -> &'static str {
+    match family {
+        Family::V4 => "A",
+        Family::V6 => "AAAA",
+    }
+}

@@ -1,0 +1,324 @@
+//! What a race did: per-attempt outcomes, DNS events, a timeline for `--trace`, and the
+//! error returned when no attempt won.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::AttemptId;
+use crate::candidates::Candidate;
+use crate::net::Family;
+use crate::policy::Cib;
+
+/// How one attempt (or skipped candidate) ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// It connected first and was chosen.
+    Won,
+    /// It failed with this cause (including "timed out after N ms" when the race's
+    /// establishment timeout cut it off).
+    Failed(String),
+    /// Another attempt won, so it was cancelled.
+    Cancelled,
+    /// Never started: this build cannot run its stack, for this reason.
+    Skipped(&'static str),
+    /// Started and not ended yet.
+    Pending,
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttemptOutcome::Won => f.write_str("won"),
+            AttemptOutcome::Failed(cause) => write!(f, "failed: {cause}"),
+            AttemptOutcome::Cancelled => f.write_str("cancelled"),
+            AttemptOutcome::Skipped(why) => write!(f, "skipped: {why}"),
+            AttemptOutcome::Pending => f.write_str("pending"),
+        }
+    }
+}
+
+/// One attempt of a race, or one candidate the race skipped.
+#[derive(Debug, Clone)]
+pub struct AttemptReport {
+    /// Its id (the one in [`Action::Start`](super::Action::Start); skipped candidates
+    /// get one too, so every entry is unique).
+    pub id: AttemptId,
+    /// What was attempted.
+    pub candidate: Candidate,
+    /// When it started (for skipped candidates: when they were skipped), since the race began.
+    pub start: Duration,
+    /// When it ended, since the race began; `None` while pending.
+    pub end: Option<Duration>,
+    /// The same start as an `Instant`.
+    pub started_at: Instant,
+    /// The same end as an `Instant`.
+    pub ended_at: Option<Instant>,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+}
+
+impl AttemptReport {
+    /// How long it ran (end - start), if it ended.
+    pub fn duration(&self) -> Option<Duration> {
+        self.end.map(|e| e.saturating_sub(self.start))
+    }
+}
+
+/// One DNS answer (or lookup failure) as the race saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsEvent {
+    /// The family looked up (AAAA for IPv6, A for IPv4).
+    pub family: Family,
+    /// When the race was told, since it began.
+    pub at: Duration,
+    /// Number of distinct addresses answered (0: no record of this family), or the
+    /// lookup error.
+    pub result: Result<usize, String>,
+}
+
+impl fmt::Display for DnsEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rr = record_type(self.family);
+        match &self.result {
+            Ok(0) => write!(f, "no {rr} record"),
+            Ok(1) => write!(f, "{rr} answered: 1 address"),
+            Ok(n) => write!(f, "{rr} answered: {n} addresses"),
+            Err(e) => write!(f, "{rr} lookup failed: {e}"),
+        }
+    }
+}
+
+/// Everything a race did, in a form for traces, JSON output and the CIB. Built as the
+/// race runs; [`Race::report`](super::Race::report) borrows it at any time.
+#[derive(Debug, Clone)]
+pub struct RaceReport {
+    /// When the race began (`Race::new`'s `now`); every offset is relative to it.
+    pub started: Instant,
+    /// Every started attempt and every skipped candidate, in id order. Candidates still
+    /// queued when the race ended are not listed (see [`RaceError::not_started`]).
+    pub attempts: Vec<AttemptReport>,
+    /// DNS answers and failures, in arrival order.
+    pub dns: Vec<DnsEvent>,
+    /// The winning attempt.
+    pub winner: Option<AttemptId>,
+    /// Time from the start to the win or the failure; `None` while running.
+    pub total: Option<Duration>,
+    /// Human-readable events with their offsets, in order (for `--trace`).
+    pub timeline: Vec<(Duration, String)>,
+}
+
+impl RaceReport {
+    pub(crate) fn new(started: Instant) -> RaceReport {
+        RaceReport {
+            started,
+            attempts: Vec::new(),
+            dns: Vec::new(),
+            winner: None,
+            total: None,
+            timeline: Vec::new(),
+        }
+    }
+
+    /// Offset of `now` from the start of the race.
+    pub(crate) fn offset(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.started)
+    }
+
+    /// Adds a timeline event at `now`.
+    pub(crate) fn log(&mut self, now: Instant, text: String) {
+        let at = self.offset(now);
+        self.timeline.push((at, text));
+    }
+
+    /// The attempt with `id`, if any. O(1): ids index the list.
+    pub fn attempt(&self, id: AttemptId) -> Option<&AttemptReport> {
+        let a = self.attempts.get((id.0 as usize).checked_sub(1)?)?;
+        (a.id == id).then_some(a)
+    }
+
+    pub(crate) fn attempt_mut(&mut self, id: AttemptId) -> Option<&mut AttemptReport> {
+        let a = self.attempts.get_mut((id.0 as usize).checked_sub(1)?)?;
+        (a.id == id).then_some(a)
+    }
+
+    /// The winning attempt's entry, if one won.
+    pub fn won(&self) -> Option<&AttemptReport> {
+        self.winner.and_then(|id| self.attempt(id))
+    }
+
+    /// The timeline as text, one event a line, offsets in milliseconds
+    /// (`"     0.1 ms  start #1 TCP [::1]:7400"`). Allocates the whole text.
+    pub fn trace(&self) -> String {
+        let mut out = String::new();
+        for (at, text) in &self.timeline {
+            out.push_str(&format!("{:>8.1} ms  {text}\n", at.as_secs_f64() * 1e3));
+        }
+        out
+    }
+
+    /// Writes what this race learned into the CIB: each attempt that won records a
+    /// success with connect time end - start, each that failed records its cause, both
+    /// stamped with the attempt's end. An attempt cancelled because one started after
+    /// it connected first is recorded as failed ("no answer in N ms (overtaken)"): its
+    /// head start was not enough, so the next race should not lead with it. Other
+    /// cancelled, skipped and pending attempts say nothing about their path and are not
+    /// recorded. Cost: one CIB update per ended attempt.
+    pub fn record_outcomes(&self, cib: &mut Cib, endpoint: &Arc<str>) {
+        let winner_started = self
+            .winner
+            .and_then(|w| self.attempt(w))
+            .map(|w| w.started_at);
+        for a in &self.attempts {
+            let Some(ended_at) = a.ended_at else { continue };
+            let key = a.candidate.outcome_key(endpoint);
+            match &a.outcome {
+                AttemptOutcome::Won => {
+                    let connect_time = ended_at.saturating_duration_since(a.started_at);
+                    cib.record_success(key, connect_time, ended_at);
+                }
+                AttemptOutcome::Failed(cause) => cib.record_failure(key, cause.clone(), ended_at),
+                // Started before the winner and still silent when it connected: the
+                // path is dead or slower than the winner's by more than the head start.
+                AttemptOutcome::Cancelled if winner_started.is_some_and(|w| a.started_at < w) => {
+                    let silent = ended_at.saturating_duration_since(a.started_at);
+                    let cause = format!("no answer in {} (overtaken)", ms(silent));
+                    cib.record_failure(key, cause, ended_at)
+                }
+                AttemptOutcome::Cancelled
+                | AttemptOutcome::Skipped(_)
+                | AttemptOutcome::Pending => {}
+            }
+        }
+    }
+}
+
+/// Why a race ended without a winner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// DNS gave nothing to race (or every candidate was skipped).
+    NoCandidates,
+    /// Every candidate was attempted and failed.
+    Exhausted,
+    /// The establishment timeout expired first.
+    TimedOut {
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+/// One candidate that did not connect, and why.
+#[derive(Debug, Clone)]
+pub struct AttemptFailure {
+    /// Its attempt id.
+    pub id: AttemptId,
+    /// The candidate.
+    pub candidate: Candidate,
+    /// The cause ("connection refused", "timed out after 2000 ms", "skipped: ...").
+    pub cause: String,
+}
+
+/// A race that ended without a winner, with every cause. Display lists each attempt as
+/// `<candidate>: <cause>` and the DNS failures, so one message explains the whole race.
+#[derive(Debug, Clone)]
+pub struct RaceError {
+    /// Why the race ended.
+    pub kind: FailureKind,
+    /// Every failed attempt and skipped candidate, in id order.
+    pub attempts: Vec<AttemptFailure>,
+    /// Candidates still queued when the timeout struck (never attempted).
+    pub not_started: Vec<Candidate>,
+    /// Every DNS event (answers with their counts, and failures).
+    pub dns: Vec<DnsEvent>,
+    pub(super) report: Box<RaceReport>,
+}
+
+impl RaceError {
+    pub(crate) fn new(kind: FailureKind, report: &RaceReport, not_started: Vec<Candidate>) -> Self {
+        let attempts = report
+            .attempts
+            .iter()
+            .filter_map(|a| {
+                let cause = match &a.outcome {
+                    AttemptOutcome::Failed(c) => c.clone(),
+                    AttemptOutcome::Skipped(why) => format!("skipped: {why}"),
+                    _ => return None,
+                };
+                Some(AttemptFailure {
+                    id: a.id,
+                    candidate: a.candidate.clone(),
+                    cause,
+                })
+            })
+            .collect();
+        RaceError {
+            kind,
+            attempts,
+            not_started,
+            dns: report.dns.clone(),
+            report: Box::new(report.clone()),
+        }
+    }
+
+    /// The full report of the failed race (a copy taken when it failed).
+    pub fn report(&self) -> &RaceReport {
+        &self.report
+    }
+}
+
+impl fmt::Display for RaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            FailureKind::NoCandidates => f.write_str("no candidate to race")?,
+            FailureKind::Exhausted => match self.attempts.len() {
+                1 => f.write_str("the only attempt failed")?,
+                n => write!(f, "all {n} attempts failed")?,
+            },
+            FailureKind::TimedOut { after } => write!(f, "timed out after {}", ms(after))?,
+        }
+        let mut items: Vec<String> = self
+            .attempts
+            .iter()
+            .map(|a| format!("{}: {}", a.candidate, a.cause))
+            .collect();
+        if !self.not_started.is_empty() {
+            items.push(format!(
+                "{} more candidate{} not attempted",
+                self.not_started.len(),
+                if self.not_started.len() == 1 { "" } else { "s" }
+            ));
+        }
+        for d in &self.dns {
+            // Empty answers only matter when nothing could be raced.
+            let show =
+                d.result.is_err() || (self.kind == FailureKind::NoCandidates && d.result == Ok(0));
+            if show {
+                items.push(d.to_string());
+            }
+        }
+        if !items.is_empty() {
+            write!(f, ": {}", items.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RaceError {}
+
+/// `AAAA` or `A`.
+fn record_type(family: Family) -> &'static str {
+    match family {
+        Family::V6 => "AAAA",
+        Family::V4 => "A",
+    }
+}
+
+/// A duration as milliseconds: whole numbers without decimals ("250 ms"), else one
+/// decimal ("40.5 ms").
+pub(crate) fn ms(d: Duration) -> String {
+    if d.subsec_nanos() == d.subsec_millis() * 1_000_000 {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    }
+}

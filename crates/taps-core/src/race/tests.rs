@@ -1,0 +1,985 @@
+//! Deterministic tests on virtual time: a scripted network and DNS drive the race, and
+//! the dual-stack study's scenarios are checked to the millisecond.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::*;
+use crate::candidates::Stack;
+use crate::policy::{Cib, History};
+use crate::properties::Protocol;
+
+const PORT: u16 = 80;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn addr(ip: &str) -> SocketAddr {
+    SocketAddr::new(ip.parse().unwrap(), PORT)
+}
+
+fn cand(ip: &str) -> Candidate {
+    Candidate {
+        stack: Stack::plain(Protocol::Tcp),
+        remote: addr(ip),
+        local: None,
+        score: 0.0,
+        history: History::Unknown,
+        reasons: vec![],
+        unavailable: None,
+    }
+}
+
+fn cands(ips: &[&str]) -> Vec<Candidate> {
+    ips.iter().map(|ip| cand(ip)).collect()
+}
+
+/// How a remote address behaves when an attempt starts.
+#[derive(Debug, Clone)]
+enum Path {
+    /// Connects after this many ms.
+    Connects(u64),
+    /// Refuses after this many ms.
+    Refused(u64),
+    /// Never answers.
+    Blackhole,
+    /// Reports reachable after `.0` ms, then behaves as `.1` (times from the start).
+    Reachable(u64, Box<Path>),
+}
+
+#[derive(Debug, Clone)]
+enum Input {
+    Answer(Family, Vec<Candidate>),
+    DnsFailed(Family, String),
+    DnsComplete,
+    Reachable(AttemptId),
+    Connected(AttemptId),
+    Failed(AttemptId, String),
+}
+
+impl Input {
+    fn attempt(&self) -> Option<AttemptId> {
+        match self {
+            Input::Reachable(id) | Input::Connected(id) | Input::Failed(id, _) => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+/// A scripted network and resolver.
+struct Sim {
+    config: RaceConfig,
+    expect: Option<Family>,
+    net: HashMap<SocketAddr, Path>,
+    script: Vec<(Duration, Input)>,
+}
+
+/// What happened, in virtual milliseconds since the start.
+#[derive(Debug)]
+struct Run {
+    base: Instant,
+    race: Race,
+    starts: Vec<(Duration, AttemptId, Candidate)>,
+    cancels: Vec<(Duration, AttemptId)>,
+    failures: Vec<(Duration, AttemptId)>,
+    won: Option<(Duration, AttemptId)>,
+    failed: Option<(Duration, RaceError)>,
+    max_alive_seen: usize,
+}
+
+impl Run {
+    fn start_times(&self) -> Vec<u64> {
+        self.starts
+            .iter()
+            .map(|(t, _, _)| t.as_millis() as u64)
+            .collect()
+    }
+
+    fn started(&self) -> Vec<String> {
+        self.starts
+            .iter()
+            .map(|(_, _, c)| c.remote.ip().to_string())
+            .collect()
+    }
+
+    fn won_at(&self) -> (u64, String) {
+        let (t, id) = self.won.expect("a winner");
+        let c = &self.starts.iter().find(|(_, i, _)| *i == id).unwrap().2;
+        (t.as_millis() as u64, c.remote.ip().to_string())
+    }
+
+    fn failed_at(&self) -> (u64, &RaceError) {
+        let (t, e) = self.failed.as_ref().expect("a failure");
+        (t.as_millis() as u64, e)
+    }
+}
+
+fn sim() -> Sim {
+    Sim {
+        config: RaceConfig::default(),
+        expect: None,
+        net: HashMap::new(),
+        script: Vec::new(),
+    }
+}
+
+impl Sim {
+    /// The family the CIB says connected fastest (see `Race::expect_family`).
+    fn expect(mut self, family: Family) -> Sim {
+        self.expect = Some(family);
+        self
+    }
+
+    fn config(mut self, f: impl FnOnce(&mut RaceConfig)) -> Sim {
+        f(&mut self.config);
+        self
+    }
+
+    fn path(mut self, ip: &str, path: Path) -> Sim {
+        self.net.insert(addr(ip), path);
+        self
+    }
+
+    fn aaaa(mut self, at: u64, c: Vec<Candidate>) -> Sim {
+        self.script.push((ms(at), Input::Answer(Family::V6, c)));
+        self
+    }
+
+    fn a(mut self, at: u64, c: Vec<Candidate>) -> Sim {
+        self.script.push((ms(at), Input::Answer(Family::V4, c)));
+        self
+    }
+
+    fn dns_fail(mut self, at: u64, family: Family, cause: &str) -> Sim {
+        self.script
+            .push((ms(at), Input::DnsFailed(family, cause.into())));
+        self
+    }
+
+    fn complete(mut self, at: u64) -> Sim {
+        self.script.push((ms(at), Input::DnsComplete));
+        self
+    }
+
+    /// Runs until the race finishes; checks the invariants on the way and at the end.
+    fn run(self) -> Run {
+        let base = Instant::now();
+        let mut race = Race::new(self.config, base);
+        if let Some(f) = self.expect {
+            race.expect_family(f, base);
+        }
+        let max = race.config().max_alive;
+        // (time, sequence, input): ties go in script order, then in scheduling order.
+        let mut events: Vec<(Duration, usize, Input)> = self
+            .script
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, input))| (t, i, input))
+            .collect();
+        let mut seq = events.len();
+        let mut run = Run {
+            base,
+            race: Race::new(RaceConfig::default(), base),
+            starts: Vec::new(),
+            cancels: Vec::new(),
+            failures: Vec::new(),
+            won: None,
+            failed: None,
+            max_alive_seen: 0,
+        };
+        let mut now = Duration::ZERO;
+        for _ in 0..100_000 {
+            while let Some(action) = race.poll_action() {
+                assert!(
+                    run.won.is_none() && run.failed.is_none(),
+                    "{action:?} after the end"
+                );
+                match action {
+                    Action::Start { id, candidate } => {
+                        let mut path = self.net.get(&candidate.remote).cloned();
+                        let mut schedule = |after: u64, input: Input| {
+                            events.push((now + ms(after), seq, input));
+                            seq += 1;
+                        };
+                        while let Some(p) = path.take() {
+                            match p {
+                                Path::Connects(t) => schedule(t, Input::Connected(id)),
+                                Path::Refused(t) => {
+                                    schedule(t, Input::Failed(id, "connection refused".into()))
+                                }
+                                Path::Blackhole => {}
+                                Path::Reachable(t, then) => {
+                                    schedule(t, Input::Reachable(id));
+                                    path = Some(*then);
+                                }
+                            }
+                        }
+                        run.starts.push((now, id, candidate));
+                    }
+                    Action::Cancel { id } => {
+                        // The caller drops the attempt: nothing more comes from it.
+                        events.retain(|(_, _, e)| e.attempt() != Some(id));
+                        run.cancels.push((now, id));
+                    }
+                    Action::Won { id } => run.won = Some((now, id)),
+                    Action::Failed(e) => run.failed = Some((now, e)),
+                }
+            }
+            assert!(race.alive() <= max, "{} alive", race.alive());
+            run.max_alive_seen = run.max_alive_seen.max(race.alive());
+            if race.is_finished() {
+                break;
+            }
+            let next_event = events.iter().map(|(t, s, _)| (*t, *s)).min();
+            let timer = race.poll_timeout().map(|t| t - base);
+            let t = match (next_event, timer) {
+                (Some((e, _)), Some(d)) => e.min(d),
+                (Some((e, _)), None) => e,
+                (None, Some(d)) => d,
+                (None, None) => panic!("stuck at {now:?}: {:#?}", race.report()),
+            };
+            assert!(t >= now, "time went back: {t:?} < {now:?}");
+            now = t;
+            let at = base + now;
+            match next_event {
+                Some((e, s)) if e <= now => {
+                    let i = events.iter().position(|(_, q, _)| *q == s).unwrap();
+                    let (_, _, input) = events.remove(i);
+                    match input {
+                        Input::Answer(f, c) => race.on_candidates(f, c, at),
+                        Input::DnsFailed(f, cause) => race.on_dns_failed(f, cause, at),
+                        Input::DnsComplete => race.on_dns_complete(at),
+                        Input::Reachable(id) => race.on_attempt_reachable(id, at),
+                        Input::Connected(id) => race.on_attempt_connected(id, at),
+                        Input::Failed(id, cause) => {
+                            run.failures.push((now, id));
+                            race.on_attempt_failed(id, cause, at)
+                        }
+                    }
+                }
+                _ => race.handle_timeout(at),
+            }
+        }
+        assert!(race.is_finished(), "race did not finish");
+        assert!(race.poll_timeout().is_none());
+        // Nothing is left alive: every started attempt won, failed or was cancelled.
+        assert_eq!(race.alive(), 0);
+        for (_, id, c) in &run.starts {
+            let ended = run.won.is_some_and(|(_, w)| w == *id)
+                || run.cancels.iter().any(|(_, i)| i == id)
+                || run.failures.iter().any(|(_, i)| i == id);
+            assert!(ended, "{id} {c} left alive: {}", race.report().trace());
+        }
+        // A cancel or failure always precedes the decision, at the same instant or earlier.
+        let end = run.won.map(|w| w.0).or(run.failed.as_ref().map(|f| f.0));
+        assert!(run.cancels.iter().all(|(t, _)| Some(*t) == end));
+        assert_eq!(race.report().total, end);
+        run.race = race;
+        run
+    }
+}
+
+// --- The dual-stack study's cases -------------------------------------------------------
+
+#[test]
+fn rd_both_up_ipv6_wins_at_its_rtt() {
+    let run = sim()
+        .path("2001:db8::69:72", Path::Connects(40))
+        .path("192.0.2.81", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::69:72"]))
+        .a(0, cands(&["192.0.2.81"]))
+        .run();
+    assert_eq!(run.won_at(), (40, "2001:db8::69:72".into()));
+    assert_eq!(run.start_times(), [0]);
+    assert!(run.cancels.is_empty());
+    let r = run.race.report();
+    assert_eq!(r.attempts.len(), 1);
+    assert_eq!(r.winner, Some(AttemptId(1)));
+    assert_eq!(r.total, Some(ms(40)));
+}
+
+#[test]
+fn rd_a_delivered_first_in_the_same_instant_still_prefers_ipv6() {
+    let run = sim()
+        .path("2001:db8::69:72", Path::Connects(40))
+        .path("192.0.2.81", Path::Connects(50))
+        .a(0, cands(&["192.0.2.81"]))
+        .aaaa(0, cands(&["2001:db8::69:72"]))
+        .run();
+    assert_eq!(run.won_at(), (40, "2001:db8::69:72".into()));
+    assert_eq!(run.started(), ["2001:db8::69:72"]);
+}
+
+#[test]
+fn rx_dead_ipv6_falls_back_after_one_attempt_delay_and_is_cancelled() {
+    let run = sim()
+        .path("2001:db8::69:dead", Path::Blackhole)
+        .path("192.0.2.81", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::69:dead"]))
+        .a(0, cands(&["192.0.2.81"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250]);
+    assert_eq!(run.won_at(), (300, "192.0.2.81".into()));
+    assert_eq!(run.cancels, [(ms(300), AttemptId(1))]);
+    let r = run.race.report();
+    assert_eq!(r.attempts[0].outcome, AttemptOutcome::Cancelled);
+    assert_eq!(r.attempts[0].end, Some(ms(300)));
+    assert_eq!(r.attempts[1].outcome, AttemptOutcome::Won);
+    assert_eq!(r.attempts[1].duration(), Some(ms(50)));
+}
+
+#[test]
+fn rxxx_three_dead_ipv6_ipv4_is_the_second_attempt() {
+    let run = sim()
+        .path("2001:db8::69:dead", Path::Blackhole)
+        .path("2001:db8::69:deae", Path::Blackhole)
+        .path("2001:db8::69:deaf", Path::Blackhole)
+        .path("192.0.2.81", Path::Connects(50))
+        .aaaa(
+            0,
+            cands(&[
+                "2001:db8::69:dead",
+                "2001:db8::69:deae",
+                "2001:db8::69:deaf",
+            ]),
+        )
+        .a(0, cands(&["192.0.2.81"]))
+        .run();
+    assert_eq!(run.started(), ["2001:db8::69:dead", "192.0.2.81"]);
+    assert_eq!(run.won_at(), (250 + 50, "192.0.2.81".into()));
+    assert_eq!(run.cancels, [(ms(300), AttemptId(1))]);
+    // The other two never started, so they are not in the report.
+    assert_eq!(run.race.report().attempts.len(), 2);
+}
+
+#[test]
+fn rxz4_dead_ipv6_dead_ipv4_then_live_ipv4() {
+    // Interleaving: [v6 dead, v4 dead, v4 live] (the resolver order is kept within a
+    // family), so the live address is the third start, at 2 x 250 ms.
+    let run = sim()
+        .path("2001:db8::69:dead", Path::Blackhole)
+        .path("192.0.2.1", Path::Blackhole)
+        .path("192.0.2.81", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::69:dead"]))
+        .a(0, cands(&["192.0.2.1", "192.0.2.81"]))
+        .run();
+    assert_eq!(
+        run.started(),
+        ["2001:db8::69:dead", "192.0.2.1", "192.0.2.81"]
+    );
+    assert_eq!(run.start_times(), [0, 250, 500]);
+    assert_eq!(run.won_at(), (2 * 250 + 50, "192.0.2.81".into()));
+    assert_eq!(
+        run.cancels,
+        [(ms(550), AttemptId(1)), (ms(550), AttemptId(2))]
+    );
+}
+
+#[test]
+fn everything_dead_fails_exactly_at_the_timeout_with_every_cause() {
+    let run = sim()
+        .config(|c| c.timeout = ms(2000))
+        .path("2001:db8::1", Path::Blackhole)
+        .path("2001:db8::2", Path::Blackhole)
+        .path("192.0.2.1", Path::Blackhole)
+        .path("192.0.2.2", Path::Blackhole)
+        .aaaa(0, cands(&["2001:db8::1", "2001:db8::2"]))
+        .a(0, cands(&["192.0.2.1", "192.0.2.2"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250, 500, 750]);
+    let (at, err) = run.failed_at();
+    assert_eq!(at, 2000);
+    assert_eq!(err.kind, FailureKind::TimedOut { after: ms(2000) });
+    assert_eq!(run.cancels.len(), 4);
+    let causes: Vec<(String, &str)> = err
+        .attempts
+        .iter()
+        .map(|a| (a.candidate.remote.to_string(), a.cause.as_str()))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("[2001:db8::1]:80".to_string(), "timed out after 2000 ms"),
+            ("192.0.2.1:80".to_string(), "timed out after 1750 ms"),
+            ("[2001:db8::2]:80".to_string(), "timed out after 1500 ms"),
+            ("192.0.2.2:80".to_string(), "timed out after 1250 ms"),
+        ]
+    );
+    let text = err.to_string();
+    assert!(text.starts_with("timed out after 2000 ms: "), "{text}");
+    for c in [
+        "TCP [2001:db8::1]:80",
+        "TCP 192.0.2.1:80",
+        "TCP [2001:db8::2]:80",
+        "TCP 192.0.2.2:80",
+    ] {
+        assert!(text.contains(c), "{text}");
+    }
+    // The error's report is the final one.
+    assert_eq!(err.report().total, Some(ms(2000)));
+    assert!(err
+        .report()
+        .timeline
+        .last()
+        .unwrap()
+        .1
+        .starts_with("race failed"));
+}
+
+#[test]
+fn default_timeout_is_thirty_seconds() {
+    let run = sim()
+        .path("2001:db8::1", Path::Blackhole)
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .complete(0)
+        .run();
+    assert_eq!(run.failed_at().0, 30_000);
+    assert_eq!(
+        run.failed_at().1.to_string(),
+        "timed out after 30000 ms: TCP [2001:db8::1]:80: timed out after 30000 ms"
+    );
+}
+
+#[test]
+fn all_refused_quickly_fails_without_any_attempt_delay() {
+    let run = sim()
+        .path("2001:db8::1", Path::Refused(1))
+        .path("2001:db8::2", Path::Refused(1))
+        .path("192.0.2.1", Path::Refused(1))
+        .path("192.0.2.2", Path::Refused(1))
+        .aaaa(0, cands(&["2001:db8::1", "2001:db8::2"]))
+        .a(0, cands(&["192.0.2.1", "192.0.2.2"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 1, 2, 3]);
+    let (at, err) = run.failed_at();
+    assert_eq!(at, 4);
+    assert_eq!(err.kind, FailureKind::Exhausted);
+    assert_eq!(
+        err.to_string(),
+        "all 4 attempts failed: TCP [2001:db8::1]:80: connection refused; \
+         TCP 192.0.2.1:80: connection refused; TCP [2001:db8::2]:80: connection refused; \
+         TCP 192.0.2.2:80: connection refused"
+    );
+    assert!(run.cancels.is_empty());
+}
+
+#[test]
+fn slow_aaaa_does_not_hold_ipv4_beyond_the_resolution_delay() {
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(40))
+        .path("192.0.2.1", Path::Connects(50))
+        .a(10, cands(&["192.0.2.1"]))
+        .aaaa(300, cands(&["2001:db8::1"]))
+        .run();
+    assert_eq!(run.start_times(), [60]);
+    assert_eq!(run.won_at(), (110, "192.0.2.1".into()));
+    let trace = run.race.report().trace();
+    assert!(trace.contains("waiting up to 50 ms for AAAA"), "{trace}");
+    assert!(trace.contains("no AAAA after 50 ms"), "{trace}");
+}
+
+#[test]
+fn slow_aaaa_joins_a_race_whose_ipv4_hangs() {
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(40))
+        .path("192.0.2.1", Path::Blackhole)
+        .a(10, cands(&["192.0.2.1"]))
+        .aaaa(300, cands(&["2001:db8::1"]))
+        .run();
+    // IPv4 at 60; AAAA at 300 joins; the stagger timer (60 + 250) starts it at 310.
+    assert_eq!(run.start_times(), [60, 310]);
+    assert_eq!(run.won_at(), (350, "2001:db8::1".into()));
+    assert_eq!(run.cancels, [(ms(350), AttemptId(1))]);
+}
+
+#[test]
+fn aaaa_within_the_resolution_delay_goes_first() {
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(40))
+        .path("192.0.2.1", Path::Connects(10))
+        .a(0, cands(&["192.0.2.1"]))
+        .aaaa(20, cands(&["2001:db8::1"]))
+        .run();
+    assert_eq!(run.started(), ["2001:db8::1"]);
+    assert_eq!(run.won_at(), (60, "2001:db8::1".into()));
+}
+
+#[test]
+fn cib_knowing_ipv4_is_faster_makes_an_early_aaaa_wait_for_a() {
+    // A second connection to an `rx` host: the CIB says IPv4 connected and IPv6 was
+    // overtaken. AAAA answers first; the race waits for A (5 ms later), ranks the known
+    // good IPv4 address first, and connects in one RTT.
+    let mut dead = cand("2001:db8::1");
+    dead.history = History::Failed {
+        cause: "no answer in 300 ms (overtaken)".into(),
+        age: ms(1000),
+    };
+    let mut good = cand("192.0.2.1");
+    good.history = History::Succeeded {
+        rtt: ms(50),
+        age: ms(1000),
+    };
+    let run = sim()
+        .expect(Family::V4)
+        .path("2001:db8::1", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, vec![dead.clone()])
+        .a(5, vec![good.clone()])
+        .run();
+    assert_eq!(run.started(), ["192.0.2.1"]);
+    assert_eq!(run.won_at(), (55, "192.0.2.1".into()));
+    // If A never comes, AAAA waits only the Resolution Delay.
+    let run = sim()
+        .expect(Family::V4)
+        .path("2001:db8::1", Path::Connects(20))
+        .aaaa(0, vec![dead])
+        .run();
+    assert_eq!(run.start_times(), [50]);
+    // Without the hint, AAAA starts at once (RFC 8305) and IPv4 waits its turn.
+    let run = sim()
+        .path("2001:db8::1", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(5, vec![good])
+        .run();
+    assert_eq!(run.start_times(), [0, 250]);
+}
+
+#[test]
+fn aaaa_failing_or_empty_within_the_resolution_delay_starts_ipv4_at_once() {
+    for failing in [true, false] {
+        let s = sim()
+            .path("192.0.2.1", Path::Connects(10))
+            .a(0, cands(&["192.0.2.1"]));
+        let s = if failing {
+            s.dns_fail(20, Family::V6, "SERVFAIL")
+        } else {
+            s.aaaa(20, vec![])
+        };
+        let run = s.run();
+        assert_eq!(run.start_times(), [20], "failing={failing}");
+        assert_eq!(run.won_at(), (30, "192.0.2.1".into()));
+    }
+}
+
+#[test]
+fn a_lookup_failure_does_not_stall_ipv6() {
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(40))
+        .dns_fail(5, Family::V4, "SERVFAIL")
+        .aaaa(30, cands(&["2001:db8::1"]))
+        .run();
+    assert_eq!(run.start_times(), [30]);
+    assert_eq!(run.won_at(), (70, "2001:db8::1".into()));
+    // And with the A lookup hanging (never answering), IPv6 still wins at its RTT.
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(40))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .run();
+    assert_eq!(run.won_at(), (40, "2001:db8::1".into()));
+}
+
+#[test]
+fn no_candidates_at_all_says_so_with_the_dns_causes() {
+    let run = sim()
+        .aaaa(0, vec![])
+        .dns_fail(10, Family::V4, "SERVFAIL")
+        .run();
+    let (at, err) = run.failed_at();
+    assert_eq!(at, 10);
+    assert_eq!(err.kind, FailureKind::NoCandidates);
+    assert_eq!(
+        err.to_string(),
+        "no candidate to race: no AAAA record; A lookup failed: SERVFAIL"
+    );
+    assert!(run.starts.is_empty());
+}
+
+#[test]
+fn a_new_dns_answer_joins_the_race() {
+    // IPv6 hangs; the A answer comes at 100 ms and its candidate starts on the timer.
+    let run = sim()
+        .path("2001:db8::1", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(100, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250]);
+    assert_eq!(run.won_at(), (300, "192.0.2.1".into()));
+
+    // IPv6 refused before A answers: nothing alive, so A's candidate starts at once.
+    let run = sim()
+        .path("2001:db8::1", Path::Refused(10))
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(100, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 100]);
+    assert_eq!(run.won_at(), (150, "192.0.2.1".into()));
+}
+
+#[test]
+fn joining_candidates_are_reranked_and_duplicates_ignored() {
+    let base = Instant::now();
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V6, cands(&["2001:db8::1", "2001:db8::2"]), base);
+    race.on_candidates(Family::V4, cands(&["192.0.2.1", "192.0.2.2"]), base + ms(1));
+    // A repeated answer adds nothing.
+    race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base + ms(2));
+    assert_eq!(race.queued(), 3);
+    let mut order = Vec::new();
+    let mut t = base;
+    while let Some(next) = race.poll_timeout() {
+        while let Some(a) = race.poll_action() {
+            if let Action::Start { candidate, .. } = a {
+                order.push(candidate.remote.ip().to_string());
+            }
+        }
+        if race.queued() == 0 {
+            break;
+        }
+        t = next.max(t);
+        race.handle_timeout(t);
+    }
+    while let Some(Action::Start { candidate, .. }) = race.poll_action() {
+        order.push(candidate.remote.ip().to_string());
+    }
+    assert_eq!(
+        order,
+        ["2001:db8::1", "192.0.2.1", "2001:db8::2", "192.0.2.2"]
+    );
+}
+
+#[test]
+fn adaptive_delay_uses_the_known_connect_time() {
+    let mut known = cand("2001:db8::1");
+    known.history = History::Succeeded {
+        rtt: ms(20),
+        age: Duration::from_secs(60),
+    };
+    let script = |adaptive: bool| {
+        sim()
+            .config(|c| c.adaptive_delay = adaptive)
+            .path("2001:db8::1", Path::Blackhole)
+            .path("192.0.2.1", Path::Connects(30))
+            .aaaa(0, vec![known.clone()])
+            .a(0, cands(&["192.0.2.1"]))
+            .run()
+    };
+    // 2 x 20 ms + 10 ms.
+    let run = script(true);
+    assert_eq!(run.start_times(), [0, 50]);
+    assert_eq!(run.won_at(), (80, "192.0.2.1".into()));
+    let trace = run.race.report().trace();
+    assert!(
+        trace.contains("(next in 50 ms: connected 60 s ago in 20.0 ms)"),
+        "{trace}"
+    );
+    let run = script(false);
+    assert_eq!(run.start_times(), [0, 250]);
+}
+
+#[test]
+fn adaptive_delay_is_bounded_by_the_configured_delay_and_10_ms() {
+    let config = RaceConfig::default();
+    let with = |rtt: u64| {
+        let mut c = cand("192.0.2.1");
+        c.history = History::Succeeded {
+            rtt: ms(rtt),
+            age: Duration::ZERO,
+        };
+        config.delay_after(&c)
+    };
+    assert_eq!(with(0), ms(10));
+    assert_eq!(with(1), ms(12));
+    assert_eq!(with(100), ms(210));
+    assert_eq!(with(500), ms(250));
+    assert_eq!(config.delay_after(&cand("192.0.2.1")), ms(250));
+}
+
+#[test]
+fn config_is_clamped() {
+    let c = RaceConfig {
+        attempt_delay: ms(1),
+        first_family_count: 0,
+        max_alive: 0,
+        ..RaceConfig::default()
+    }
+    .clamped();
+    assert_eq!(c.attempt_delay, ms(10));
+    assert_eq!(c.first_family_count, 1);
+    assert_eq!(c.max_alive, 1);
+    let c = RaceConfig {
+        attempt_delay: Duration::from_secs(10),
+        ..RaceConfig::default()
+    };
+    assert_eq!(
+        Race::new(c, Instant::now()).config().attempt_delay,
+        ms(2000)
+    );
+}
+
+#[test]
+fn max_alive_bounds_twenty_blackholed_candidates() {
+    let v6: Vec<String> = (1..=10).map(|i| format!("2001:db8::{i}")).collect();
+    let v4: Vec<String> = (1..=10).map(|i| format!("192.0.2.{i}")).collect();
+    let mut s = sim().config(|c| c.timeout = ms(5000));
+    for ip in v6.iter().chain(&v4) {
+        s = s.path(ip, Path::Blackhole);
+    }
+    let refs = |v: &[String]| v.iter().map(|s| cand(s)).collect::<Vec<_>>();
+    let run = s.aaaa(0, refs(&v6)).a(0, refs(&v4)).run();
+    assert_eq!(run.max_alive_seen, 8);
+    assert_eq!(
+        run.start_times(),
+        [0, 250, 500, 750, 1000, 1250, 1500, 1750]
+    );
+    let (at, err) = run.failed_at();
+    assert_eq!(at, 5000);
+    assert_eq!(err.attempts.len(), 8);
+    assert_eq!(err.not_started.len(), 12);
+    assert!(
+        err.to_string()
+            .ends_with("; 12 more candidates not attempted"),
+        "{err}"
+    );
+}
+
+#[test]
+fn max_alive_queued_candidates_start_when_a_slot_frees() {
+    let ips = [
+        "2001:db8::1",
+        "192.0.2.1",
+        "2001:db8::2",
+        "192.0.2.2",
+        "2001:db8::3",
+    ];
+    let mut s = sim().config(|c| c.max_alive = 2);
+    for ip in ips {
+        s = s.path(ip, Path::Refused(1000));
+    }
+    let run = s
+        .aaaa(0, cands(&["2001:db8::1", "2001:db8::2", "2001:db8::3"]))
+        .a(0, cands(&["192.0.2.1", "192.0.2.2"]))
+        .run();
+    assert_eq!(run.max_alive_seen, 2);
+    assert_eq!(run.started(), ips);
+    // 0, 250; the 500 ms start waits for a slot; each failure starts the next at once.
+    assert_eq!(run.start_times(), [0, 250, 1000, 1250, 2000]);
+    assert_eq!(run.failed_at().0, 3000);
+    assert_eq!(run.failed_at().1.attempts.len(), 5);
+}
+
+#[test]
+fn reachable_attempt_holds_the_next_start() {
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(30, Box::new(Path::Connects(400))),
+        )
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0]);
+    assert_eq!(run.won_at(), (400, "2001:db8::1".into()));
+
+    // If it then fails, the next starts at once.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(30, Box::new(Path::Refused(300))),
+        )
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 300]);
+    assert_eq!(run.won_at(), (350, "192.0.2.1".into()));
+}
+
+#[test]
+fn reachable_hold_removes_the_stagger_wakeup() {
+    let base = Instant::now();
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V6, cands(&["2001:db8::1"]), base);
+    race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base);
+    assert_eq!(race.poll_timeout(), Some(base + ms(250)));
+    race.on_attempt_reachable(AttemptId(1), base + ms(30));
+    assert_eq!(race.poll_timeout(), Some(base + DEFAULT_TIMEOUT));
+    race.handle_timeout(base + ms(250));
+    assert_eq!(race.alive(), 1);
+}
+
+#[test]
+fn unavailable_candidates_are_skipped_and_reported() {
+    let mut sctp = cand("2001:db8::1");
+    sctp.stack = Stack::plain(Protocol::Sctp);
+    sctp.unavailable = Some("SCTP is not supported by this build");
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(40))
+        .aaaa(0, vec![sctp.clone(), cand("2001:db8::1")])
+        .complete(0)
+        .run();
+    assert_eq!(run.started(), ["2001:db8::1"]);
+    assert!(run
+        .starts
+        .iter()
+        .all(|(_, _, c)| c.stack.protocol == Protocol::Tcp));
+    let r = run.race.report();
+    assert_eq!(r.attempts.len(), 2);
+    let skipped = &r.attempts[0];
+    assert_eq!(skipped.candidate.stack.protocol, Protocol::Sctp);
+    assert_eq!(
+        skipped.outcome,
+        AttemptOutcome::Skipped("SCTP is not supported by this build")
+    );
+    assert_eq!(r.winner, Some(r.attempts[1].id));
+    assert!(r
+        .trace()
+        .contains("skipped SCTP [2001:db8::1]:80: SCTP is not supported"));
+
+    // Only unavailable candidates: a clear error, nothing started.
+    let run = sim().aaaa(0, vec![sctp]).complete(0).run();
+    let (at, err) = run.failed_at();
+    assert_eq!(at, 0);
+    assert_eq!(err.kind, FailureKind::NoCandidates);
+    assert_eq!(
+        err.to_string(),
+        "no candidate to race: SCTP [2001:db8::1]:80: skipped: SCTP is not supported by this build"
+    );
+}
+
+#[test]
+fn later_reports_from_losers_are_ignored() {
+    let base = Instant::now();
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V6, cands(&["2001:db8::1"]), base);
+    race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base);
+    race.handle_timeout(base + ms(250));
+    assert_eq!(race.alive(), 2);
+    while race.poll_action().is_some() {}
+    race.on_attempt_connected(AttemptId(2), base + ms(260));
+    let actions: Vec<_> = std::iter::from_fn(|| race.poll_action()).collect();
+    assert!(matches!(
+        actions[..],
+        [
+            Action::Cancel { id: AttemptId(1) },
+            Action::Won { id: AttemptId(2) }
+        ]
+    ));
+    race.on_attempt_connected(AttemptId(1), base + ms(261));
+    race.on_attempt_failed(AttemptId(1), "late".into(), base + ms(262));
+    race.on_attempt_connected(AttemptId(7), base + ms(263));
+    race.on_candidates(Family::V4, cands(&["192.0.2.9"]), base + ms(264));
+    race.handle_timeout(base + ms(40_000));
+    assert!(race.poll_action().is_none());
+    let r = race.report();
+    assert_eq!(r.winner, Some(AttemptId(2)));
+    assert_eq!(r.attempts[0].outcome, AttemptOutcome::Cancelled);
+    assert_eq!(r.total, Some(ms(260)));
+    assert_eq!(race.alive(), 0);
+}
+
+#[test]
+fn trace_reads_like_the_study_tables() {
+    let run = sim()
+        .path("::1", Path::Refused(0))
+        .path("127.0.0.1", Path::Connects(0))
+        .aaaa(0, cands(&["::1"]))
+        .a(0, cands(&["127.0.0.1"]))
+        .run();
+    let lines: Vec<&str> = run
+        .race
+        .report()
+        .timeline
+        .iter()
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "AAAA answered: 1 address",
+            "start #1 TCP [::1]:80",
+            "A answered: 1 address",
+            "#1 failed: connection refused",
+            "start #2 TCP 127.0.0.1:80",
+            "#2 connected in 0 ms: won",
+        ]
+    );
+    assert!(run
+        .race
+        .report()
+        .trace()
+        .starts_with("     0.0 ms  AAAA answered: 1 address\n"));
+    let dns = &run.race.report().dns;
+    assert_eq!(dns.len(), 2);
+    assert_eq!((dns[0].family, dns[0].result.clone()), (Family::V6, Ok(1)));
+}
+
+#[test]
+fn record_outcomes_writes_successes_and_failures_to_the_cib() {
+    let endpoint: Arc<str> = "example.test:80".into();
+    // IPv6 refused after 5 ms, IPv4 connects 50 ms after starting at once.
+    let run = sim()
+        .path("2001:db8::1", Path::Refused(5))
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.won_at(), (55, "192.0.2.1".into()));
+    let mut cib = Cib::default();
+    run.race.report().record_outcomes(&mut cib, &endpoint);
+    assert_eq!(cib.len(), 2);
+    let at = run.base + ms(55);
+    let v6 = cand("2001:db8::1").outcome_key(&endpoint);
+    let v4 = cand("192.0.2.1").outcome_key(&endpoint);
+    assert_eq!(
+        cib.history(&v6, at),
+        History::Failed {
+            cause: "connection refused".into(),
+            age: ms(50)
+        }
+    );
+    assert_eq!(
+        cib.history(&v4, at),
+        History::Succeeded {
+            rtt: ms(50),
+            age: Duration::ZERO
+        }
+    );
+
+    // An attempt overtaken by a later one is recorded as failed: its head start did
+    // not help, so the next race should not lead with it.
+    let run = sim()
+        .path("2001:db8::1", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    let mut cib = Cib::default();
+    run.race.report().record_outcomes(&mut cib, &endpoint);
+    assert_eq!(cib.len(), 2);
+    match cib.history(&v6, run.base + ms(300)) {
+        History::Failed { cause, .. } => {
+            assert_eq!(cause, "no answer in 300 ms (overtaken)")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // An attempt cancelled after starting later than the winner says nothing about its
+    // path and is not recorded.
+    let run = sim()
+        .path("2001:db8::1", Path::Connects(260))
+        .path("192.0.2.1", Path::Connects(20))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.won_at(), (260, "2001:db8::1".into()));
+    let mut cib = Cib::default();
+    run.race.report().record_outcomes(&mut cib, &endpoint);
+    assert_eq!(cib.len(), 1, "{:?}", run.race.report().timeline);
+    assert_eq!(cib.history(&v4, run.base + ms(300)), History::Unknown);
+}
