@@ -1,4 +1,5 @@
-//! Test support for taps: a real, controllable DNS server on loopback.
+//! Test support for taps: a real, controllable DNS server on loopback, and socket
+//! helpers ([`open_sockets`], [`Blackhole`]) for leak and dead-path tests.
 //!
 //! [`DnsServer`] is an authoritative hickory-server instance on `127.0.0.1` (UDP and TCP,
 //! same ephemeral port) serving a small in-memory zone. Tests point the resolver at
@@ -15,6 +16,9 @@
 //! println!("serving on {}", dns.addr());
 //! # }
 //! ```
+
+mod sockets;
+pub use sockets::{open_sockets, Blackhole};
 
 use std::collections::{HashMap, HashSet};
 use std::io;

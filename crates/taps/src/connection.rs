@@ -86,6 +86,16 @@ pub struct Connection {
     stats: Statistics,
 }
 
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("stack", &self.info.stack)
+            .field("local", &self.info.local)
+            .field("remote", &self.info.remote)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Connection {
     pub(crate) fn from_established(
         est: Established,

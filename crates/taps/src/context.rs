@@ -95,7 +95,9 @@ impl ContextBuilder {
             Pib::builtin()
         };
         if let Some(dir) = &self.pib_dir {
-            pib = pib.load_dir(dir).map_err(|e| Error::Config(e.to_string()))?;
+            pib = pib
+                .load_dir(dir)
+                .map_err(|e| Error::Config(e.to_string()))?;
         }
         let mut cib = Cib::new(self.cib_config);
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
@@ -202,7 +204,10 @@ fn load_cib(cib: &mut Cib, path: &Path) {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => eprintln!("taps: warning: cannot read CIB file {}: {e}", path.display()),
+        Err(e) => eprintln!(
+            "taps: warning: cannot read CIB file {}: {e}",
+            path.display()
+        ),
     }
 }
 
@@ -211,9 +216,10 @@ fn availability() -> Availability {
     let mut a = Availability::all();
     for stack in Stack::ALL {
         let reason = match (stack.protocol, stack.security) {
-            (Protocol::Tcp | Protocol::Mptcp | Protocol::Udp | Protocol::UdpLite, Security::None) => {
-                continue
-            }
+            (
+                Protocol::Tcp | Protocol::Mptcp | Protocol::Udp | Protocol::UdpLite,
+                Security::None,
+            ) => continue,
             (Protocol::Sctp, Security::None) => "SCTP is not implemented in this build yet",
             (Protocol::Quic, _) => "QUIC is not implemented in this build yet",
             (_, Security::Tls) => "TLS is not implemented in this build yet",

@@ -57,9 +57,9 @@ impl Listener {
 
     pub(crate) async fn start(pre: &Preconnection) -> Result<Listener, Error> {
         let plan = pre.plan()?;
-        let local = pre
-            .local
-            .ok_or(Error::Usage("listen needs a local endpoint (address or port)"))?;
+        let local = pre.local.ok_or(Error::Usage(
+            "listen needs a local endpoint (address or port)",
+        ))?;
         let addrs: Vec<SocketAddr> = if local.ip().is_unspecified() {
             vec![
                 SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), local.port()),
@@ -114,16 +114,22 @@ impl Listener {
             }
         }
         if bound.is_empty() {
-            let stacks: Vec<String> = plan.stacks().iter().map(|s| {
-                match s.unavailable {
+            let stacks: Vec<String> = plan
+                .stacks()
+                .iter()
+                .map(|s| match s.unavailable {
                     Some(why) => format!("{} ({why})", s.stack),
                     None => s.stack.to_string(),
-                }
-            }).collect();
+                })
+                .collect();
             return Err(Error::Config(format!(
                 "nothing to listen on: allowed stacks {}; {}",
                 stacks.join(", "),
-                if errors.is_empty() { "none of them can listen in this build".to_string() } else { errors.join("; ") }
+                if errors.is_empty() {
+                    "none of them can listen in this build".to_string()
+                } else {
+                    errors.join("; ")
+                }
             )));
         }
         Ok(Listener { rx, tasks, bound })

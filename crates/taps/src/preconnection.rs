@@ -170,7 +170,8 @@ impl Preconnection {
         let plan = self.plan()?;
         let opts = self.socket_options();
         let config = racing::race_config(&self.props);
-        let won = racing::race(&self.ctx, self.ctx.resolver(), remote, &plan, config, &opts).await?;
+        let won =
+            racing::race(&self.ctx, self.ctx.resolver(), remote, &plan, config, &opts).await?;
         let stack = won.candidate.stack;
         Ok(Connection::from_established(
             won.established,

@@ -11,13 +11,13 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use taps_core::candidates::{Candidate, Plan};
-use taps_core::race::{Action, AttemptId, Race, RaceConfig, RaceReport};
+use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceReport};
 
 use crate::preconnection::RemoteEndpoint;
-use crate::resolver::Resolver;
+use crate::resolver::{DnsError, Resolver};
 use crate::transport::{self, AttemptError, Established, SocketOptions};
 use crate::{Context, Error};
 
@@ -55,18 +55,28 @@ pub(crate) async fn race(
     let key = remote.key();
     let start = Instant::now();
     let mut race = Race::new(config, start);
+    if let Some(family) = ctx.cib().best_family(&key, start) {
+        race.expect_family(family, start);
+    }
     let mut resolution = resolver.resolve(&remote.host);
     let mut dns_done = false;
     let mut attempts: Vec<(AttemptId, Attempt)> = Vec::new();
     let mut candidates: HashMap<AttemptId, Candidate> = HashMap::new();
     let mut connected: HashMap<AttemptId, Established> = HashMap::new();
+    // Kept to turn a race with nothing to try into the error that explains it.
+    let mut dns_causes: Vec<(taps_core::Family, DnsError)> = Vec::new();
+    let mut pruned: Vec<String> = Vec::new();
+    let mut any_address = false;
     loop {
         while let Some(action) = race.poll_action() {
             match action {
                 Action::Start { id, candidate } => {
                     let opts = opts.clone();
                     let c = candidate.clone();
-                    attempts.push((id, Box::pin(async move { transport::connect(&c, &opts).await })));
+                    attempts.push((
+                        id,
+                        Box::pin(async move { transport::connect(&c, &opts).await }),
+                    ));
                     candidates.insert(id, candidate);
                 }
                 Action::Cancel { id } => {
@@ -90,6 +100,19 @@ pub(crate) async fn race(
                 Action::Failed(err) => {
                     attempts.clear();
                     race.report().record_outcomes(&mut ctx.cib(), &key);
+                    let nothing_tried = err.kind == FailureKind::NoCandidates;
+                    if nothing_tried && !any_address {
+                        return Err(Error::Resolve {
+                            host: remote.host.clone(),
+                            causes: std::mem::take(&mut dns_causes),
+                        });
+                    }
+                    if nothing_tried && err.attempts.is_empty() && !pruned.is_empty() {
+                        return Err(Error::NoCandidates {
+                            host: remote.host.clone(),
+                            reasons: pruned.join("; "),
+                        });
+                    }
                     return Err(Error::Race(err));
                 }
             }
@@ -111,10 +134,19 @@ pub(crate) async fn race(
                     }
                     Some(a) => match a.result {
                         Ok(addrs) => {
+                            any_address = true;
                             let gathered = plan.gather(&key, remote.port, &addrs, &ctx.cib(), now);
+                            pruned.extend(gathered.pruned.iter().map(|p| {
+                                let why: Vec<String> =
+                                    p.violations.iter().map(|v| v.to_string()).collect();
+                                format!("{} {}: {}", p.stack, p.remote, why.join(", "))
+                            }));
                             race.on_candidates(a.family, gathered.candidates, now);
                         }
-                        Err(e) => race.on_dns_failed(a.family, e.to_string(), now),
+                        Err(e) => {
+                            race.on_dns_failed(a.family, e.to_string(), now);
+                            dns_causes.push((a.family, e));
+                        }
                     },
                 }
             }
@@ -148,6 +180,3 @@ async fn next_outcome(
     })
     .await
 }
-
-/// The default establishment timeout, for documentation and the CLI.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,301 @@
+//! The socket layer: runs one connection attempt for the race, and opens listening
+//! sockets.
+//!
+//! Sockets are created with socket2 (so that MPTCP and UDP-Lite sockets can be made),
+//! configured from [`SocketOptions`], and handed to tokio. Every attempt owns its socket:
+//! dropping the future returned by [`connect`] closes it, which is how the race cancels
+//! a losing attempt.
+
+mod listen;
+mod options;
+mod sys;
+
+pub use listen::{bind_udp, listen_tcp};
+pub use options::{SocketOptions, DEFAULT_KEEPALIVE, HEADER_ONLY_COVERAGE};
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
+use taps_core::candidates::{Candidate, LocalBinding, Security};
+use taps_core::properties::Protocol;
+use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+
+/// Why one connection attempt failed; the race reports it per attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    /// The peer answered with a reset (`ECONNREFUSED`): nothing listens there.
+    #[error("connection refused")]
+    Refused,
+    /// No route to the network or host (`ENETUNREACH`, `EHOSTUNREACH`).
+    #[error("network or host unreachable")]
+    Unreachable,
+    /// The kernel gave up (`ETIMEDOUT`, e.g. SYN retries or `TCP_USER_TIMEOUT`).
+    #[error("timed out")]
+    TimedOut,
+    /// This host or build cannot run the attempt (protocol missing from the kernel,
+    /// security layer not handled here, unknown congestion control, ...).
+    #[error("{0}")]
+    Unsupported(String),
+    /// Any other I/O error.
+    #[error(transparent)]
+    Io(io::Error),
+}
+
+impl From<io::Error> for AttemptError {
+    /// Classifies an OS error: refused, unreachable and timed out get their own variant.
+    fn from(e: io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => AttemptError::Refused,
+            Some(libc::ENETUNREACH | libc::EHOSTUNREACH) => AttemptError::Unreachable,
+            Some(libc::ETIMEDOUT) => AttemptError::TimedOut,
+            _ if e.kind() == io::ErrorKind::ConnectionRefused => AttemptError::Refused,
+            _ if e.kind() == io::ErrorKind::TimedOut => AttemptError::TimedOut,
+            _ => AttemptError::Io(e),
+        }
+    }
+}
+
+impl From<AttemptError> for io::Error {
+    /// Back to an I/O error (for listeners): the classified variants become their errno.
+    fn from(e: AttemptError) -> Self {
+        match e {
+            AttemptError::Refused => io::Error::from_raw_os_error(libc::ECONNREFUSED),
+            AttemptError::Unreachable => io::Error::from_raw_os_error(libc::ENETUNREACH),
+            AttemptError::TimedOut => io::Error::from_raw_os_error(libc::ETIMEDOUT),
+            AttemptError::Unsupported(m) => io::Error::new(io::ErrorKind::Unsupported, m),
+            AttemptError::Io(e) => e,
+        }
+    }
+}
+
+/// What kind of byte stream was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpFlavor {
+    /// `None` for plain TCP; for MPTCP, `Some(true)` when MPTCP is in use and
+    /// `Some(false)` when the peer made it fall back to plain TCP.
+    pub mptcp_active: Option<bool>,
+}
+
+/// Which datagram protocol a datagram socket runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatagramKind {
+    /// UDP.
+    Udp,
+    /// UDP-Lite (RFC 3828), possibly with partial checksum coverage.
+    UdpLite,
+}
+
+/// A socket that finished its attempt, ready for I/O.
+#[derive(Debug)]
+pub enum Established {
+    /// A connected TCP or MPTCP stream.
+    Tcp(TcpStream, TcpFlavor),
+    /// A UDP or UDP-Lite socket `connect`ed to the remote (no handshake happened).
+    Udp(UdpSocket, DatagramKind),
+}
+
+impl Established {
+    /// The local address (one `getsockname`).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Established::Tcp(s, _) => s.local_addr(),
+            Established::Udp(s, _) => s.local_addr(),
+        }
+    }
+
+    /// The remote address (one `getpeername`).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Established::Tcp(s, _) => s.peer_addr(),
+            Established::Udp(s, _) => s.peer_addr(),
+        }
+    }
+}
+
+/// Runs one attempt for `candidate`: creates the socket, applies `opts`, binds the
+/// candidate's local address (port 0) if it has one, and connects.
+///
+/// TCP and MPTCP wait for the handshake (one round trip). UDP and UDP-Lite only bind and
+/// `connect(2)` the socket, so they finish at once: such an attempt wins the race
+/// immediately and says nothing about whether the remote is reachable.
+///
+/// Only plain stacks (no TLS/DTLS/QUIC) and TCP, MPTCP, UDP, UDP-Lite are run here;
+/// others fail with [`AttemptError::Unsupported`]. No socket exists until the future is
+/// first polled, and dropping the future closes the socket.
+///
+/// Must be polled inside a tokio runtime with I/O enabled.
+pub async fn connect(
+    candidate: &Candidate,
+    opts: &SocketOptions,
+) -> Result<Established, AttemptError> {
+    let stack = candidate.stack;
+    if let Some(why) = candidate.unavailable {
+        return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
+    }
+    if stack.security != Security::None {
+        return Err(AttemptError::Unsupported(format!(
+            "{stack} is not run by the socket layer (only plain TCP, MPTCP, UDP and UDP-Lite)"
+        )));
+    }
+    let local = candidate.local.as_ref();
+    match stack.protocol {
+        Protocol::Tcp => connect_stream(candidate.remote, local, false, opts).await,
+        Protocol::Mptcp => connect_stream(candidate.remote, local, true, opts).await,
+        Protocol::Udp => connect_datagram(candidate.remote, local, DatagramKind::Udp, opts),
+        Protocol::UdpLite => connect_datagram(candidate.remote, local, DatagramKind::UdpLite, opts),
+        Protocol::Sctp | Protocol::Quic => Err(AttemptError::Unsupported(format!(
+            "{stack} is not run by the socket layer (only plain TCP, MPTCP, UDP and UDP-Lite)"
+        ))),
+    }
+}
+
+async fn connect_stream(
+    remote: SocketAddr,
+    local: Option<&LocalBinding>,
+    mptcp: bool,
+    opts: &SocketOptions,
+) -> Result<Established, AttemptError> {
+    let socket = stream_socket(Domain::for_address(remote), mptcp)?;
+    opts.apply_stream(&socket, remote.is_ipv6(), mptcp)?;
+    if let Some(l) = local {
+        bind_local(&socket, l)?;
+    }
+    let stream = TcpSocket::from_std_stream(socket.into())
+        .connect(remote)
+        .await?;
+    // A connected stream is not failed over a diagnostic: unknown answers count as
+    // "not confirmed MPTCP".
+    let mptcp_active = mptcp.then(|| sys::mptcp_info_available(&stream).unwrap_or(false));
+    Ok(Established::Tcp(stream, TcpFlavor { mptcp_active }))
+}
+
+fn connect_datagram(
+    remote: SocketAddr,
+    local: Option<&LocalBinding>,
+    kind: DatagramKind,
+    opts: &SocketOptions,
+) -> Result<Established, AttemptError> {
+    let lite = kind == DatagramKind::UdpLite;
+    let socket = datagram_socket(Domain::for_address(remote), lite)?;
+    opts.apply_datagram(&socket, remote.is_ipv6(), lite)?;
+    if let Some(l) = local {
+        bind_local(&socket, l)?;
+    }
+    socket.connect(&remote.into())?;
+    let udp = UdpSocket::from_std(socket.into())?;
+    Ok(Established::Udp(udp, kind))
+}
+
+/// A non-blocking TCP or MPTCP socket; a kernel without MPTCP gives `Unsupported`.
+pub(crate) fn stream_socket(domain: Domain, mptcp: bool) -> Result<Socket, AttemptError> {
+    let protocol = if mptcp {
+        socket2::Protocol::from(sys::IPPROTO_MPTCP)
+    } else {
+        socket2::Protocol::TCP
+    };
+    let socket = Socket::new(domain, Type::STREAM, Some(protocol)).map_err(|e| {
+        // Old kernels reject protocol numbers >= 256 with EINVAL.
+        match e.raw_os_error() {
+            Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT | libc::EINVAL) if mptcp => {
+                AttemptError::Unsupported("MPTCP not available in this kernel".into())
+            }
+            _ => AttemptError::Io(e),
+        }
+    })?;
+    socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+/// A non-blocking UDP or UDP-Lite socket; a kernel without UDP-Lite gives `Unsupported`.
+pub(crate) fn datagram_socket(domain: Domain, lite: bool) -> Result<Socket, AttemptError> {
+    let protocol = if lite {
+        socket2::Protocol::from(sys::IPPROTO_UDPLITE)
+    } else {
+        socket2::Protocol::UDP
+    };
+    let socket =
+        Socket::new(domain, Type::DGRAM, Some(protocol)).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT) if lite => {
+                AttemptError::Unsupported("UDP-Lite not available in this kernel".into())
+            }
+            _ => AttemptError::Io(e),
+        })?;
+    socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+/// Binds `socket` to the binding's address, port 0 (link-local IPv6 gets the
+/// interface's scope).
+fn bind_local(socket: &Socket, l: &LocalBinding) -> Result<(), AttemptError> {
+    let addr = match l.addr {
+        IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => {
+            let name = std::ffi::CString::new(l.interface.as_bytes()).unwrap_or_default();
+            // SAFETY: `name` is a valid NUL-terminated string for the call's duration.
+            let scope = unsafe { libc::if_nametoindex(name.as_ptr()) };
+            SocketAddr::V6(SocketAddrV6::new(v6, 0, 0, scope))
+        }
+        ip => SocketAddr::new(ip, 0),
+    };
+    socket.bind(&addr.into()).map_err(|e| {
+        AttemptError::Io(io::Error::new(
+            e.kind(),
+            format!("binding to {} ({}): {e}", l.addr, l.interface),
+        ))
+    })
+}
+
+/// Whether `stream` runs MPTCP: `None` for a plain TCP socket (including a plain TCP
+/// client accepted by an MPTCP listener: Linux hands out a TCP socket then),
+/// `Some(true)` for an MPTCP socket using MPTCP, `Some(false)` for an MPTCP socket whose
+/// peer made it fall back to TCP. Costs one or two `getsockopt` calls.
+pub fn is_mptcp(stream: &TcpStream) -> Option<bool> {
+    let proto = sys::get_int(stream, libc::SOL_SOCKET, libc::SO_PROTOCOL).ok()?;
+    if proto != sys::IPPROTO_MPTCP {
+        return None;
+    }
+    Some(sys::mptcp_info_available(stream).unwrap_or(false))
+}
+
+/// Kernel TCP statistics of a connection (a subset of `struct tcp_info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpInfo {
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+    /// Round-trip time variance.
+    pub rttvar: Duration,
+    /// Current retransmission timeout.
+    pub rto: Duration,
+    /// Segments retransmitted over the connection's life.
+    pub retransmits: u32,
+    /// Segments currently considered lost.
+    pub lost: u32,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// Congestion window, in segments.
+    pub snd_cwnd: u32,
+    /// Sender maximum segment size, in bytes.
+    pub snd_mss: u32,
+    /// Path MTU, in bytes.
+    pub pmtu: u32,
+}
+
+/// Reads `TCP_INFO` (one `getsockopt`); `None` if the kernel refuses. For MPTCP the
+/// kernel answers for the first subflow.
+pub fn tcp_info(stream: &TcpStream) -> Option<TcpInfo> {
+    let i = sys::tcp_info(stream).ok()?;
+    let us = |v: u32| Duration::from_micros(v.into());
+    Some(TcpInfo {
+        rtt: us(i.tcpi_rtt),
+        rttvar: us(i.tcpi_rttvar),
+        rto: us(i.tcpi_rto),
+        retransmits: i.tcpi_total_retrans,
+        lost: i.tcpi_lost,
+        unacked: i.tcpi_unacked,
+        snd_cwnd: i.tcpi_snd_cwnd,
+        snd_mss: i.tcpi_snd_mss,
+        pmtu: i.tcpi_pmtu,
+    })
+}

@@ -1,0 +1,194 @@
+//! Per-connection socket options, derived once from the transport properties.
+
+use std::io;
+use std::time::Duration;
+
+use socket2::{Socket, TcpKeepalive};
+use taps_core::properties::{Name, Preference, Properties};
+
+use super::sys;
+use super::AttemptError;
+
+/// Keep-alive idle time used when the properties ask for keep-alive without a value:
+/// the RFC 1122 minimum default of two hours.
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// UDP-Lite coverage when full checksums are avoided or prohibited: the 8-byte header only.
+pub const HEADER_ONLY_COVERAGE: u16 = 8;
+
+/// Longest congestion control name the kernel accepts (`TCP_CA_NAME_MAX` - 1).
+const TCP_CA_NAME_MAX: usize = 15;
+
+/// Socket options for one connection or listener, computed once per preconnection and
+/// shared by every attempt (cloning copies a short string at most). Applying them costs
+/// one `setsockopt` per option that is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// `TCP_NODELAY` (default true: taps frames messages itself, Nagle only delays them).
+    pub nodelay: bool,
+    /// DSCP code point (0..=63) marked with `IP_TOS` or `IPV6_TCLASS` (ECN bits left 0);
+    /// best effort: skipped where the socket type cannot mark (MPTCP over IPv6 here).
+    pub dscp: Option<u8>,
+    /// `TCP_USER_TIMEOUT`: how long sent data may stay unacknowledged before the
+    /// connection is dropped.
+    pub user_timeout: Option<Duration>,
+    /// `TCP_CONGESTION` by name (`cubic`, `reno`, `bbr`, ...); a name the kernel does not
+    /// offer fails the attempt with [`AttemptError::Unsupported`] naming it.
+    pub congestion_control: Option<String>,
+    /// `SO_KEEPALIVE` with this idle time (`TCP_KEEPIDLE`) before the first probe.
+    pub keepalive: Option<Duration>,
+    /// UDP-Lite checksum coverage in bytes for sending and the minimum accepted when
+    /// receiving (`UDPLITE_SEND_CSCOV` / `UDPLITE_RECV_CSCOV`); 0 = whole datagram, values
+    /// below 8 are raised to 8 by the kernel. Ignored by other protocols.
+    pub udplite_coverage: Option<u16>,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            nodelay: true,
+            dscp: None,
+            user_timeout: None,
+            congestion_control: None,
+            keepalive: None,
+            udplite_coverage: None,
+        }
+    }
+}
+
+impl SocketOptions {
+    /// Derives the options from compiled properties: DSCP from `dscp_value`, else the
+    /// capacity profile (0 = unmarked); keep-alive ([`DEFAULT_KEEPALIVE`]) when `keepAlive`
+    /// is required or preferred; UDP-Lite header-only coverage when `fullChecksumSend` or
+    /// `fullChecksumRecv` is avoided or prohibited. Cost: a few map lookups.
+    pub fn from_properties(props: &Properties) -> SocketOptions {
+        let c = props.compiled();
+        let dscp = c
+            .dscp
+            .or(Some(c.capacity_profile.dscp()))
+            .filter(|d| *d != 0);
+        let pref = |n: Name| props.get(n).and_then(|e| e.as_preference());
+        let wants = |n: Name| matches!(pref(n), Some(Preference::Require | Preference::Prefer));
+        let avoids = |n: Name| matches!(pref(n), Some(Preference::Avoid | Preference::Prohibit));
+        SocketOptions {
+            dscp,
+            keepalive: wants(Name::KeepAlive).then_some(DEFAULT_KEEPALIVE),
+            udplite_coverage: (avoids(Name::FullChecksumSend) || avoids(Name::FullChecksumRecv))
+                .then_some(HEADER_ONLY_COVERAGE),
+            ..SocketOptions::default()
+        }
+    }
+
+    /// Applies the options that concern every socket: DSCP, best effort where the
+    /// socket type cannot mark (MPTCP over IPv6 rejects `IPV6_TCLASS`), since a capacity
+    /// profile is advisory.
+    fn apply_common(&self, s: &Socket, v6: bool) -> Result<(), AttemptError> {
+        if let Some(dscp) = self.dscp {
+            if dscp > 63 {
+                return Err(AttemptError::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("DSCP {dscp} is out of range 0..=63"),
+                )));
+            }
+            let tos = u32::from(dscp) << 2;
+            let (r, what) = if v6 {
+                (s.set_tclass_v6(tos), "IPV6_TCLASS")
+            } else {
+                (s.set_tos_v4(tos), "IP_TOS")
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if not_supported(&e) => {
+                    tracing::debug!("DSCP {dscp} not marked: {what} not supported here: {e}");
+                }
+                Err(e) => return Err(context(e, &format!("setting {what}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the options to a TCP or MPTCP socket (before connect or listen). An
+    /// option the socket type does not support fails with [`AttemptError::Unsupported`]
+    /// naming it (this kernel's MPTCP rejects `TCP_USER_TIMEOUT`, for instance).
+    pub(crate) fn apply_stream(
+        &self,
+        s: &Socket,
+        v6: bool,
+        mptcp: bool,
+    ) -> Result<(), AttemptError> {
+        let proto = if mptcp { "MPTCP" } else { "TCP" };
+        let check = |r: io::Result<()>, what: &str| {
+            r.map_err(|e| {
+                if not_supported(&e) {
+                    AttemptError::Unsupported(format!(
+                        "{what} is not supported on {proto} sockets by this kernel"
+                    ))
+                } else {
+                    context(e, &format!("setting {what}"))
+                }
+            })
+        };
+        self.apply_common(s, v6)?;
+        check(s.set_tcp_nodelay(self.nodelay), "TCP_NODELAY")?;
+        if let Some(t) = self.user_timeout {
+            check(s.set_tcp_user_timeout(Some(t)), "TCP_USER_TIMEOUT")?;
+        }
+        if let Some(idle) = self.keepalive {
+            check(
+                s.set_tcp_keepalive(&TcpKeepalive::new().with_time(idle)),
+                "TCP keep-alive",
+            )?;
+        }
+        if let Some(name) = &self.congestion_control {
+            set_congestion(s, name)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the options to a UDP or UDP-Lite socket.
+    pub(crate) fn apply_datagram(
+        &self,
+        s: &Socket,
+        v6: bool,
+        lite: bool,
+    ) -> Result<(), AttemptError> {
+        self.apply_common(s, v6)?;
+        if let (true, Some(cov)) = (lite, self.udplite_coverage) {
+            for opt in [sys::UDPLITE_SEND_CSCOV, sys::UDPLITE_RECV_CSCOV] {
+                sys::set_int(s, sys::IPPROTO_UDPLITE, opt, cov.into())
+                    .map_err(|e| context(e, "setting UDP-Lite checksum coverage"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the kernel says this socket type lacks the option.
+fn not_supported(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT))
+}
+
+/// Sets `TCP_CONGESTION`, turning the kernel's errors into messages naming the algorithm.
+fn set_congestion(s: &Socket, name: &str) -> Result<(), AttemptError> {
+    if name.is_empty() || name.len() > TCP_CA_NAME_MAX || name.contains('\0') {
+        return Err(AttemptError::Unsupported(format!(
+            "'{name}' is not a valid TCP congestion control name"
+        )));
+    }
+    s.set_tcp_congestion(name.as_bytes())
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => AttemptError::Unsupported(format!(
+                "TCP congestion control '{name}' is not available in this kernel"
+            )),
+            Some(libc::EPERM) => AttemptError::Unsupported(format!(
+                "TCP congestion control '{name}' is not permitted \
+                 (see net.ipv4.tcp_allowed_congestion_control)"
+            )),
+            _ => context(e, &format!("setting TCP congestion control '{name}'")),
+        })
+}
+
+/// Wraps an option error with what was being done, keeping its kind.
+fn context(e: io::Error, what: &str) -> AttemptError {
+    AttemptError::Io(io::Error::new(e.kind(), format!("{what}: {e}")))
+}
