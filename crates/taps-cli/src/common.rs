@@ -20,6 +20,14 @@ impl CliError {
         }
     }
 
+    /// A runtime failure (exit code 1).
+    pub fn failure(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            usage: false,
+        }
+    }
+
     /// The exit code for this error.
     pub fn exit_code(&self) -> u8 {
         if self.usage {
@@ -95,6 +103,8 @@ impl ContextArgs {
         let props = base
             .merge_neat_json(&text)
             .map_err(|e| CliError::usage(format!("--props: {e}")))?;
-        Ok(props.compile().map_err(|e| CliError::usage(format!("--props: {e}")))?)
+        props
+            .compile()
+            .map_err(|e| CliError::usage(format!("--props: {e}")))
     }
 }

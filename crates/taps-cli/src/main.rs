@@ -19,6 +19,10 @@ struct Cli {
 enum Command {
     /// Rank the candidates for a remote endpoint and say why, without connecting.
     Candidates(cmd::candidates::Args),
+    /// Race a connection (or N flows) to a remote endpoint; optionally send data.
+    Connect(cmd::connect::Args),
+    /// Listen on every allowed protocol and family; echo or discard.
+    Listen(cmd::listen::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +41,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Candidates(args) => cmd::candidates::run(args).await,
+            Command::Connect(args) => cmd::connect::run(args).await,
+            Command::Listen(args) => cmd::listen::run(args).await,
         }
     });
     match result {

@@ -131,7 +131,11 @@ fn unknown_property_is_named() {
         r#"{"reliabilty": {"value": true}}"#,
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown property 'reliabilty'"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown property 'reliabilty'"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -142,7 +146,7 @@ fn no_input_makes_it_panic() {
         "{\"transport\": {\"value\": {\"start\": 5, \"end\": 1}}}",
         "{\"ip_version\": {\"value\": 99999999999999999999}}",
         "{\"__he_delay\": -5}", "{\"__he_delay\": 1e300}", "{\"connTimeout\": -1}",
-        "{\"connTimeout\": 1e300}", "{\"reliability\": \"sometimes\"}", "\u{0}",
+        "{\"connTimeout\": 1e300}", "{\"reliability\": \"sometimes\"}", "\u{1}",
         "{\"transport\": {\"value\": \"TCP\", \"precedence\": -1}}",
         "{\"interface\": {\"value\": 5, \"precedence\": 2}}", "{\"local_ips\": [\"not-an-ip\"]}",
         "{\"transport\": {\"not\": \"TCP\"}, \"precedence\": 2}",
@@ -150,8 +154,17 @@ fn no_input_makes_it_panic() {
     ];
     for input in inputs {
         let out = taps(&["candidates", "127.0.0.1", "80", "--props", input]);
-        assert_ne!(out.status.code(), Some(101), "panicked on {input:?}: {}", stderr(&out));
-        assert!(!stderr(&out).contains("panicked"), "{input:?}: {}", stderr(&out));
+        assert_ne!(
+            out.status.code(),
+            Some(101),
+            "panicked on {input:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{input:?}: {}",
+            stderr(&out)
+        );
         assert!(out.status.code().is_some(), "killed on {input:?}");
     }
     // Bad ports and hosts are clean errors too.
@@ -162,7 +175,11 @@ fn no_input_makes_it_panic() {
     ] {
         let out = taps(args);
         assert_ne!(out.status.code(), Some(101), "{args:?}: {}", stderr(&out));
-        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }
 

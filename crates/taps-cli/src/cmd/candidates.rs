@@ -97,7 +97,10 @@ fn print_text(args: &Args, l: &CandidateListing) {
         match r {
             Ok(a) => println!(
                 "  DNS {f}: {}",
-                a.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+                a.iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Err(e) => println!("  DNS {f}: {e}"),
         }
@@ -109,7 +112,12 @@ fn print_text(args: &Args, l: &CandidateListing) {
             Some(why) => format!("  [skipped by the race: {why}]"),
             None => String::new(),
         };
-        println!("  {:>2}. {:<32} score {:+.1}{mark}", i + 1, c.to_string(), c.score);
+        println!(
+            "  {:>2}. {:<32} score {:+.1}{mark}",
+            i + 1,
+            c.to_string(),
+            c.score
+        );
         for r in &c.reasons {
             println!("        {r}");
         }

@@ -1,0 +1,279 @@
+//! `taps connect`: open N flows at once (each raced), optionally send bytes or a
+//! message on each, then close; print the race as a trace or as JSON.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use taps::taps_core::race::{AttemptOutcome, RaceReport};
+use taps::taps_core::Family;
+use taps::{Connection, Preconnection, RemoteEndpoint, TransportProperties};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::candidates::candidate_json;
+use crate::common::{CliError, ContextArgs};
+
+/// How long to wait for the peer to finish after we closed our side.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Arguments of `taps connect`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Remote host name or address.
+    host: String,
+    /// Remote port.
+    port: u16,
+    #[command(flatten)]
+    ctx: ContextArgs,
+    /// Print each race as a timeline.
+    #[arg(long)]
+    trace: bool,
+    /// Print one JSON report (an object; with --flows > 1, flows and totals).
+    #[arg(long)]
+    json: bool,
+    /// Open this many flows at once, each raced.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    flows: usize,
+    /// Send this many bytes on each flow (as a byte stream), then close.
+    #[arg(long, value_name = "B", conflicts_with = "message")]
+    send_bytes: Option<u64>,
+    /// Send this message on each flow, print what comes back, then close.
+    #[arg(long, value_name = "TEXT")]
+    message: Option<String>,
+}
+
+struct FlowResult {
+    report: Option<RaceReport>,
+    winner: Option<Value>,
+    error: Option<String>,
+    sent: u64,
+    replies: Vec<String>,
+    elapsed: Duration,
+}
+
+/// Runs the command.
+pub async fn run(args: Args) -> Result<(), CliError> {
+    if args.flows == 0 {
+        return Err(CliError::usage("--flows must be at least 1"));
+    }
+    let ctx = args.ctx.context()?;
+    let props = args.ctx.properties(TransportProperties::new())?;
+    let pre = Arc::new(
+        Preconnection::new(&ctx, props).remote(RemoteEndpoint::new(&args.host, args.port)),
+    );
+    // Fail fast on unsatisfiable properties before opening any flow.
+    pre.plan()?;
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..args.flows {
+        let pre = pre.clone();
+        let (bytes, message) = (args.send_bytes, args.message.clone());
+        set.spawn(async move { flow(&pre, bytes, message).await });
+    }
+    let mut results = Vec::with_capacity(args.flows);
+    while let Some(r) = set.join_next().await {
+        results.push(r.map_err(|e| CliError::usage(format!("flow task failed: {e}")))?);
+    }
+    let elapsed = started.elapsed();
+    let _ = ctx.save_cib();
+    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    if args.json {
+        let flows: Vec<Value> = results.iter().map(flow_json).collect();
+        let out = if args.flows == 1 {
+            flows.into_iter().next().unwrap_or(Value::Null)
+        } else {
+            json!({
+                "flows": flows,
+                "totals": {
+                    "flows": args.flows,
+                    "connected": args.flows - failed,
+                    "failed": failed,
+                    "bytes_sent": results.iter().map(|r| r.sent).sum::<u64>(),
+                    "elapsed_ms": ms(elapsed),
+                },
+            })
+        };
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+    } else {
+        for (i, r) in results.iter().enumerate() {
+            print_flow(i, r, args.trace, args.flows > 1);
+        }
+        if args.flows > 1 {
+            println!(
+                "{} flows: {} connected, {failed} failed, {} bytes sent, {:.1} ms",
+                args.flows,
+                args.flows - failed,
+                results.iter().map(|r| r.sent).sum::<u64>(),
+                ms(elapsed)
+            );
+        }
+    }
+    if failed > 0 {
+        let first = results
+            .iter()
+            .find_map(|r| r.error.clone())
+            .unwrap_or_default();
+        return Err(CliError::failure(if args.flows == 1 {
+            first
+        } else {
+            format!("{failed} of {} flows failed; first: {first}", args.flows)
+        }));
+    }
+    Ok(())
+}
+
+async fn flow(pre: &Preconnection, bytes: Option<u64>, message: Option<String>) -> FlowResult {
+    let t0 = Instant::now();
+    let mut r = FlowResult {
+        report: None,
+        winner: None,
+        error: None,
+        sent: 0,
+        replies: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    match pre.initiate().await {
+        Ok(mut conn) => {
+            r.report = conn.info().race.clone();
+            r.winner = Some(winner_json(&conn));
+            if let Err(e) = exchange(&mut conn, bytes, message, &mut r).await {
+                r.error = Some(format!("after connecting: {e}"));
+            }
+        }
+        Err(taps::Error::Race(e)) => {
+            r.report = Some(e.report().clone());
+            r.error = Some(e.to_string());
+        }
+        Err(e) => r.error = Some(e.to_string()),
+    }
+    r.elapsed = t0.elapsed();
+    r
+}
+
+async fn exchange(
+    conn: &mut Connection,
+    bytes: Option<u64>,
+    message: Option<String>,
+    r: &mut FlowResult,
+) -> Result<(), taps::Error> {
+    if let Some(total) = bytes {
+        let chunk = vec![0x5au8; 64 * 1024];
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            conn.write_all(&chunk[..n]).await?;
+            left -= n as u64;
+        }
+        r.sent = total;
+    }
+    if let Some(m) = &message {
+        conn.send(m.as_bytes()).await?;
+        r.sent += m.len() as u64;
+    }
+    conn.shutdown().await?;
+    // Wait for the peer to finish: read replies (messages if we sent one) until it closes.
+    let drain = async {
+        if message.is_some() && !conn.info().stack.is_datagram() {
+            while let Some(reply) = conn.receive().await? {
+                r.replies.push(String::from_utf8_lossy(&reply).into_owned());
+            }
+        } else if message.is_some() {
+            let reply = tokio::time::timeout(Duration::from_secs(1), conn.receive()).await;
+            if let Ok(Ok(Some(reply))) = reply {
+                r.replies.push(String::from_utf8_lossy(&reply).into_owned());
+            }
+        } else if !conn.info().stack.is_datagram() {
+            let mut sink = vec![0u8; 16 * 1024];
+            while conn.read(&mut sink).await? > 0 {}
+        }
+        Ok::<(), taps::Error>(())
+    };
+    match tokio::time::timeout(DRAIN_TIMEOUT, drain).await {
+        Ok(r) => r,
+        Err(_) => Ok(()),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn winner_json(conn: &Connection) -> Value {
+    let i = conn.info();
+    json!({
+        "stack": i.stack.to_string(),
+        "family": if Family::of(&i.remote.ip()) == Family::V4 { "IPv4" } else { "IPv6" },
+        "local": i.local.to_string(),
+        "remote": i.remote.to_string(),
+        "mptcp_active": i.mptcp_active,
+    })
+}
+
+fn outcome(o: &AttemptOutcome) -> (&'static str, Option<String>) {
+    match o {
+        AttemptOutcome::Won => ("won", None),
+        AttemptOutcome::Failed(cause) => ("failed", Some(cause.clone())),
+        AttemptOutcome::Cancelled => ("cancelled", None),
+        AttemptOutcome::Skipped(why) => ("skipped", Some(why.to_string())),
+        AttemptOutcome::Pending => ("pending", None),
+    }
+}
+
+fn flow_json(r: &FlowResult) -> Value {
+    let attempts: Vec<Value> = r
+        .report
+        .iter()
+        .flat_map(|rep| rep.attempts.iter())
+        .map(|a| {
+            let (o, err) = outcome(&a.outcome);
+            json!({
+                "candidate": candidate_json(&a.candidate),
+                "start_ms": ms(a.start),
+                "end_ms": a.end.map(ms),
+                "outcome": o,
+                "error": err,
+            })
+        })
+        .collect();
+    json!({
+        "winner": r.winner,
+        "attempts": attempts,
+        "total_ms": ms(r.report.as_ref().and_then(|rep| rep.total).unwrap_or(r.elapsed)),
+        "error": r.error,
+        "bytes_sent": r.sent,
+        "replies": r.replies,
+    })
+}
+
+fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
+    let prefix = if many {
+        format!("flow {}: ", i + 1)
+    } else {
+        String::new()
+    };
+    if trace {
+        if let Some(rep) = &r.report {
+            println!("{prefix}race trace (ms since start):");
+            for (at, text) in &rep.timeline {
+                println!("  {:>9.3}  {text}", ms(*at));
+            }
+        }
+    }
+    match (&r.winner, &r.error) {
+        (Some(w), None) => println!(
+            "{prefix}connected: {} {} -> {} in {:.3} ms",
+            w["stack"].as_str().unwrap_or("?"),
+            w["local"].as_str().unwrap_or("?"),
+            w["remote"].as_str().unwrap_or("?"),
+            ms(r.report
+                .as_ref()
+                .and_then(|rep| rep.total)
+                .unwrap_or(r.elapsed))
+        ),
+        (_, Some(e)) => println!("{prefix}failed: {e}"),
+        (None, None) => {}
+    }
+    for reply in &r.replies {
+        println!("{prefix}reply: {reply}");
+    }
+}
