@@ -1,0 +1,310 @@
+//! The bridge: two threads moving IP packets between the client's and the server's TUN
+//! device, each direction scheduled by a [`Shaper`] (delay, jitter, loss, rate limit,
+//! blackhole) and released from a heap of release times.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::packet;
+use crate::rules::{Direction, Rule, Shaper, Verdict};
+
+/// Packet counters of one direction.
+#[derive(Debug, Default)]
+struct Counters {
+    received: AtomicU64,
+    forwarded: AtomicU64,
+    bytes: AtomicU64,
+    lost: AtomicU64,
+    blackholed: AtomicU64,
+    queue_full: AtomicU64,
+    write_errors: AtomicU64,
+}
+
+/// A snapshot of one direction's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirStats {
+    /// Packets read from the input device.
+    pub received: u64,
+    /// Packets written to the output device.
+    pub forwarded: u64,
+    /// Bytes written to the output device.
+    pub bytes: u64,
+    /// Packets dropped by random loss.
+    pub lost: u64,
+    /// Packets dropped by blackhole rules.
+    pub blackholed: u64,
+    /// Packets dropped because a rate-limit queue was full.
+    pub queue_full: u64,
+    /// Packets the output device refused.
+    pub write_errors: u64,
+}
+
+/// A snapshot of both directions' counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BridgeStats {
+    /// Client to server.
+    pub to_server: DirStats,
+    /// Server to client.
+    pub to_client: DirStats,
+}
+
+struct Shared {
+    /// Generation (bumped on each change) and the rules.
+    rules: Mutex<(u64, Vec<Rule>)>,
+    counters: [Counters; 2],
+}
+
+/// A running bridge between two TUN devices. Stops (and closes both devices) on drop.
+pub struct Bridge {
+    shared: Arc<Shared>,
+    stop: OwnedFd,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bridge {
+    /// Starts bridging `client` and `server` (non-blocking TUN descriptors), with no rules
+    /// (everything passes unchanged) and `seed` for loss and jitter.
+    pub fn start(client: OwnedFd, server: OwnedFd, seed: u64) -> io::Result<Bridge> {
+        // SAFETY: eventfd has no preconditions; the result is checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: efd is a fresh descriptor we own.
+        let stop = unsafe { OwnedFd::from_raw_fd(efd) };
+        let shared = Arc::new(Shared {
+            rules: Mutex::new((0, Vec::new())),
+            counters: Default::default(),
+        });
+        let client = Arc::new(client);
+        let server = Arc::new(server);
+        let mut threads = Vec::new();
+        for (dir, input, output) in [
+            (Direction::ToServer, client.clone(), server.clone()),
+            (Direction::ToClient, server, client),
+        ] {
+            let shared = shared.clone();
+            let stop_fd = stop.as_raw_fd();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("netlab-{dir:?}"))
+                    .spawn(move || pump(dir, &input, &output, stop_fd, &shared, seed))?,
+            );
+        }
+        Ok(Bridge {
+            shared,
+            stop,
+            threads,
+        })
+    }
+
+    /// Replaces the rules (first match wins). Queued packets keep their release times.
+    pub fn set_rules(&self, rules: Vec<Rule>) {
+        let mut r = self.shared.rules.lock().unwrap_or_else(|e| e.into_inner());
+        r.0 += 1;
+        r.1 = rules;
+    }
+
+    /// The current rules.
+    pub fn rules(&self) -> Vec<Rule> {
+        self.shared
+            .rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> BridgeStats {
+        let snap = |c: &Counters| DirStats {
+            received: c.received.load(Ordering::Relaxed),
+            forwarded: c.forwarded.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            lost: c.lost.load(Ordering::Relaxed),
+            blackholed: c.blackholed.load(Ordering::Relaxed),
+            queue_full: c.queue_full.load(Ordering::Relaxed),
+            write_errors: c.write_errors.load(Ordering::Relaxed),
+        };
+        BridgeStats {
+            to_server: snap(&self.shared.counters[0]),
+            to_client: snap(&self.shared.counters[1]),
+        }
+    }
+
+    /// Stops both threads and closes both TUN devices (which removes them). Idempotent.
+    pub fn stop(&mut self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.stop.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A packet waiting for its release time.
+struct Queued {
+    at: Instant,
+    seq: u64,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// Packets read per wake-up at most, so releases are not starved by a flood.
+const READ_BURST: usize = 256;
+
+fn pump(
+    dir: Direction,
+    input: &OwnedFd,
+    output: &OwnedFd,
+    stop: RawFd,
+    shared: &Shared,
+    seed: u64,
+) {
+    let counters = &shared.counters[dir.index()];
+    let (mut gen, rules) = {
+        let r = shared.rules.lock().unwrap_or_else(|e| e.into_inner());
+        (r.0, r.1.clone())
+    };
+    let mut shaper = Shaper::new(dir, rules, seed);
+    let mut heap: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let timeout = heap
+            .peek()
+            .map(|q| q.0.at.saturating_duration_since(Instant::now()));
+        let mut fds = [
+            libc::pollfd {
+                fd: input.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: fds and ts outlive the call.
+        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, ts_ptr, std::ptr::null()) };
+        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+        if fds[1].revents != 0 {
+            return;
+        }
+        if fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+            return;
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            {
+                let r = shared.rules.lock().unwrap_or_else(|e| e.into_inner());
+                if r.0 != gen {
+                    gen = r.0;
+                    shaper.set_rules(r.1.clone());
+                }
+            }
+            for _ in 0..READ_BURST {
+                // SAFETY: reads into our buffer, bounded by its length.
+                let n =
+                    unsafe { libc::read(input.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                let pkt = &buf[..n as usize];
+                counters.received.fetch_add(1, Ordering::Relaxed);
+                let info = packet::parse(pkt);
+                let now = Instant::now();
+                match shaper.decide(info.as_ref(), pkt.len(), now) {
+                    Verdict::Release(at) if at <= now && heap.is_empty() => {
+                        write_out(output, pkt, counters);
+                    }
+                    Verdict::Release(at) => {
+                        seq += 1;
+                        heap.push(Reverse(Queued {
+                            at,
+                            seq,
+                            data: pkt.to_vec(),
+                        }));
+                    }
+                    Verdict::Lost => {
+                        counters.lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Verdict::Blackholed => {
+                        counters.blackholed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Verdict::QueueFull => {
+                        counters.queue_full.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        while heap.peek().is_some_and(|q| q.0.at <= now) {
+            let q = heap.pop().expect("peeked").0;
+            write_out(output, &q.data, counters);
+        }
+    }
+}
+
+fn write_out(output: &OwnedFd, pkt: &[u8], counters: &Counters) {
+    // SAFETY: writes one whole packet from a valid slice.
+    let n = unsafe { libc::write(output.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
+    if n == pkt.len() as isize {
+        counters.forwarded.fetch_add(1, Ordering::Relaxed);
+        counters
+            .bytes
+            .fetch_add(pkt.len() as u64, Ordering::Relaxed);
+    } else {
+        counters.write_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}

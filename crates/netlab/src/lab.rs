@@ -1,0 +1,344 @@
+//! The lab: a client namespace and a server namespace joined by the bridge, with the
+//! test zone's addresses, a DNS server and a TCP sink in the server namespace.
+//!
+//! ```text
+//!  client ns nl<pid>-<n>c                          server ns nl<pid>-<n>s
+//!  198.51.100.2, 2001:db8:c::2                     zone addresses (192.0.2.0/24,
+//!  default routes -> nltun0                         2001:db8:5::/48), DNS 203.0.113.53 and
+//!        nltun0 <== bridge threads (rules) ==>      2001:db8:53::53, default routes -> nltun0
+//! ```
+//!
+//! Only documentation ranges are used (TEST-NET-1/2/3, 2001:db8::/32), inside namespaces
+//! that have no other interface: nothing can leave them. Dead zone addresses are
+//! configured on the server but blackholed by the bridge, so connection attempts to them
+//! get no answer at all (no RST, no ICMP), like a broken path.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::bridge::{Bridge, BridgeStats};
+use crate::dns::DnsServer;
+use crate::netns::{self, Captured, Netns};
+use crate::rules::{Match, Rule};
+use crate::sink::{Sink, TAPS_FILL_BYTE};
+use crate::tun;
+
+/// The test zone.
+pub const ZONE: &str = "netlab.test.";
+/// The TCP port the sink listens on, on every server address.
+pub const SERVICE_PORT: u16 = 80;
+/// The client's IPv4 address.
+pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
+/// The client's IPv6 address.
+pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xc, 0, 0, 0, 0, 2);
+/// The DNS server's IPv4 address (port 53).
+pub const DNS_V4: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 53);
+/// The DNS server's IPv6 address (port 53).
+pub const DNS_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x53, 0, 0, 0, 0, 0x53);
+/// The zone's IPv4 addresses lie in this /24.
+pub const ZONE_NET_V4: (Ipv4Addr, u8) = (Ipv4Addr::new(192, 0, 2, 0), 24);
+/// The zone's IPv6 addresses lie in this /48.
+pub const ZONE_NET_V6: (Ipv6Addr, u8) = (Ipv6Addr::new(0x2001, 0xdb8, 5, 0, 0, 0, 0, 0), 48);
+/// The TUN device's name inside each namespace (the namespaces make it unique; a fixed
+/// name keeps what taps learns about the path comparable between runs).
+pub const TUN_NAME: &str = "nltun0";
+
+/// One address record of the test zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneRecord {
+    /// The name, relative to [`ZONE`].
+    pub name: &'static str,
+    /// The address (A for IPv4, AAAA for IPv6).
+    pub addr: IpAddr,
+    /// Whether it answers; dead addresses are blackholed by the bridge.
+    pub live: bool,
+}
+
+const fn v4(d: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(192, 0, 2, d))
+}
+
+const fn v6(sub: u16, host: u16) -> IpAddr {
+    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 5, sub, 0, 0, 0, host))
+}
+
+const fn rec(name: &'static str, addr: IpAddr, live: bool) -> ZoneRecord {
+    ZoneRecord { name, addr, live }
+}
+
+/// The test zone, named after the dual-stack study: `r` = a name, then one letter per
+/// address class: `d` both families work, `x` dead IPv6, `z` dead IPv4, `4`/`6` one live
+/// address of that family.
+pub const ZONE_RECORDS: &[ZoneRecord] = &[
+    // rd: both families work.
+    rec("rd", v6(1, 1), true),
+    rec("rd", v4(11), true),
+    // rx: the IPv6 address is dead.
+    rec("rx", v6(2, 1), false),
+    rec("rx", v4(21), true),
+    // rxxx: three dead IPv6 addresses, one live IPv4.
+    rec("rxxx", v6(3, 1), false),
+    rec("rxxx", v6(3, 2), false),
+    rec("rxxx", v6(3, 3), false),
+    rec("rxxx", v4(31), true),
+    // rxz4: one dead IPv6; one dead and one live IPv4.
+    rec("rxz4", v6(4, 1), false),
+    rec("rxz4", v4(41), false),
+    rec("rxz4", v4(42), true),
+    // rxxzz: two dead of each family.
+    rec("rxxzz", v6(5, 1), false),
+    rec("rxxzz", v6(5, 2), false),
+    rec("rxxzz", v4(51), false),
+    rec("rxxzz", v4(52), false),
+    // r6: IPv6 only.
+    rec("r6", v6(6, 1), true),
+];
+
+/// The fully qualified name of a zone record name (`"rx"` → `"rx.netlab.test"`, without
+/// the trailing dot, the way applications write it).
+pub fn fqdn(name: &str) -> String {
+    format!("{name}.{}", ZONE.trim_end_matches('.'))
+}
+
+/// The addresses of `name` in the zone (live and dead), IPv6 first, in zone order.
+pub fn addresses(name: &str) -> Vec<ZoneRecord> {
+    let mut v: Vec<ZoneRecord> = ZONE_RECORDS
+        .iter()
+        .filter(|r| r.name == name)
+        .copied()
+        .collect();
+    v.sort_by_key(|r| r.addr.is_ipv4());
+    v
+}
+
+/// Whether `addr` is a dead zone address.
+pub fn is_dead(addr: IpAddr) -> bool {
+    ZONE_RECORDS.iter().any(|r| r.addr == addr && !r.live)
+}
+
+/// Options of a lab.
+#[derive(Debug, Clone, Copy)]
+pub struct LabOptions {
+    /// Seed for the bridge's loss and jitter.
+    pub seed: u64,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            seed: 0x6e65_746c_6162,
+        }
+    }
+}
+
+/// A running lab. Everything it created is removed by [`Lab::teardown`] or on drop (and
+/// by the panic hook and, in the binary, on SIGINT/SIGTERM/SIGHUP).
+pub struct Lab {
+    id: u64,
+    client: Netns,
+    server: Netns,
+    // Dropped in this order by teardown: services, runtime, bridge, namespaces.
+    sink: Option<Sink>,
+    dns: Option<DnsServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+    bridge: Option<Bridge>,
+    torn_down: bool,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lab")
+            .field("client", &self.client.name())
+            .field("server", &self.server.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Tears a half-built lab down unless defused.
+struct SetupGuard(Option<u64>);
+
+impl Drop for SetupGuard {
+    fn drop(&mut self) {
+        if let Some(id) = self.0 {
+            for p in netns::teardown_lab(id) {
+                eprintln!("netlab: teardown after failed setup: {p}");
+            }
+        }
+    }
+}
+
+impl Lab {
+    /// Builds the lab: two namespaces, two TUN devices and the bridge, addresses and
+    /// routes, the DNS server and the TCP sink. Needs root (see
+    /// [`unsupported_reason`](crate::unsupported_reason)). On error nothing is left.
+    pub fn start(opts: LabOptions) -> io::Result<Lab> {
+        if let Some(why) = netns::unsupported_reason() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+        }
+        let id = netns::register_lab();
+        let mut guard = SetupGuard(Some(id));
+        let base = format!("{}{id}", netns::prefix());
+        let client = Netns::create(id, format!("{base}c"))?;
+        let server = Netns::create(id, format!("{base}s"))?;
+        let ctun = client.run(|| tun::create(TUN_NAME))??;
+        let stun = server.run(|| tun::create(TUN_NAME))??;
+        client.ip_batch(&client_script())?;
+        server.ip_batch(&server_script())?;
+        let bridge = Bridge::start(ctun, stun, opts.seed)?;
+
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("netlab-server")
+            .enable_all()
+            .build()?;
+        let (udp, tcp, sink_listener) = server.run(|| -> io::Result<_> {
+            let mut udp = Vec::new();
+            let mut tcp = Vec::new();
+            for ip in [IpAddr::V4(DNS_V4), IpAddr::V6(DNS_V6)] {
+                udp.push(std::net::UdpSocket::bind((ip, 53))?);
+                tcp.push(std::net::TcpListener::bind((ip, 53))?);
+            }
+            // Dual-stack: IPv4 clients arrive as v4-mapped addresses.
+            let sink = std::net::TcpListener::bind((Ipv6Addr::UNSPECIFIED, SERVICE_PORT))?;
+            Ok((udp, tcp, sink))
+        })??;
+        let (dns, sink) = {
+            let _enter = runtime.enter();
+            let records: Vec<(String, IpAddr)> = ZONE_RECORDS
+                .iter()
+                .map(|r| (r.name.to_string(), r.addr))
+                .collect();
+            (
+                DnsServer::start(ZONE, &records, udp, tcp)?,
+                Sink::start(sink_listener, TAPS_FILL_BYTE)?,
+            )
+        };
+        guard.0 = None;
+        let lab = Lab {
+            id,
+            client,
+            server,
+            sink: Some(sink),
+            dns: Some(dns),
+            runtime: Some(runtime),
+            bridge: Some(bridge),
+            torn_down: false,
+        };
+        lab.set_rules(Vec::new());
+        Ok(lab)
+    }
+
+    /// The client namespace.
+    pub fn client(&self) -> &Netns {
+        &self.client
+    }
+
+    /// The server namespace.
+    pub fn server(&self) -> &Netns {
+        &self.server
+    }
+
+    /// The bridge (to read its counters or set raw rules).
+    pub fn bridge(&self) -> &Bridge {
+        self.bridge.as_ref().expect("running")
+    }
+
+    /// The bridge's counters.
+    pub fn stats(&self) -> BridgeStats {
+        self.bridge().stats()
+    }
+
+    /// The DNS server (to delay answers per record type).
+    pub fn dns(&self) -> &DnsServer {
+        self.dns.as_ref().expect("running")
+    }
+
+    /// The DNS server's IPv4 address and port, for `--name-server`.
+    pub fn dns_addr(&self) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(DNS_V4), 53)
+    }
+
+    /// The TCP sink on [`SERVICE_PORT`].
+    pub fn sink(&self) -> &Sink {
+        self.sink.as_ref().expect("running")
+    }
+
+    /// Sets the bridge's rules: the zone's dead addresses stay blackholed (first), then
+    /// `rules` in order; unmatched packets pass unchanged.
+    pub fn set_rules(&self, rules: Vec<Rule>) {
+        let mut all: Vec<Rule> = ZONE_RECORDS
+            .iter()
+            .filter(|r| !r.live)
+            .map(|r| Rule::new(Match::host(r.addr)).blackhole())
+            .collect();
+        all.extend(rules);
+        self.bridge().set_rules(all);
+    }
+
+    /// Runs `cmd` (built with [`Netns::command`]) as a registered child, killed after
+    /// `limit`, with its output captured.
+    pub fn run_child(&self, cmd: Command, limit: Duration) -> io::Result<Captured> {
+        netns::run_child(self.id, cmd, limit)
+    }
+
+    /// Removes everything the lab created, in order: services, bridge (and with it the
+    /// TUN devices), child processes, namespaces. Returns the problems met.
+    pub fn teardown(mut self) -> Result<(), String> {
+        let problems = self.teardown_inner();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    fn teardown_inner(&mut self) -> Vec<String> {
+        if self.torn_down {
+            return Vec::new();
+        }
+        self.torn_down = true;
+        drop(self.sink.take());
+        drop(self.dns.take());
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+        if let Some(mut b) = self.bridge.take() {
+            b.stop();
+        }
+        netns::teardown_lab(self.id)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for p in self.teardown_inner() {
+            eprintln!("netlab: teardown: {p}");
+        }
+    }
+}
+
+fn client_script() -> String {
+    format!(
+        "link set {TUN_NAME} up\n\
+         address add {CLIENT_V4}/32 dev {TUN_NAME}\n\
+         address add {CLIENT_V6}/128 dev {TUN_NAME} nodad\n\
+         route add 0.0.0.0/0 dev {TUN_NAME} src {CLIENT_V4}\n\
+         route add ::/0 dev {TUN_NAME} src {CLIENT_V6}\n"
+    )
+}
+
+fn server_script() -> String {
+    let mut s = format!("link set {TUN_NAME} up\n");
+    let dns = [IpAddr::V4(DNS_V4), IpAddr::V6(DNS_V6)];
+    for ip in ZONE_RECORDS.iter().map(|r| r.addr).chain(dns) {
+        match ip {
+            IpAddr::V4(a) => s.push_str(&format!("address add {a}/32 dev {TUN_NAME}\n")),
+            IpAddr::V6(a) => s.push_str(&format!("address add {a}/128 dev {TUN_NAME} nodad\n")),
+        }
+    }
+    s.push_str(&format!("route add 0.0.0.0/0 dev {TUN_NAME}\n"));
+    s.push_str(&format!("route add ::/0 dev {TUN_NAME}\n"));
+    s
+}

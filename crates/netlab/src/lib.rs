@@ -1,0 +1,47 @@
+//! netlab: emulated networks to test Happy Eyeballs under real round-trip times, loss and
+//! dead paths.
+//!
+//! A [`Lab`] is two network namespaces (client and server) joined by a user-space
+//! [`Bridge`] between two TUN devices. The bridge applies [`Rule`]s per server-side
+//! address, protocol and port: delay, jitter, loss, a rate limit, or a blackhole (drop
+//! silently). The server namespace holds the test zone's addresses (IPv4 and IPv6), a
+//! DNS server for the zone [`ZONE`] with a per-record-type answer delay, and a TCP sink
+//! on port [`SERVICE_PORT`]. [`scenario`] runs `taps connect` in the client namespace
+//! against it and checks the time to connect, the winner and the attempts.
+//!
+//! Everything is named `nl<pid>-...` and torn down on drop, on panic and (in the binary)
+//! on SIGINT/SIGTERM; teardown removes only what this process recorded creating.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use netlab::{Lab, LabOptions, Match, Rule};
+//! let lab = Lab::start(LabOptions::default())?;
+//! let rd6 = netlab::addresses("rd")[0].addr;
+//! lab.set_rules(vec![Rule::new(Match::host(rd6)).rtt(Duration::from_millis(40))]);
+//! // ... run something in lab.client() ...
+//! lab.teardown().map_err(std::io::Error::other)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod bridge;
+pub mod dns;
+pub mod lab;
+pub mod netns;
+pub mod packet;
+pub mod probe;
+pub mod rules;
+pub mod scenario;
+pub mod sink;
+pub mod taps;
+pub mod tun;
+
+pub use bridge::{Bridge, BridgeStats, DirStats};
+pub use dns::{DnsServer, RecordType};
+pub use lab::{
+    addresses, fqdn, is_dead, Lab, LabOptions, ZoneRecord, SERVICE_PORT, ZONE, ZONE_RECORDS,
+};
+pub use netns::{cleanup_stale, leftovers, teardown_all, unsupported_reason, Netns};
+pub use packet::Proto;
+pub use rules::{Direction, Effect, Match, Rule};

@@ -1,0 +1,242 @@
+//! The `netlab` command: run a scenario, bring a lab up by hand, list scenarios, clean up.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use netlab::lab::{self, Lab, LabOptions};
+use netlab::rules::parse_duration;
+use netlab::scenario::{self, RunOptions};
+use netlab::{RecordType, Rule};
+
+/// netlab: emulated networks (delay, loss, dead paths) to test Happy Eyeballs.
+#[derive(Parser)]
+#[command(name = "netlab", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run scenarios (or `all`) in fresh labs; print time to connect, winner, attempts.
+    Run {
+        /// Scenario names (see `netlab list`), or `all`.
+        #[arg(required = true)]
+        scenarios: Vec<String>,
+        /// Keep taps' CIB in this file, so a later run reuses what this one learned.
+        #[arg(long, value_name = "FILE")]
+        cib: Option<PathBuf>,
+        /// Seed for the bridge's loss and jitter.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// List the scenarios.
+    List,
+    /// Build a lab and keep it until Ctrl-C, to run things in it by hand.
+    Up {
+        /// A bridge rule (repeatable), e.g. `host=192.0.2.11,rtt=50ms,loss=2%`.
+        #[arg(long = "rule", value_name = "SPEC")]
+        rules: Vec<String>,
+        /// Delay DNS answers of one record type (repeatable), e.g. `AAAA=300ms`.
+        #[arg(long = "dns-delay", value_name = "TYPE=DURATION")]
+        dns_delays: Vec<String>,
+        /// Seed for the bridge's loss and jitter.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Remove namespaces left by netlab processes that were killed (SIGKILL).
+    Cleanup,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = watch_signals() {
+        eprintln!("netlab: cannot watch signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    match cli.command {
+        Command::List => {
+            for s in scenario::all() {
+                println!("{:<10} {}", s.name, s.summary);
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Cleanup => {
+            let done = netlab::cleanup_stale();
+            if done.is_empty() {
+                println!("nothing to clean up");
+            }
+            for line in done {
+                println!("{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Run {
+            scenarios,
+            cib,
+            seed,
+        } => run(scenarios, cib, seed),
+        Command::Up {
+            rules,
+            dns_delays,
+            seed,
+        } => match up(&rules, &dns_delays, seed) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netlab: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+fn need_support() -> Result<(), String> {
+    match netlab::unsupported_reason() {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
+fn run(names: Vec<String>, cib: Option<PathBuf>, seed: Option<u64>) -> ExitCode {
+    if let Err(why) = need_support() {
+        eprintln!("netlab: {why}");
+        return ExitCode::from(2);
+    }
+    let names: Vec<String> = if names.iter().any(|n| n == "all") {
+        scenario::all().iter().map(|s| s.name.to_string()).collect()
+    } else {
+        names
+    };
+    let opts = RunOptions {
+        cib,
+        seed,
+        echo: true,
+    };
+    let mut failed = Vec::new();
+    for name in &names {
+        match scenario::run(name, &opts) {
+            Ok(out) if out.passed() => {}
+            Ok(_) => failed.push(name.clone()),
+            Err(e) => {
+                eprintln!("netlab: {name}: {e}");
+                failed.push(name.clone());
+            }
+        }
+        println!();
+    }
+    if failed.is_empty() {
+        println!("netlab: {} scenario(s) passed", names.len());
+        ExitCode::SUCCESS
+    } else {
+        println!("netlab: failed: {}", failed.join(", "));
+        ExitCode::FAILURE
+    }
+}
+
+fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result<(), String> {
+    need_support()?;
+    let rules = rule_specs
+        .iter()
+        .map(|s| s.parse::<Rule>().map_err(|e| format!("--rule {s:?}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let delays = dns_delays
+        .iter()
+        .map(|s| {
+            let (t, d) = s
+                .split_once('=')
+                .ok_or_else(|| format!("--dns-delay {s:?}: expected TYPE=DURATION"))?;
+            let rtype: RecordType = t
+                .to_ascii_uppercase()
+                .parse()
+                .map_err(|_| format!("--dns-delay {s:?}: unknown record type {t:?}"))?;
+            Ok((rtype, parse_duration(d)?))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut opts = LabOptions::default();
+    if let Some(seed) = seed {
+        opts.seed = seed;
+    }
+    let lab = Lab::start(opts).map_err(|e| format!("cannot build the lab: {e}"))?;
+    lab.set_rules(rules.clone());
+    for (t, d) in &delays {
+        lab.dns().set_delay(*t, *d);
+    }
+    let (c, s) = (lab.client().name(), lab.server().name());
+    println!(
+        "client namespace {c}: {} and {}",
+        lab::CLIENT_V4,
+        lab::CLIENT_V6
+    );
+    println!(
+        "server namespace {s}: DNS {} (zone {}), TCP sink on port {} of every zone address",
+        lab.dns_addr(),
+        lab::ZONE,
+        lab::SERVICE_PORT
+    );
+    println!("zone:");
+    for r in lab::ZONE_RECORDS {
+        println!(
+            "  {:<22} {:<5} {:<18} {}",
+            lab::fqdn(r.name),
+            if r.addr.is_ipv4() { "A" } else { "AAAA" },
+            r.addr,
+            if r.live { "live" } else { "dead (blackholed)" }
+        );
+    }
+    for r in &rules {
+        println!("rule: {r:?}");
+    }
+    for (t, d) in &delays {
+        println!("DNS {t} answers delayed {d:?}");
+    }
+    let taps = netlab::taps::taps_binary().unwrap_or_else(|_| PathBuf::from("taps"));
+    println!();
+    println!("try:");
+    println!(
+        "  ip netns exec {c} {} connect {} {} --name-server {} --trace",
+        taps.display(),
+        lab::fqdn("rx"),
+        lab::SERVICE_PORT,
+        lab.dns_addr()
+    );
+    println!("Ctrl-C tears everything down.");
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: tear down every lab of this process, then exit 130.
+fn watch_signals() -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    // Register the handlers before returning, so no signal slips through unhandled.
+    let (mut int, mut term, mut hup) = {
+        let _enter = rt.enter();
+        (
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("netlab-signals".into())
+        .spawn(move || {
+            rt.block_on(async {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                }
+            });
+            eprintln!("netlab: signal received, tearing down");
+            for p in netlab::teardown_all() {
+                eprintln!("netlab: teardown: {p}");
+            }
+            std::process::exit(130);
+        })?;
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! Just enough IPv4/IPv6 parsing to classify a packet: addresses, protocol and ports.
+//!
+//! IPv6 extension headers (hop-by-hop, routing, destination options, fragment, AH) are
+//! walked to find the transport header. Non-first fragments and unknown protocols have no
+//! ports. Nothing is validated beyond what is needed to read these fields safely.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// IP protocol numbers netlab names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Proto {
+    /// TCP (6).
+    Tcp,
+    /// UDP (17).
+    Udp,
+    /// SCTP (132).
+    Sctp,
+    /// UDP-Lite (136).
+    UdpLite,
+    /// ICMP (1) or ICMPv6 (58).
+    Icmp,
+    /// Any other protocol number.
+    Other(u8),
+}
+
+impl Proto {
+    /// The protocol for an IP protocol number (1 and 58 both give [`Proto::Icmp`]).
+    pub fn from_number(n: u8) -> Proto {
+        match n {
+            6 => Proto::Tcp,
+            17 => Proto::Udp,
+            132 => Proto::Sctp,
+            136 => Proto::UdpLite,
+            1 | 58 => Proto::Icmp,
+            n => Proto::Other(n),
+        }
+    }
+
+    /// Whether packets of this protocol carry 16-bit source and destination ports first.
+    fn has_ports(self) -> bool {
+        matches!(self, Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::UdpLite)
+            || self == Proto::Other(33) // DCCP
+    }
+}
+
+/// What the bridge needs to know about one IP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketInfo {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Transport protocol.
+    pub proto: Proto,
+    /// Source port, if the protocol has ports and this is the first (or only) fragment.
+    pub src_port: Option<u16>,
+    /// Destination port, likewise.
+    pub dst_port: Option<u16>,
+}
+
+/// Parses the IP header of `pkt` (a raw IPv4 or IPv6 packet, as read from a TUN device
+/// opened with `IFF_NO_PI`). `None` if it is too short or not IPv4/IPv6.
+pub fn parse(pkt: &[u8]) -> Option<PacketInfo> {
+    match pkt.first()? >> 4 {
+        4 => parse_v4(pkt),
+        6 => parse_v6(pkt),
+        _ => None,
+    }
+}
+
+fn parse_v4(pkt: &[u8]) -> Option<PacketInfo> {
+    if pkt.len() < 20 {
+        return None;
+    }
+    let ihl = usize::from(pkt[0] & 0x0f) * 4;
+    if ihl < 20 || pkt.len() < ihl {
+        return None;
+    }
+    let proto = Proto::from_number(pkt[9]);
+    let src = IpAddr::V4(Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]));
+    let dst = IpAddr::V4(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]));
+    let frag_offset = u16::from_be_bytes([pkt[6], pkt[7]]) & 0x1fff;
+    let (src_port, dst_port) = if frag_offset == 0 && proto.has_ports() {
+        ports(&pkt[ihl..])
+    } else {
+        (None, None)
+    };
+    Some(PacketInfo {
+        src,
+        dst,
+        proto,
+        src_port,
+        dst_port,
+    })
+}
+
+fn parse_v6(pkt: &[u8]) -> Option<PacketInfo> {
+    if pkt.len() < 40 {
+        return None;
+    }
+    let addr = |at: usize| {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&pkt[at..at + 16]);
+        IpAddr::V6(Ipv6Addr::from(b))
+    };
+    let (src, dst) = (addr(8), addr(24));
+    let mut next = pkt[6];
+    let mut at = 40;
+    let mut first_fragment = true;
+    // Walk at most a few extension headers.
+    for _ in 0..8 {
+        match next {
+            // Hop-by-hop, routing, destination options: length in 8-octet units, +1.
+            0 | 43 | 60 => {
+                let hdr = pkt.get(at..at + 2)?;
+                next = hdr[0];
+                at += (usize::from(hdr[1]) + 1) * 8;
+            }
+            // Fragment: fixed 8 octets.
+            44 => {
+                let hdr = pkt.get(at..at + 8)?;
+                next = hdr[0];
+                first_fragment = u16::from_be_bytes([hdr[2], hdr[3]]) >> 3 == 0;
+                at += 8;
+            }
+            // Authentication header: length in 4-octet units, +2.
+            51 => {
+                let hdr = pkt.get(at..at + 2)?;
+                next = hdr[0];
+                at += (usize::from(hdr[1]) + 2) * 4;
+            }
+            _ => break,
+        }
+    }
+    let proto = Proto::from_number(next);
+    let (src_port, dst_port) = match pkt.get(at..) {
+        Some(rest) if first_fragment && proto.has_ports() => ports(rest),
+        _ => (None, None),
+    };
+    Some(PacketInfo {
+        src,
+        dst,
+        proto,
+        src_port,
+        dst_port,
+    })
+}
+
+fn ports(l4: &[u8]) -> (Option<u16>, Option<u16>) {
+    if l4.len() < 4 {
+        return (None, None);
+    }
+    (
+        Some(u16::from_be_bytes([l4[0], l4[1]])),
+        Some(u16::from_be_bytes([l4[2], l4[3]])),
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A minimal IPv4 packet with a transport header carrying `sport` and `dport`.
+    pub fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&40u16.to_be_bytes());
+        p[9] = proto;
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p
+    }
+
+    /// A minimal IPv6 packet, optionally with a hop-by-hop header before the transport.
+    pub fn v6(
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        proto: u8,
+        sport: u16,
+        dport: u16,
+        hbh: bool,
+    ) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x60;
+        p[8..24].copy_from_slice(&src.octets());
+        p[24..40].copy_from_slice(&dst.octets());
+        if hbh {
+            p[6] = 0;
+            p.extend_from_slice(&[proto, 0, 0, 0, 0, 0, 0, 0]);
+        } else {
+            p[6] = proto;
+        }
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&dport.to_be_bytes());
+        p.extend_from_slice(&[0u8; 16]);
+        p
+    }
+
+    #[test]
+    fn ipv4_tcp() {
+        let p = v4([198, 51, 100, 2], [192, 0, 2, 11], 6, 40000, 80);
+        let i = parse(&p).unwrap();
+        assert_eq!(i.src, "198.51.100.2".parse::<IpAddr>().unwrap());
+        assert_eq!(i.dst, "192.0.2.11".parse::<IpAddr>().unwrap());
+        assert_eq!(i.proto, Proto::Tcp);
+        assert_eq!((i.src_port, i.dst_port), (Some(40000), Some(80)));
+    }
+
+    #[test]
+    fn ipv4_non_first_fragment_has_no_ports() {
+        let mut p = v4([1, 1, 1, 1], [2, 2, 2, 2], 17, 1, 53);
+        p[6] = 0x00;
+        p[7] = 0x10;
+        let i = parse(&p).unwrap();
+        assert_eq!(i.proto, Proto::Udp);
+        assert_eq!(i.dst_port, None);
+    }
+
+    #[test]
+    fn ipv6_udp_with_extension_header() {
+        let s: Ipv6Addr = "2001:db8:c::2".parse().unwrap();
+        let d: Ipv6Addr = "2001:db8:5::53".parse().unwrap();
+        for hbh in [false, true] {
+            let i = parse(&v6(s, d, 17, 5353, 53, hbh)).unwrap();
+            assert_eq!(i.src, IpAddr::V6(s));
+            assert_eq!(i.dst, IpAddr::V6(d));
+            assert_eq!(i.proto, Proto::Udp);
+            assert_eq!((i.src_port, i.dst_port), (Some(5353), Some(53)));
+        }
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        assert_eq!(parse(&[]), None);
+        assert_eq!(parse(&[0x45, 0, 0]), None);
+        assert_eq!(parse(&[0x20; 60]), None);
+        assert_eq!(parse(&[0x60; 20]), None);
+        // ICMP has no ports.
+        let i = parse(&v4([1, 1, 1, 1], [2, 2, 2, 2], 1, 8, 0)).unwrap();
+        assert_eq!((i.proto, i.dst_port), (Proto::Icmp, None));
+    }
+}

@@ -1,0 +1,253 @@
+//! Running `taps connect --json` in the client namespace and reading its report.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::lab::Lab;
+
+/// Environment variable naming the `taps` binary to run.
+pub const TAPS_ENV: &str = "NETLAB_TAPS";
+
+/// Finds the `taps` binary: `$NETLAB_TAPS`, else `taps` beside the running executable
+/// (or one level up, for test executables in `target/debug/deps`), else
+/// `target/debug/taps` of this workspace. An error says where it looked.
+pub fn taps_binary() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(TAPS_ENV) {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("{TAPS_ENV}={} is not a file", p.display()))
+        };
+    }
+    let mut tried = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1).take(2) {
+            tried.push(dir.join("taps"));
+        }
+    }
+    tried.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/taps"));
+    tried.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        format!(
+            "the taps binary was not found (build it with `cargo build -p taps-cli`, or set \
+             {TAPS_ENV}); looked beside the running executable and in {}/../../target/debug",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    })
+}
+
+/// One `taps connect` invocation.
+#[derive(Debug, Clone)]
+pub struct Connect {
+    /// Host name or address to connect to.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// CIB file to keep learned outcomes in across runs (`--cib`).
+    pub cib: Option<PathBuf>,
+    /// Transport properties JSON (`--props`).
+    pub props: Option<String>,
+    /// Bytes to send on each flow (`--send-bytes`).
+    pub send_bytes: Option<u64>,
+    /// Number of flows (`--flows`).
+    pub flows: usize,
+    /// The process is killed after this long.
+    pub limit: Duration,
+}
+
+impl Connect {
+    /// A single connection to `host` on the lab's service port, killed after 30 s.
+    pub fn new(host: impl Into<String>) -> Connect {
+        Connect {
+            host: host.into(),
+            port: crate::lab::SERVICE_PORT,
+            cib: None,
+            props: None,
+            send_bytes: None,
+            flows: 1,
+            limit: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The winning connection, as taps reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Winner {
+    /// Protocol stack, e.g. `TCP`.
+    pub stack: String,
+    /// `IPv4` or `IPv6`.
+    pub family: String,
+    /// Local address and port.
+    pub local: String,
+    /// Remote address and port.
+    pub remote: String,
+}
+
+/// One attempt (or skipped candidate) of the race.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    /// Protocol stack of the candidate.
+    pub stack: String,
+    /// Remote address and port of the candidate.
+    pub remote: String,
+    /// When it started, ms since the race began.
+    pub start_ms: f64,
+    /// When it ended, if it did.
+    pub end_ms: Option<f64>,
+    /// `won`, `failed`, `cancelled`, `skipped` or `pending`.
+    pub outcome: String,
+    /// The failure cause or skip reason.
+    pub error: Option<String>,
+}
+
+impl Attempt {
+    /// Whether the candidate was actually attempted (not skipped).
+    pub fn started(&self) -> bool {
+        self.outcome != "skipped"
+    }
+
+    /// The remote IP address, if it parses.
+    pub fn remote_ip(&self) -> Option<std::net::IpAddr> {
+        self.remote
+            .parse::<std::net::SocketAddr>()
+            .ok()
+            .map(|a| a.ip())
+    }
+}
+
+/// What one flow of `taps connect` reported.
+#[derive(Debug, Clone)]
+pub struct FlowReport {
+    /// The winner, if it connected.
+    pub winner: Option<Winner>,
+    /// The race's attempts.
+    pub attempts: Vec<Attempt>,
+    /// Time to connect (or to fail), ms, from the start of the race (DNS included).
+    pub total_ms: f64,
+    /// The error, if it failed.
+    pub error: Option<String>,
+    /// Bytes sent after connecting.
+    pub bytes_sent: u64,
+}
+
+/// What a `taps connect` process did.
+#[derive(Debug, Clone)]
+pub struct ConnectReport {
+    /// One report per flow.
+    pub flows: Vec<FlowReport>,
+    /// The process's wall-clock time.
+    pub wall: Duration,
+    /// Its exit code (`None` if killed at the limit or by a signal).
+    pub exit_code: Option<i32>,
+    /// What it printed on standard error.
+    pub stderr: String,
+}
+
+impl ConnectReport {
+    /// The first (for one flow: the only) flow.
+    pub fn flow(&self) -> &FlowReport {
+        &self.flows[0]
+    }
+}
+
+impl Lab {
+    /// Runs `taps connect ... --json --name-server <lab DNS>` in the client namespace and
+    /// parses its report. Errors when the binary is missing, it ran out of time, or its
+    /// output is not the expected JSON.
+    pub fn taps_connect(&self, c: &Connect) -> Result<ConnectReport, String> {
+        let taps = taps_binary()?;
+        let mut cmd = self.client().command(&taps);
+        cmd.arg("connect")
+            .arg(&c.host)
+            .arg(c.port.to_string())
+            .arg("--json")
+            .arg("--name-server")
+            .arg(self.dns_addr().to_string());
+        if let Some(cib) = &c.cib {
+            cmd.arg("--cib").arg(cib);
+        }
+        if let Some(p) = &c.props {
+            cmd.arg("--props").arg(p);
+        }
+        if let Some(b) = c.send_bytes {
+            cmd.arg("--send-bytes").arg(b.to_string());
+        }
+        if c.flows != 1 {
+            cmd.arg("--flows").arg(c.flows.to_string());
+        }
+        let out = self
+            .run_child(cmd, c.limit)
+            .map_err(|e| format!("cannot run {}: {e}", taps.display()))?;
+        if out.timed_out() {
+            return Err(format!(
+                "taps connect {} did not finish within {:?}; stderr: {}",
+                c.host,
+                c.limit,
+                out.stderr.trim()
+            ));
+        }
+        let json: Value = serde_json::from_str(out.stdout.trim()).map_err(|e| {
+            format!(
+                "taps connect printed no JSON report ({e}); exit {:?}; stdout: {}; stderr: {}",
+                out.status.and_then(|s| s.code()),
+                out.stdout.trim(),
+                out.stderr.trim()
+            )
+        })?;
+        let flows = match json.get("flows").and_then(Value::as_array) {
+            Some(list) => list.iter().map(parse_flow).collect(),
+            None => vec![parse_flow(&json)],
+        };
+        Ok(ConnectReport {
+            flows,
+            wall: out.elapsed,
+            exit_code: out.status.and_then(|s| s.code()),
+            stderr: out.stderr,
+        })
+    }
+}
+
+fn str_of(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+fn parse_flow(v: &Value) -> FlowReport {
+    let winner = v.get("winner").filter(|w| w.is_object()).map(|w| Winner {
+        stack: str_of(w, "stack"),
+        family: str_of(w, "family"),
+        local: str_of(w, "local"),
+        remote: str_of(w, "remote"),
+    });
+    let attempts = v
+        .get("attempts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let cand = a.get("candidate").cloned().unwrap_or(Value::Null);
+            Attempt {
+                stack: str_of(&cand, "stack"),
+                remote: str_of(&cand, "remote"),
+                start_ms: a
+                    .get("start_ms")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::NAN),
+                end_ms: a.get("end_ms").and_then(Value::as_f64),
+                outcome: str_of(a, "outcome"),
+                error: a.get("error").and_then(Value::as_str).map(str::to_string),
+            }
+        })
+        .collect();
+    FlowReport {
+        winner,
+        attempts,
+        total_ms: v
+            .get("total_ms")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN),
+        error: v.get("error").and_then(Value::as_str).map(str::to_string),
+        bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
+    }
+}
