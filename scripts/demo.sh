@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${PORT:-7400}
+bash scripts/deps.sh
 cargo build --quiet -p taps-cli
 taps=target/debug/taps
 

@@ -4,16 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_apt=()
-command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-if [ ${#need_apt[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-    else
-        echo "test.sh: please install: ${need_apt[*]}" >&2
-    fi
-fi
+bash scripts/deps.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the system packages taps builds and tests against, when missing (Debian,
+# root, apt): pkg-config, iproute2 (netlab) and libusrsctp-dev (user-space SCTP).
+set -euo pipefail
+need_apt=()
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v ss >/dev/null 2>&1 || need_apt+=(iproute2)
+[ -e /usr/include/usrsctp.h ] || need_apt+=(libusrsctp-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "installing: ${need_apt[*]}" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    else
+        echo "please install: ${need_apt[*]} (as root: apt-get install ${need_apt[*]})" >&2
+        exit 1
+    fi
+fi
