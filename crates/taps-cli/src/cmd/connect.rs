@@ -270,8 +270,9 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
                 .and_then(|rep| rep.total)
                 .unwrap_or(r.elapsed))
         ),
-        (_, Some(e)) => println!("{prefix}failed: {e}"),
-        (None, None) => {}
+        // A single flow's error is reported once, on stderr, by the caller.
+        (_, Some(e)) if many => println!("{prefix}failed: {e}"),
+        _ => {}
     }
     for reply in &r.replies {
         println!("{prefix}reply: {reply}");

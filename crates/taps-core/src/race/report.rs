@@ -270,10 +270,17 @@ impl fmt::Display for RaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             FailureKind::NoCandidates => f.write_str("no candidate to race")?,
-            FailureKind::Exhausted => match self.attempts.len() {
-                1 => f.write_str("the only attempt failed")?,
-                n => write!(f, "all {n} attempts failed")?,
-            },
+            FailureKind::Exhausted => {
+                let skipped = |a: &&AttemptFailure| {
+                    self.report
+                        .attempt(a.id)
+                        .is_some_and(|r| matches!(r.outcome, AttemptOutcome::Skipped(_)))
+                };
+                match self.attempts.iter().filter(|a| !skipped(a)).count() {
+                    1 => f.write_str("the only attempt failed")?,
+                    n => write!(f, "all {n} attempts failed")?,
+                }
+            }
             FailureKind::TimedOut { after } => write!(f, "timed out after {}", ms(after))?,
         }
         let mut items: Vec<String> = self
