@@ -374,14 +374,7 @@ impl Race {
             .unwrap_or_default();
         self.report
             .log(now, format!("{id} connected in {}: won", ms(took)));
-        let losers: Vec<AttemptId> = self
-            .report
-            .attempts
-            .iter()
-            .filter(|a| a.outcome == AttemptOutcome::Pending)
-            .map(|a| a.id)
-            .collect();
-        for loser in losers {
+        for loser in self.pending() {
             self.end(loser, AttemptOutcome::Cancelled, now);
             self.report.log(now, format!("cancel {loser}"));
             self.actions.push_back(Action::Cancel { id: loser });
@@ -616,15 +609,18 @@ impl Race {
         self.actions.push_back(Action::Start { id, candidate });
     }
 
-    fn time_out(&mut self, now: Instant) {
-        let alive: Vec<AttemptId> = self
-            .report
+    /// The attempts still alive, in start order.
+    fn pending(&self) -> Vec<AttemptId> {
+        self.report
             .attempts
             .iter()
             .filter(|a| a.outcome == AttemptOutcome::Pending)
             .map(|a| a.id)
-            .collect();
-        for id in alive {
+            .collect()
+    }
+
+    fn time_out(&mut self, now: Instant) {
+        for id in self.pending() {
             let ran = self
                 .report
                 .attempt(id)
