@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use taps_core::candidates::{Candidate, Plan};
 use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceReport};
+use tokio::sync::mpsc;
 
 use crate::preconnection::RemoteEndpoint;
 use crate::resolver::{DnsError, Resolver};
@@ -67,15 +68,23 @@ pub(crate) async fn race(
     let mut dns_causes: Vec<(taps_core::Family, DnsError)> = Vec::new();
     let mut pruned: Vec<String> = Vec::new();
     let mut any_address = false;
+    // Attempts say "the remote answered" here (SCTP INIT-ACK) before they connect.
+    let (reach_tx, mut reach_rx) = mpsc::unbounded_channel::<AttemptId>();
     loop {
         while let Some(action) = race.poll_action() {
             match action {
                 Action::Start { id, candidate } => {
                     let opts = opts.clone();
                     let c = candidate.clone();
+                    let reach = reach_tx.clone();
+                    let reachable = move || {
+                        let _ = reach.send(id);
+                    };
                     attempts.push((
                         id,
-                        Box::pin(async move { transport::connect(&c, &opts).await }),
+                        Box::pin(async move {
+                            transport::connect_signalling(&c, &opts, reachable).await
+                        }),
                     ));
                     candidates.insert(id, candidate);
                 }
@@ -161,6 +170,7 @@ pub(crate) async fn race(
                     Err(e) => race.on_attempt_failed(id, e.to_string(), now),
                 }
             }
+            Some(id) = reach_rx.recv() => race.on_attempt_reachable(id, Instant::now()),
             _ = sleep => race.handle_timeout(Instant::now()),
         }
     }

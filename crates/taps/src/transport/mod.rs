@@ -130,6 +130,19 @@ pub async fn connect(
     candidate: &Candidate,
     opts: &SocketOptions,
 ) -> Result<Established, AttemptError> {
+    connect_signalling(candidate, opts, || {}).await
+}
+
+/// [`connect`], calling `on_reachable` as soon as the remote has answered but before
+/// the handshake completes, for protocols where those differ: SCTP's INIT-ACK arrives
+/// one round trip before its COOKIE-ACK. For TCP the answer (SYN-ACK) completes the
+/// connect, so `on_reachable` is not called. Cost: as [`connect`].
+pub async fn connect_signalling(
+    candidate: &Candidate,
+    opts: &SocketOptions,
+    on_reachable: impl FnOnce() + Send,
+) -> Result<Established, AttemptError> {
+    let _ = &on_reachable;
     let stack = candidate.stack;
     if let Some(why) = candidate.unavailable {
         return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
