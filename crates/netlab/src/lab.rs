@@ -211,7 +211,7 @@ impl Lab {
                 .map(|r| (r.name.to_string(), r.addr))
                 .collect();
             (
-                DnsServer::start(ZONE, &records, udp, tcp)?,
+                DnsServer::start_on(ZONE, &records, crate::dns::TTL, udp, tcp)?,
                 Sink::start(sink_listener, TAPS_FILL_BYTE)?,
             )
         };

@@ -5,6 +5,8 @@
 //! same ephemeral port) serving a small in-memory zone. Tests point the resolver at
 //! [`DnsServer::addr`] so they never read `/etc/resolv.conf` or leave the host, and can
 //! delay the answers of one record type ([`DnsServer::set_delay`]) to emulate a slow AAAA.
+//! [`DnsServer::start_on`] serves the same zone on sockets bound elsewhere (netlab binds
+//! them inside a network namespace).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -30,17 +32,48 @@ use std::time::Duration;
 use hickory_server::net::runtime::Time;
 use hickory_server::proto::op::{Header, HeaderCounts, Metadata, ResponseCode};
 use hickory_server::proto::rr::rdata::{A, AAAA, SOA};
-use hickory_server::proto::rr::{Name, RData, Record, RecordType};
+use hickory_server::proto::rr::{Name, RData, Record};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 use hickory_server::Server;
 use taps_core::Family;
 
-/// TTL of every served record, in seconds.
-const TTL: u32 = 60;
+pub use hickory_server::proto::rr::RecordType;
 
-/// An authoritative DNS server on `127.0.0.1` with an in-memory zone, running in the
-/// current tokio runtime until dropped.
+/// TTL of every record served by [`DnsServer::start`], in seconds.
+pub const DEFAULT_TTL: u32 = 60;
+
+/// How long an idle TCP connection to the server may stay open.
+const TCP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Outgoing responses buffered per TCP connection.
+const TCP_RESPONSE_BUFFER: usize = 64;
+
+/// A query type the server counts and delays: a [`Family`] stands for its address record
+/// type (`V4` → A, `V6` → AAAA), a [`RecordType`] for itself.
+pub trait QueryType: Copy {
+    /// The DNS record type this stands for.
+    fn record_type(self) -> RecordType;
+}
+
+impl QueryType for Family {
+    fn record_type(self) -> RecordType {
+        match self {
+            Family::V4 => RecordType::A,
+            Family::V6 => RecordType::AAAA,
+        }
+    }
+}
+
+impl QueryType for RecordType {
+    fn record_type(self) -> RecordType {
+        self
+    }
+}
+
+/// An authoritative DNS server with an in-memory zone, running in the current tokio
+/// runtime until dropped: on `127.0.0.1` ([`DnsServer::start`]) or on sockets the caller
+/// bound ([`DnsServer::start_on`]).
 ///
 /// Semantics: a name with records answers them (`NOERROR`, authoritative); a name that
 /// exists (it has records of another type, is the zone apex, or has names below it)
@@ -50,29 +83,23 @@ const TTL: u32 = 60;
 ///
 /// Dropping it aborts the server's tasks, which closes its sockets.
 pub struct DnsServer {
-    addr: SocketAddr,
+    /// The UDP addresses, in the order given; never empty.
+    addrs: Vec<SocketAddr>,
     state: Arc<State>,
     zone: Name,
     // Owns the JoinSet of the UDP and TCP tasks: dropping it aborts them.
     server: Server<Handler>,
 }
 
-/// What the handler and the owner share: the delay knob and query counters.
+/// What the handler and the owner share: the delay knobs and query counters.
 #[derive(Default)]
 struct State {
-    /// Answer delay for A (index 0) and AAAA (index 1) queries.
-    delays: Mutex<[Duration; 2]>,
-    /// Queries received for A (index 0) and AAAA (index 1).
-    queries: [AtomicUsize; 2],
-    /// Queries of any other type.
-    other_queries: AtomicUsize,
-}
-
-fn slot(family: Family) -> usize {
-    match family {
-        Family::V4 => 0,
-        Family::V6 => 1,
-    }
+    /// Answer delay per query type; absent means none.
+    delays: Mutex<HashMap<RecordType, Duration>>,
+    /// Queries received per query type.
+    queries: Mutex<HashMap<RecordType, usize>>,
+    /// Requests received, well-formed or not.
+    total: AtomicUsize,
 }
 
 impl DnsServer {
@@ -83,6 +110,7 @@ impl DnsServer {
     /// Record names are relative to the zone (`"www"` → `www.test.`, `"@"` → the apex)
     /// unless they end with a dot or already end with the zone's name. An IPv4 address
     /// gives an A record, an IPv6 address an AAAA record; repeat a name for several.
+    /// Records have a TTL of [`DEFAULT_TTL`].
     ///
     /// # Panics
     /// If a name is invalid or the sockets cannot be bound (see [`DnsServer::try_start`]).
@@ -92,73 +120,68 @@ impl DnsServer {
 
     /// Like [`DnsServer::start`], returning an error instead of panicking.
     pub fn try_start(zone: &str, records: &[(&str, IpAddr)]) -> io::Result<DnsServer> {
-        let zone_name = parse_name(zone, None)?;
-        let mut by_name: HashMap<Name, Vec<Record>> = HashMap::new();
-        let mut existing: HashSet<Name> = HashSet::new();
-        existing.insert(zone_name.clone());
-        for (name, ip) in records {
-            let name = parse_name(name, Some(&zone_name))?;
-            let rdata = match ip {
-                IpAddr::V4(v4) => RData::A(A(*v4)),
-                IpAddr::V6(v6) => RData::AAAA(AAAA(*v6)),
-            };
-            // The name and every ancestor down to the zone apex exist (empty
-            // non-terminals answer NOERROR, not NXDOMAIN).
-            let mut ancestor = name.clone();
-            while zone_name.zone_of(&ancestor) && existing.insert(ancestor.clone()) {
-                ancestor = ancestor.base_name();
-            }
-            by_name
-                .entry(name.clone())
-                .or_default()
-                .push(Record::from_rdata(name, TTL, rdata));
-        }
-        let soa = Record::from_rdata(
-            zone_name.clone(),
-            TTL,
-            RData::SOA(SOA::new(
-                parse_name("ns", Some(&zone_name))?,
-                parse_name("hostmaster", Some(&zone_name))?,
-                1,
-                3600,
-                600,
-                86400,
-                // Negative-caching TTL: short, tests change nothing but keep it low.
-                1,
-            )),
-        );
-
-        let state = Arc::new(State::default());
-        let handler = Handler {
-            zone: zone_name.clone(),
-            soa,
-            records: by_name,
-            existing,
-            state: state.clone(),
-        };
-
         // UDP and TCP on the same ephemeral port; retry if another process holds the TCP
         // side of the port the kernel picked for UDP.
         let (udp, tcp) = bind_pair()?;
-        let addr = udp.local_addr()?;
+        DnsServer::start_on(zone, records, DEFAULT_TTL, vec![udp], vec![tcp])
+    }
+
+    /// Serves `zone` with `records` (as in [`DnsServer::start`]), each with a TTL of `ttl`
+    /// seconds, on already-bound sockets: every UDP socket in `udp` and every listener in
+    /// `tcp` (made non-blocking here). Must be called inside a tokio runtime; spawns one
+    /// task per socket.
+    ///
+    /// # Errors
+    /// `InvalidInput` if a name is invalid or `udp` is empty; any error registering a
+    /// socket with the runtime.
+    pub fn start_on<S: AsRef<str>>(
+        zone: &str,
+        records: &[(S, IpAddr)],
+        ttl: u32,
+        udp: Vec<std::net::UdpSocket>,
+        tcp: Vec<std::net::TcpListener>,
+    ) -> io::Result<DnsServer> {
+        if udp.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the DNS server needs at least one UDP socket",
+            ));
+        }
+        let state = Arc::new(State::default());
+        let handler = Handler::new(zone, records, ttl, state.clone())?;
+        let zone = handler.zone.clone();
         let mut server = Server::new(handler);
-        server.register_socket(tokio::net::UdpSocket::from_std(udp)?);
-        server.register_listener(
-            tokio::net::TcpListener::from_std(tcp)?,
-            Duration::from_secs(5),
-            32,
-        );
+        let mut addrs = Vec::with_capacity(udp.len());
+        for socket in udp {
+            socket.set_nonblocking(true)?;
+            addrs.push(socket.local_addr()?);
+            server.register_socket(tokio::net::UdpSocket::from_std(socket)?);
+        }
+        for listener in tcp {
+            listener.set_nonblocking(true)?;
+            server.register_listener(
+                tokio::net::TcpListener::from_std(listener)?,
+                TCP_TIMEOUT,
+                TCP_RESPONSE_BUFFER,
+            );
+        }
         Ok(DnsServer {
-            addr,
+            addrs,
             state,
-            zone: zone_name,
+            zone,
             server,
         })
     }
 
-    /// The UDP and TCP address the server listens on (`127.0.0.1:port`). Free.
+    /// The (first) UDP address the server listens on; for [`DnsServer::start`], the UDP
+    /// and TCP address (`127.0.0.1:port`). Free.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
+    }
+
+    /// Every UDP address the server listens on, in the order given. Free.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// The zone's name, fully qualified (e.g. `test.`). Free.
@@ -166,31 +189,43 @@ impl DnsServer {
         self.zone.to_string()
     }
 
-    /// Delays every answer to A (`Family::V4`) or AAAA (`Family::V6`) queries by `delay`
-    /// from now on (`Duration::ZERO` to stop). Requests already waiting keep their delay.
-    /// Takes a lock, nothing else.
-    pub fn set_delay(&self, family: Family, delay: Duration) {
-        lock(&self.state.delays)[slot(family)] = delay;
+    /// Delays every answer to queries of `qtype` (a [`Family`]: `V4` for A, `V6` for AAAA;
+    /// or any [`RecordType`]) by `delay` from now on (`Duration::ZERO` to stop). Requests
+    /// already waiting keep their delay. Takes a lock, nothing else.
+    pub fn set_delay(&self, qtype: impl QueryType, delay: Duration) {
+        let mut delays = lock(&self.state.delays);
+        if delay.is_zero() {
+            delays.remove(&qtype.record_type());
+        } else {
+            delays.insert(qtype.record_type(), delay);
+        }
     }
 
-    /// How many A (`Family::V4`) or AAAA (`Family::V6`) queries the server has received
-    /// so far, over UDP and TCP. An atomic load.
-    pub fn queries(&self, family: Family) -> usize {
-        self.state.queries[slot(family)].load(Ordering::SeqCst)
+    /// Removes every delay. Takes a lock, nothing else.
+    pub fn clear_delays(&self) {
+        lock(&self.state.delays).clear();
     }
 
-    /// How many queries of any type the server has received so far. Three atomic loads.
+    /// How many queries of `qtype` (a [`Family`] or a [`RecordType`]) the server has
+    /// received so far, over UDP and TCP. Takes a lock, nothing else.
+    pub fn queries(&self, qtype: impl QueryType) -> usize {
+        lock(&self.state.queries)
+            .get(&qtype.record_type())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// How many requests the server has received so far, of any query type (malformed
+    /// ones included). An atomic load.
     pub fn total_queries(&self) -> usize {
-        self.queries(Family::V4)
-            + self.queries(Family::V6)
-            + self.state.other_queries.load(Ordering::SeqCst)
+        self.state.total.load(Ordering::SeqCst)
     }
 }
 
 impl std::fmt::Debug for DnsServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DnsServer")
-            .field("addr", &self.addr)
+            .field("addrs", &self.addrs)
             .field("zone", &self.zone.to_string())
             .finish_non_exhaustive()
     }
@@ -240,11 +275,7 @@ fn bind_pair() -> io::Result<(std::net::UdpSocket, std::net::TcpListener)> {
         let udp = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
         let port = udp.local_addr()?.port();
         match std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
-            Ok(tcp) => {
-                udp.set_nonblocking(true)?;
-                tcp.set_nonblocking(true)?;
-                return Ok((udp, tcp));
-            }
+            Ok(tcp) => return Ok((udp, tcp)),
             Err(e) => last_err = Some(e),
         }
     }
@@ -262,6 +293,58 @@ struct Handler {
     state: Arc<State>,
 }
 
+impl Handler {
+    /// Builds the zone: `records` (see [`DnsServer::start`]) with a TTL of `ttl`, and its SOA.
+    fn new<S: AsRef<str>>(
+        zone: &str,
+        records: &[(S, IpAddr)],
+        ttl: u32,
+        state: Arc<State>,
+    ) -> io::Result<Handler> {
+        let zone = parse_name(zone, None)?;
+        let mut by_name: HashMap<Name, Vec<Record>> = HashMap::new();
+        let mut existing = HashSet::from([zone.clone()]);
+        for (name, ip) in records {
+            let name = parse_name(name.as_ref(), Some(&zone))?;
+            let rdata = match ip {
+                IpAddr::V4(v4) => RData::A(A(*v4)),
+                IpAddr::V6(v6) => RData::AAAA(AAAA(*v6)),
+            };
+            // The name and every ancestor down to the zone apex exist (empty
+            // non-terminals answer NOERROR, not NXDOMAIN).
+            let mut ancestor = name.clone();
+            while zone.zone_of(&ancestor) && existing.insert(ancestor.clone()) {
+                ancestor = ancestor.base_name();
+            }
+            by_name
+                .entry(name.clone())
+                .or_default()
+                .push(Record::from_rdata(name, ttl, rdata));
+        }
+        let soa = Record::from_rdata(
+            zone.clone(),
+            ttl,
+            RData::SOA(SOA::new(
+                parse_name("ns", Some(&zone))?,
+                parse_name("hostmaster", Some(&zone))?,
+                1,
+                3600,
+                600,
+                86400,
+                // Negative-caching TTL: tests change nothing but keep it low.
+                1,
+            )),
+        );
+        Ok(Handler {
+            zone,
+            soa,
+            records: by_name,
+            existing,
+            state,
+        })
+    }
+}
+
 #[async_trait::async_trait]
 impl RequestHandler for Handler {
     async fn handle_request<R: ResponseHandler, T: Time>(
@@ -271,6 +354,7 @@ impl RequestHandler for Handler {
     ) -> ResponseInfo {
         let mut metadata = Metadata::response_from_request(&request.metadata);
         let builder = MessageResponseBuilder::from_message_request(request);
+        self.state.total.fetch_add(1, Ordering::SeqCst);
         let Ok(info) = request.request_info() else {
             // Not exactly one query.
             let response = builder.error_msg(&request.metadata, ResponseCode::FormErr);
@@ -278,17 +362,9 @@ impl RequestHandler for Handler {
         };
         let query = info.query.original();
         let qtype = query.query_type();
-        let family = match qtype {
-            RecordType::A => Some(Family::V4),
-            RecordType::AAAA => Some(Family::V6),
-            _ => None,
-        };
-        match family {
-            Some(f) => self.state.queries[slot(f)].fetch_add(1, Ordering::SeqCst),
-            None => self.state.other_queries.fetch_add(1, Ordering::SeqCst),
-        };
-        let delay = family.map_or(Duration::ZERO, |f| lock(&self.state.delays)[slot(f)]);
-        if !delay.is_zero() {
+        *lock(&self.state.queries).entry(qtype).or_insert(0) += 1;
+        let delay = lock(&self.state.delays).get(&qtype).copied();
+        if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
         }
 
