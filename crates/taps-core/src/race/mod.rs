@@ -20,8 +20,13 @@
 //!   configured delay): a path that connected in `rtt` before very likely connects again
 //!   within twice that, so the others need not wait the full delay.
 //! - When an attempt fails, start the next one at once and restart the stagger timer.
-//! - While an attempt's path has answered ([`Race::on_attempt_reachable`]) and it is
-//!   finishing its handshake, no staggered start happens (a failure still starts the next).
+//! - An attempt whose peer has answered but whose handshake needs more round trips
+//!   ([`Race::on_attempt_reachable`]: SCTP's INIT-ACK, one round trip, like TCP's
+//!   SYN-ACK) counts as having reached the finish line: the race commits to it, cancels
+//!   every other attempt and starts nothing more. Without this, SCTP (two round trips to
+//!   COOKIE-ACK) loses to any TCP attempt started less than one round trip after it
+//!   (thesis ch. 7). If the committed attempt then fails, the cancelled candidates are
+//!   queued again in front and the race resumes at once.
 //! - At most [`RaceConfig::max_alive`] attempts are alive at once.
 //! - The first attempt to connect wins; every other alive attempt is cancelled in the
 //!   same step, and nothing is started afterwards.
@@ -192,8 +197,9 @@ pub struct Race {
     next_start: Option<Instant>,
     /// Starts owed at once because attempts failed.
     owed: usize,
-    /// Attempts that reported their path reachable and are still alive.
-    reachable: Vec<AttemptId>,
+    /// The attempt the race committed to when its peer answered (see
+    /// [`Race::on_attempt_reachable`]); nothing starts while it is alive.
+    leader: Option<AttemptId>,
     alive: usize,
     next_id: u32,
     finished: bool,
@@ -218,7 +224,7 @@ impl Race {
             queue: Vec::new(),
             next_start: None,
             owed: 0,
-            reachable: Vec::new(),
+            leader: None,
             alive: 0,
             next_id: 1,
             finished: false,
@@ -345,16 +351,34 @@ impl Race {
         self.drive(now);
     }
 
-    /// Attempt `id`'s path answered (SYN-ACK seen, SCTP INIT-ACK): no staggered start
-    /// happens while it finishes its handshake. Unknown or ended ids are ignored.
-    /// Cost: O(alive).
+    /// Attempt `id`'s peer answered one round trip in, before its handshake completed
+    /// (SCTP INIT-ACK). The race commits to it: every other alive attempt is cancelled
+    /// and its candidate queued again in front (restarted only if `id` fails), and
+    /// nothing starts while `id` is alive. Ignored for unknown or ended ids and when the
+    /// race already committed. Cost: O(attempts).
     pub fn on_attempt_reachable(&mut self, id: AttemptId, now: Instant) {
-        if self.finished || !self.is_alive(id) || self.reachable.contains(&id) {
+        if self.finished || !self.is_alive(id) || self.leader.is_some() {
             return;
         }
-        self.reachable.push(id);
-        self.report
-            .log(now, format!("{id} reachable: holding further starts"));
+        self.leader = Some(id);
+        self.report.log(
+            now,
+            format!("{id} reachable (peer answered): committing to it"),
+        );
+        let mut requeue = Vec::new();
+        for other in self.pending() {
+            if other == id {
+                continue;
+            }
+            self.end(other, AttemptOutcome::Cancelled, now);
+            self.report.log(now, format!("cancel {other}"));
+            self.actions.push_back(Action::Cancel { id: other });
+            if let Some(a) = self.report.attempt(other) {
+                requeue.push(a.candidate.clone());
+            }
+        }
+        requeue.append(&mut self.queue);
+        self.queue = requeue;
         self.drive(now);
     }
 
@@ -418,7 +442,7 @@ impl Race {
             if let Some(at) = self.other_answered_at {
                 t = t.min(at + self.config.resolution_delay);
             }
-        } else if self.alive < self.config.max_alive && self.reachable.is_empty() {
+        } else if self.alive < self.config.max_alive && self.leader.is_none() {
             if let Some(next) = self.next_start {
                 t = t.min(next);
             }
@@ -496,7 +520,9 @@ impl Race {
             a.ended_at = Some(now);
             self.alive -= 1;
         }
-        self.reachable.retain(|r| *r != id);
+        if self.leader == Some(id) {
+            self.leader = None;
+        }
     }
 
     /// Opens the start gate when the Resolution Delay no longer applies.
@@ -534,9 +560,13 @@ impl Race {
             return;
         }
         self.update_gate(now);
-        while self.gate_open && !self.queue.is_empty() && self.alive < self.config.max_alive {
+        while self.gate_open
+            && self.leader.is_none()
+            && !self.queue.is_empty()
+            && self.alive < self.config.max_alive
+        {
             let immediate = self.owed > 0 || self.alive == 0;
-            let staggered = self.reachable.is_empty() && self.next_start.is_none_or(|t| t <= now);
+            let staggered = self.next_start.is_none_or(|t| t <= now);
             if !immediate && !staggered {
                 break;
             }
@@ -570,7 +600,13 @@ impl Race {
             .report
             .attempts
             .iter()
-            .filter(|a| !matches!(a.outcome, AttemptOutcome::Skipped(_)))
+            // Cancelled candidates are queued again (see `on_attempt_reachable`).
+            .filter(|a| {
+                !matches!(
+                    a.outcome,
+                    AttemptOutcome::Skipped(_) | AttemptOutcome::Cancelled
+                )
+            })
             .map(|a| &a.candidate)
             .collect();
         if started.is_empty() {

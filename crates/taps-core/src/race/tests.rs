@@ -179,6 +179,7 @@ impl Sim {
             .map(|(i, (t, input))| (t, i, input))
             .collect();
         let mut seq = events.len();
+        let mut commits: Vec<Duration> = Vec::new();
         let mut run = Run {
             base,
             race: Race::new(RaceConfig::default(), base),
@@ -251,7 +252,10 @@ impl Sim {
                         Input::Answer(f, c) => race.on_candidates(f, c, at),
                         Input::DnsFailed(f, cause) => race.on_dns_failed(f, cause, at),
                         Input::DnsComplete => race.on_dns_complete(at),
-                        Input::Reachable(id) => race.on_attempt_reachable(id, at),
+                        Input::Reachable(id) => {
+                            commits.push(now);
+                            race.on_attempt_reachable(id, at)
+                        }
                         Input::Connected(id) => race.on_attempt_connected(id, at),
                         Input::Failed(id, cause) => {
                             run.failures.push((now, id));
@@ -272,9 +276,12 @@ impl Sim {
                 || run.failures.iter().any(|(_, i)| i == id);
             assert!(ended, "{id} {c} left alive: {}", race.report().trace());
         }
-        // A cancel or failure always precedes the decision, at the same instant or earlier.
+        // Cancels happen only when the race is decided or commits to a reachable attempt.
         let end = run.won.map(|w| w.0).or(run.failed.as_ref().map(|f| f.0));
-        assert!(run.cancels.iter().all(|(t, _)| Some(*t) == end));
+        assert!(run
+            .cancels
+            .iter()
+            .all(|(t, _)| Some(*t) == end || commits.contains(t)));
         assert_eq!(race.report().total, end);
         run.race = race;
         run
@@ -770,6 +777,38 @@ fn max_alive_queued_candidates_start_when_a_slot_frees() {
     assert_eq!(run.start_times(), [0, 250, 1000, 1250, 2000]);
     assert_eq!(run.failed_at().0, 3000);
     assert_eq!(run.failed_at().1.attempts.len(), 5);
+}
+
+#[test]
+fn reachable_attempt_wins_the_race_against_a_later_connect() {
+    // SCTP-like: INIT-ACK at 280 ms (one RTT), COOKIE-ACK at 330 ms. TCP-like IPv4 starts
+    // at 250 ms and would connect at 300 ms. The INIT-ACK is the fair finish line.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(280, Box::new(Path::Connects(330))),
+        )
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250]);
+    assert_eq!(run.cancels.len(), 1);
+    assert_eq!(run.cancels[0].0, ms(280));
+    assert_eq!(run.won_at(), (330, "2001:db8::1".into()));
+
+    // If the committed attempt then fails, the cancelled candidate restarts at once.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(280, Box::new(Path::Refused(320))),
+        )
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250, 320]);
+    assert_eq!(run.won_at(), (370, "192.0.2.1".into()));
 }
 
 #[test]
