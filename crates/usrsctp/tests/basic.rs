@@ -1,0 +1,194 @@
+//! Connect/accept over loopback (IPv4 and IPv6), round trips, streams, a 10 MB transfer, the
+//! INIT-ACK signal, and connection refusal.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::time::timeout;
+use usrsctp::{Association, Error, Progress, SctpOptions, SctpStack};
+
+const T: Duration = Duration::from_secs(20);
+
+async fn pair(
+    bind: &str,
+    port: u16,
+    opts: &SctpOptions,
+) -> (Association, Association, usrsctp::SctpListener) {
+    let stack = SctpStack::global();
+    let l = stack.listen(bind.parse().unwrap(), port, opts).unwrap();
+    let addr = l.local_addr();
+    let c = stack.connect(addr, port, opts).unwrap();
+    let (a, b) = tokio::join!(timeout(T, l.accept()), timeout(T, c.into_future()));
+    let (server, peer) = a.expect("accept timed out").expect("accept");
+    let client = b.expect("connect timed out").expect("connect");
+    assert_eq!(
+        peer,
+        client
+            .local_addr()
+            .to_string()
+            .replace("0.0.0.0", "127.0.0.1")
+            .replace("[::]", "[::1]")
+            .parse::<SocketAddr>()
+            .unwrap()
+    );
+    (client, server, l)
+}
+
+async fn roundtrip(bind: &str, port: u16) {
+    let opts = SctpOptions::default();
+    let (client, server, _l) = pair(bind, port, &opts).await;
+    assert_eq!(client.streams(), (1024, 1024));
+    assert_eq!(server.streams(), (1024, 1024));
+    client.send(0, b"hello", true, 42).await.unwrap();
+    let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
+    assert_eq!(
+        (m.stream, m.ppid, m.data.as_slice()),
+        (0, 42, &b"hello"[..])
+    );
+    server.send(3, b"world", false, 7).await.unwrap();
+    let m = timeout(T, client.recv()).await.unwrap().unwrap().unwrap();
+    assert_eq!(
+        (m.stream, m.ppid, m.unordered, m.data.as_slice()),
+        (3, 7, true, &b"world"[..])
+    );
+
+    // Several streams, each ordered within itself.
+    for i in 0..50u32 {
+        for s in [1u16, 2, 9, 1000] {
+            client
+                .send(s, format!("{s}:{i}").as_bytes(), true, s as u32)
+                .await
+                .unwrap();
+        }
+    }
+    let mut next = std::collections::HashMap::new();
+    for _ in 0..200 {
+        let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
+        let i = next.entry(m.stream).or_insert(0u32);
+        assert_eq!(
+            String::from_utf8(m.data).unwrap(),
+            format!("{}:{}", m.stream, i)
+        );
+        assert_eq!(m.ppid, m.stream as u32);
+        *i += 1;
+    }
+    assert_eq!(next.len(), 4);
+
+    // Graceful close from the client: the server sees the end.
+    timeout(T, client.close()).await.unwrap().unwrap();
+    assert!(timeout(T, server.recv()).await.unwrap().unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roundtrip_ipv4() {
+    roundtrip("127.0.0.1:0", 5001).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roundtrip_ipv6() {
+    roundtrip("[::1]:0", 5011).await;
+}
+
+fn pattern(i: usize) -> u8 {
+    (i.wrapping_mul(31) ^ (i >> 11)) as u8
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_megabytes() {
+    let opts = SctpOptions::default();
+    let (client, server, _l) = pair("127.0.0.1:0", 5002, &opts).await;
+    const TOTAL: usize = 10 * 1024 * 1024;
+    let data: Vec<u8> = (0..TOTAL).map(pattern).collect();
+    let started = Instant::now();
+    let sender = tokio::spawn(async move {
+        // Mixed sizes, including messages far larger than the send buffer.
+        let mut off = 0;
+        let sizes = [1000usize, 65536, 1 << 20, 7, 300_000];
+        let mut k = 0;
+        while off < TOTAL {
+            let n = sizes[k % sizes.len()].min(TOTAL - off);
+            client.send(1, &data[off..off + n], true, 0).await.unwrap();
+            off += n;
+            k += 1;
+        }
+        client
+    });
+    let mut got = 0usize;
+    while got < TOTAL {
+        let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
+        for (j, b) in m.data.iter().enumerate() {
+            assert_eq!(*b, pattern(got + j), "byte {}", got + j);
+        }
+        got += m.data.len();
+    }
+    assert_eq!(got, TOTAL);
+    let _client = sender.await.unwrap();
+    eprintln!("10 MB in {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_ack_signal_precedes_establishment() {
+    let stack = SctpStack::global();
+    let opts = SctpOptions::default();
+    let l = stack
+        .listen("127.0.0.1:0".parse().unwrap(), 5003, &opts)
+        .unwrap();
+    let mut c = stack.connect(l.local_addr(), 5003, &opts).unwrap();
+    // (On loopback the INIT ACK may already be in by now.)
+    assert!(matches!(
+        *c.progress().borrow(),
+        Progress::Connecting | Progress::Reachable { .. }
+    ));
+    let accept = tokio::spawn(async move {
+        let r = l.accept().await;
+        (r, l)
+    });
+    let started = Instant::now();
+    let reach = timeout(T, c.reachable()).await.unwrap().unwrap();
+    let reached_at = Instant::now();
+    assert!(c.is_reachable());
+    let assoc = timeout(T, c).await.unwrap().unwrap();
+    let established_at = Instant::now();
+    assert!(reach <= established_at - started + Duration::from_millis(1));
+    eprintln!(
+        "INIT-ACK after {reach:?}; COMM_UP observed {:?} after the INIT-ACK signal",
+        established_at - reached_at
+    );
+    let (acc, _l) = accept.await.unwrap();
+    let (server, _) = acc.unwrap();
+    assoc.send(0, b"x", true, 0).await.unwrap();
+    assert_eq!(
+        timeout(T, server.recv())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .data,
+        b"x"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_closed_port_fails_fast() {
+    // A UDP port nobody listens on: bind, learn the port, close.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let stack = SctpStack::global();
+    let c = stack
+        .connect(
+            format!("127.0.0.1:{port}").parse().unwrap(),
+            5004,
+            &SctpOptions::default(),
+        )
+        .unwrap();
+    let started = Instant::now();
+    let r = timeout(Duration::from_secs(10), c)
+        .await
+        .expect("connect to a closed port hung");
+    assert!(matches!(r, Err(Error::Refused(_))), "{r:?}");
+    eprintln!("refused after {:?}", started.elapsed());
+}
