@@ -72,6 +72,13 @@ pub struct ContextArgs {
     /// DNS server to use instead of the system's (repeatable), e.g. 127.0.0.1:5353.
     #[arg(long = "name-server", value_name = "ADDR")]
     pub name_servers: Vec<SocketAddr>,
+    /// UDP port SCTP is encapsulated in (RFC 6951).
+    #[arg(long, value_name = "PORT", default_value_t = 9899)]
+    pub sctp_udp_port: u16,
+    /// Give every SCTP connection its own association instead of mapping connections to
+    /// the same remote onto streams of one association.
+    #[arg(long)]
+    pub no_flow_mapping: bool,
 }
 
 impl ContextArgs {
@@ -87,6 +94,9 @@ impl ContextArgs {
         if let Some(file) = &self.cib {
             b = b.cib_file(file);
         }
+        b = b
+            .sctp_udp_port(self.sctp_udp_port)
+            .flow_mapping(!self.no_flow_mapping);
         Ok(b.build()?)
     }
 

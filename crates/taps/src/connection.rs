@@ -2,11 +2,13 @@
 //!
 //! Two ways to use it:
 //! - messages: [`Connection::send`] / [`Connection::receive`]. Datagram stacks carry one
-//!   message per datagram. Byte-stream stacks (TCP, MPTCP) frame each message with a
-//!   4-byte big-endian length prefix (documented framing, so peers in any language can
-//!   speak it); messages are limited to [`MAX_MESSAGE`] bytes.
+//!   message per datagram, SCTP one message per SCTP user message on the connection's
+//!   stream. Byte-stream stacks (TCP, MPTCP) frame each message with a 4-byte
+//!   big-endian length prefix (documented framing, so peers in any language can speak
+//!   it); messages are limited to [`MAX_MESSAGE`] bytes.
 //! - bytes: `Connection` implements tokio's `AsyncRead` and `AsyncWrite` (raw bytes on
-//!   stream stacks; one datagram per write/read on datagram stacks).
+//!   stream stacks; one datagram per write/read on datagram stacks; on SCTP each write
+//!   of up to 64 KiB is one message and reads return message bytes in order).
 //!
 //! Counters are plain integers updated in place: statistics cost nothing per call
 //! beyond an addition; RTT comes from `TCP_INFO` only when asked for.
@@ -25,6 +27,7 @@ use tokio::sync::mpsc;
 use taps_core::candidates::{Candidate, Stack};
 use taps_core::race::RaceReport;
 
+use crate::sctp_flow::SctpFlow;
 use crate::transport::Established;
 use crate::Error;
 
@@ -77,6 +80,8 @@ pub(crate) enum Io {
         rx: mpsc::Receiver<Vec<u8>>,
         pending: Option<(Vec<u8>, usize)>,
     },
+    /// One stream of an SCTP association.
+    Sctp(SctpFlow),
 }
 
 /// An established connection.
@@ -106,6 +111,7 @@ impl Connection {
         let (io, mptcp_active) = match est {
             Established::Tcp(s, flavor) => (Io::Stream(s), flavor.mptcp_active),
             Established::Udp(s, _) => (Io::Datagram(s), None),
+            Established::Sctp(a) => (Io::Sctp(SctpFlow::first(a)?), None),
         };
         Connection::new(io, stack, mptcp_active, candidate, race)
     }
@@ -121,6 +127,10 @@ impl Connection {
             Io::Stream(s) => (s.local_addr()?, s.peer_addr()?),
             Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
             Io::Accepted { socket, peer, .. } => (socket.local_addr()?, *peer),
+            Io::Sctp(f) => (
+                f.shared().association().local_addr(),
+                f.shared().association().remote_addr(),
+            ),
         };
         Ok(Connection {
             io,
@@ -173,6 +183,7 @@ impl Connection {
             Io::Accepted { socket, peer, .. } => {
                 socket.send_to(msg, *peer).await?;
             }
+            Io::Sctp(f) => f.send(msg).await?,
         }
         self.stats.bytes_sent += msg.len() as u64;
         self.stats.messages_sent += 1;
@@ -214,6 +225,10 @@ impl Connection {
                     None => return Ok(None),
                 },
             },
+            Io::Sctp(f) => match f.receive().await? {
+                Some(d) => d,
+                None => return Ok(None),
+            },
         };
         self.stats.bytes_received += msg.len() as u64;
         self.stats.messages_received += 1;
@@ -222,17 +237,70 @@ impl Connection {
 
     /// Closes gracefully: on byte streams, sends FIN after queued data; the peer reads
     /// to the end.
-    pub async fn close(mut self) -> Result<(), Error> {
-        if let Io::Stream(s) = &mut self.io {
-            s.shutdown().await?;
+    /// On SCTP, the last connection of an association shuts it down gracefully
+    /// (SHUTDOWN after queued data); others release their stream.
+    pub async fn close(self) -> Result<(), Error> {
+        match self.io {
+            Io::Stream(mut s) => s.shutdown().await?,
+            Io::Sctp(f) => f.close().await?,
+            _ => {}
         }
         Ok(())
     }
 
-    /// Aborts: on TCP, resets the connection (RST) instead of closing it.
+    /// Aborts: on TCP, resets the connection (RST) instead of closing it; on SCTP,
+    /// aborts the association (with every connection mapped onto it).
     pub fn abort(self) {
-        if let Io::Stream(s) = &self.io {
-            let _ = s.set_zero_linger();
+        match self.io {
+            Io::Stream(s) => {
+                let _ = s.set_zero_linger();
+            }
+            Io::Sctp(f) => f.abort(),
+            _ => {}
+        }
+    }
+
+    /// RFC 9622 Clone: a new connection to the same peer with the same properties. On
+    /// SCTP it is a new stream of this connection's association (no handshake; the peer
+    /// sees a new connection); other stacks cannot clone here and return
+    /// [`Error::Usage`] (initiate again from the preconnection instead).
+    pub async fn clone_flow(&self) -> Result<Connection, Error> {
+        match &self.io {
+            Io::Sctp(f) => {
+                let flow = SctpFlow::open_sibling(f.shared())
+                    .await?
+                    .ok_or(Error::Usage("the SCTP association is shutting down"))?;
+                let mut c = Connection::new(Io::Sctp(flow), self.info.stack, None, None, None)?;
+                c.info.candidate = self.info.candidate.clone();
+                Ok(c)
+            }
+            _ => Err(Error::Usage(
+                "only SCTP connections can be cloned (a new stream of the association)",
+            )),
+        }
+    }
+
+    /// The SCTP stream this connection uses (`None` on other stacks).
+    pub fn sctp_stream(&self) -> Option<u16> {
+        match &self.io {
+            Io::Sctp(f) => Some(f.stream_id()),
+            _ => None,
+        }
+    }
+
+    /// Bytes this connection has queued and not yet acknowledged by the peer (SCTP: the
+    /// stream's send queue; `None` on other stacks). One lock, no I/O.
+    pub fn queued_bytes(&self) -> Option<usize> {
+        match &self.io {
+            Io::Sctp(f) => Some(f.queued_bytes()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn sctp_flow(&self) -> Option<&SctpFlow> {
+        match &self.io {
+            Io::Sctp(f) => Some(f),
+            _ => None,
         }
     }
 }
@@ -266,6 +334,7 @@ impl AsyncRead for Connection {
                 }
                 Poll::Ready(Ok(()))
             }
+            Io::Sctp(f) => f.poll_read(cx, buf),
         };
         this.stats.bytes_received += (buf.filled().len() - before) as u64;
         r
@@ -283,6 +352,7 @@ impl AsyncWrite for Connection {
             Io::Stream(s) => Pin::new(s).poll_write(cx, data),
             Io::Datagram(s) => s.poll_send(cx, data),
             Io::Accepted { socket, peer, .. } => socket.poll_send_to(cx, data, *peer),
+            Io::Sctp(f) => f.poll_write(cx, data),
         };
         if let Poll::Ready(Ok(n)) = &r {
             this.stats.bytes_sent += *n as u64;
@@ -293,13 +363,18 @@ impl AsyncWrite for Connection {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().io {
             Io::Stream(s) => Pin::new(s).poll_flush(cx),
+            Io::Sctp(f) => f.poll_flush(cx),
             _ => Poll::Ready(Ok(())),
         }
     }
 
+    /// Ends the sending side: a FIN on TCP; on SCTP a one-byte end-of-flow message after
+    /// the data (the peer reads end of stream; the association stays up until
+    /// [`Connection::close`]).
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().io {
             Io::Stream(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Sctp(f) => f.poll_shutdown(cx),
             _ => Poll::Ready(Ok(())),
         }
     }

@@ -12,6 +12,7 @@ use taps_core::properties::Protocol;
 
 use crate::interfaces::InterfaceWatcher;
 use crate::resolver::{NameServers, Resolver, ResolverConfig};
+use crate::sctp_flow::FlowMap;
 use crate::Error;
 
 /// Shared state for all connections of an application. Cheap to clone (an `Arc`).
@@ -26,6 +27,9 @@ struct Inner {
     cib: Mutex<Cib>,
     cib_file: Option<PathBuf>,
     availability: Availability,
+    sctp_udp_port: u16,
+    flow_mapping: bool,
+    flows: FlowMap,
     _watcher: Option<InterfaceWatcher>,
 }
 
@@ -38,6 +42,8 @@ pub struct ContextBuilder {
     cib_file: Option<PathBuf>,
     cib_config: CibConfig,
     watch_interfaces: Option<bool>,
+    sctp_udp_port: Option<u16>,
+    no_flow_mapping: bool,
 }
 
 impl ContextBuilder {
@@ -86,6 +92,21 @@ impl ContextBuilder {
         self
     }
 
+    /// The UDP port SCTP is encapsulated in (RFC 6951), for connecting and listening.
+    /// Default 9899. One process can listen on a given UDP port once; tests pick others.
+    pub fn sctp_udp_port(mut self, port: u16) -> Self {
+        self.sctp_udp_port = Some(port);
+        self
+    }
+
+    /// Transparent flow mapping (default on): a new SCTP connection to a remote endpoint
+    /// that already has an association from a preconnection with the same properties
+    /// becomes a new stream of it instead of a new association.
+    pub fn flow_mapping(mut self, on: bool) -> Self {
+        self.no_flow_mapping = !on;
+        self
+    }
+
     /// Builds the context: reads interfaces once, loads PIB and CIB files.
     pub fn build(self) -> Result<Context, Error> {
         let resolver = Resolver::new(self.resolver).map_err(|e| Error::Config(e.to_string()))?;
@@ -124,6 +145,9 @@ impl ContextBuilder {
             cib: Mutex::new(cib),
             cib_file: self.cib_file,
             availability: availability(),
+            sctp_udp_port: self.sctp_udp_port.unwrap_or(usrsctp::DEFAULT_UDP_PORT),
+            flow_mapping: !self.no_flow_mapping,
+            flows: FlowMap::default(),
             _watcher: watcher,
         });
         if let Some(rx) = rx {
@@ -173,6 +197,20 @@ impl Context {
         &self.inner.pib
     }
 
+    /// The UDP encapsulation port of SCTP.
+    pub fn sctp_udp_port(&self) -> u16 {
+        self.inner.sctp_udp_port
+    }
+
+    /// Whether SCTP flows are mapped onto existing associations.
+    pub fn flow_mapping(&self) -> bool {
+        self.inner.flow_mapping
+    }
+
+    pub(crate) fn flows(&self) -> &FlowMap {
+        &self.inner.flows
+    }
+
     /// Locks the CIB. Hold it briefly: every race records into it.
     pub fn cib(&self) -> MutexGuard<'_, Cib> {
         self.inner.cib.lock().unwrap_or_else(|e| e.into_inner())
@@ -220,7 +258,7 @@ fn availability() -> Availability {
                 Protocol::Tcp | Protocol::Mptcp | Protocol::Udp | Protocol::UdpLite,
                 Security::None,
             ) => continue,
-            (Protocol::Sctp, Security::None) => "SCTP is not implemented in this build yet",
+            (Protocol::Sctp, Security::None) => continue, // usrsctp over UDP, everywhere
             (Protocol::Quic, _) => "QUIC is not implemented in this build yet",
             (_, Security::Tls) => "TLS is not implemented in this build yet",
             (_, _) => "DTLS is not implemented in this build yet",

@@ -25,6 +25,7 @@ pub mod listener;
 pub mod preconnection;
 mod racing;
 pub mod resolver;
+mod sctp_flow;
 pub mod transport;
 
 pub use connection::{Connection, ConnectionInfo, Statistics};

@@ -3,10 +3,14 @@
 //!
 //! One task per listening socket feeds accepted connections into a channel. Datagram
 //! stacks have no handshake: the first datagram from a new peer address makes a new
-//! connection, and later datagrams from that peer are routed to it. Dropping the
-//! listener stops every task and closes every listening socket.
+//! connection, and later datagrams from that peer are routed to it. SCTP listens on the
+//! same port number (the SCTP port, inside UDP on the context's encapsulation port): an
+//! accepted association is a connection on stream 0, and every further stream the peer
+//! opens (flow mapping) is one more connection. Dropping the listener stops every
+//! accept task and closes every listening socket; accepted connections live on.
 
 use std::collections::HashMap;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -18,7 +22,8 @@ use taps_core::candidates::Stack;
 use taps_core::properties::Protocol;
 
 use crate::connection::{Connection, Io};
-use crate::transport::{self, SocketOptions};
+use crate::sctp_flow::{SctpFlow, SharedAssociation};
+use crate::transport;
 use crate::{Error, Preconnection};
 
 /// How many accepted connections may wait for [`Listener::accept`].
@@ -68,7 +73,7 @@ impl Listener {
         } else {
             vec![local]
         };
-        let opts = Arc::new(SocketOptions::from_properties(pre.properties()));
+        let opts = pre.socket_options();
         let runnable: Vec<Stack> = plan
             .stacks()
             .iter()
@@ -94,6 +99,24 @@ impl Listener {
                         tasks.push(tokio::spawn(accept_stream(l, tx.clone())));
                     }
                     Err(e) => errors.push(format!("TCP {addr}: {e}")),
+                }
+            }
+            // One dual-stack SCTP listener (its UDP socket takes IPv4 too).
+            let first_of_many = addrs.len() > 1 && addr == &addrs[0];
+            if has(Protocol::Sctp) && (addrs.len() == 1 || first_of_many) {
+                match transport::sctp::listen(addr.ip(), addr.port(), &opts) {
+                    Ok(l) => {
+                        let udp = l.local_addr();
+                        bound.push((
+                            Stack::plain(Protocol::Sctp),
+                            SocketAddr::new(udp.ip(), addr.port()),
+                        ));
+                        tasks.push(tokio::spawn(accept_sctp(l, tx.clone())));
+                    }
+                    Err(e) => errors.push(format!(
+                        "SCTP {addr} (UDP port {}): {e}",
+                        opts.sctp_udp_port
+                    )),
                 }
             }
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
@@ -155,6 +178,76 @@ async fn accept_stream(listener: TcpListener, tx: mpsc::Sender<Result<Connection
             return;
         }
     }
+}
+
+async fn accept_sctp(listener: usrsctp::SctpListener, tx: mpsc::Sender<Result<Connection, Error>>) {
+    loop {
+        let (association, _) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                let e = Error::Io(io::Error::other(e));
+                if tx.send(Err(e)).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let shared = SharedAssociation::accepted(association.clone());
+        let first = association
+            .stream(0)
+            .map_err(io::Error::other)
+            .and_then(|s| sctp_connection(SctpFlow::new(shared.clone(), s)));
+        if tx.send(first.map_err(Error::from)).await.is_err() {
+            return;
+        }
+        tokio::spawn(accept_sctp_streams(
+            association,
+            Arc::downgrade(&shared),
+            tx.clone(),
+        ));
+    }
+}
+
+/// Turns every further stream the peer opens on `association` into a connection. Ends
+/// with the association or when the listener is gone.
+async fn accept_sctp_streams(
+    association: usrsctp::Association,
+    mut shared: std::sync::Weak<SharedAssociation>,
+    tx: mpsc::Sender<Result<Connection, Error>>,
+) {
+    loop {
+        let stream = tokio::select! {
+            s = association.accept_stream() => match s {
+                Ok(Some(s)) => s,
+                _ => return,
+            },
+            // The listener is gone: stop holding the association open for new streams.
+            _ = tx.closed() => return,
+        };
+        let shared = match shared.upgrade() {
+            Some(s) => s,
+            // Every connection of the association is gone; it serves the peer's new ones.
+            None => {
+                let s = SharedAssociation::accepted(association.clone());
+                shared = Arc::downgrade(&s);
+                s
+            }
+        };
+        let conn = sctp_connection(SctpFlow::new(shared, stream)).map_err(Error::from);
+        if tx.send(conn).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn sctp_connection(flow: SctpFlow) -> io::Result<Connection> {
+    Connection::new(
+        Io::Sctp(flow),
+        Stack::plain(Protocol::Sctp),
+        None,
+        None,
+        None,
+    )
 }
 
 async fn accept_datagrams(

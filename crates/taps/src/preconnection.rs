@@ -11,9 +11,12 @@ use taps_core::candidates::{Gathered, Plan, Unsatisfiable};
 use taps_core::properties::Properties;
 use taps_core::Family;
 
+use crate::connection::Io;
 use crate::resolver::DnsError;
+use crate::sctp_flow::SctpFlow;
 use crate::transport::SocketOptions;
 use crate::{racing, Connection, Context, Error, Listener};
+use taps_core::properties::Protocol;
 
 /// Where to connect: a host name or address literal, and a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,10 +171,48 @@ impl Preconnection {
             .as_ref()
             .ok_or(Error::Usage("initiate needs a remote endpoint"))?;
         let plan = self.plan()?;
+        let maps = self.ctx.flow_mapping()
+            && plan
+                .stacks()
+                .iter()
+                .any(|s| s.stack.protocol == Protocol::Sctp && s.unavailable.is_none());
+        if !maps {
+            return self.race(remote, &plan).await;
+        }
+        // Flow mapping: one race per remote endpoint and property set at a time; while it
+        // runs, other flows to the same key wait, then become streams of its association.
+        let slot = self.ctx.flows().slot(&remote.key(), self.props.id());
+        let mut slot = slot.lock().await;
+        if let Some(shared) = slot.association.upgrade() {
+            // `None`: its last flow just closed it; race for a new one below.
+            if let Some(flow) = SctpFlow::open_sibling(&shared).await? {
+                drop(slot);
+                return Ok(Connection::new(
+                    Io::Sctp(flow),
+                    taps_core::candidates::Stack::plain(Protocol::Sctp),
+                    None,
+                    None,
+                    None,
+                )?);
+            }
+        }
+        if slot.not_sctp {
+            drop(slot);
+            return self.race(remote, &plan).await;
+        }
+        let conn = self.race(remote, &plan).await?;
+        match conn.sctp_flow() {
+            Some(flow) => slot.association = Arc::downgrade(flow.shared()),
+            None => slot.not_sctp = true,
+        }
+        Ok(conn)
+    }
+
+    /// One race, and the connection its winner makes.
+    async fn race(&self, remote: &RemoteEndpoint, plan: &Arc<Plan>) -> Result<Connection, Error> {
         let opts = self.socket_options();
         let config = racing::race_config(&self.props);
-        let won =
-            racing::race(&self.ctx, self.ctx.resolver(), remote, &plan, config, &opts).await?;
+        let won = racing::race(&self.ctx, self.ctx.resolver(), remote, plan, config, &opts).await?;
         let stack = won.candidate.stack;
         Ok(Connection::from_established(
             won.established,
@@ -186,9 +227,14 @@ impl Preconnection {
         Listener::start(self).await
     }
 
-    fn socket_options(&self) -> Arc<SocketOptions> {
+    pub(crate) fn socket_options(&self) -> Arc<SocketOptions> {
         self.socket_options
-            .get_or_init(|| Arc::new(SocketOptions::from_properties(&self.props)))
+            .get_or_init(|| {
+                Arc::new(SocketOptions {
+                    sctp_udp_port: self.ctx.sctp_udp_port(),
+                    ..SocketOptions::from_properties(&self.props)
+                })
+            })
             .clone()
     }
 }

@@ -500,7 +500,6 @@ fn secured_and_other_stacks_are_unsupported() {
             Stack::new(Protocol::Tcp, Security::Tls),
             Stack::new(Protocol::Udp, Security::Dtls),
             Stack::new(Protocol::Quic, Security::QuicTls),
-            Stack::plain(Protocol::Sctp),
         ] {
             let mut c = cand(Protocol::Tcp, remote);
             c.stack = stack;

@@ -41,6 +41,7 @@ pub struct Args {
 #[derive(Default)]
 struct Totals {
     connections: AtomicU64,
+    associations: AtomicU64,
     finished: AtomicU64,
     bytes: AtomicU64,
 }
@@ -73,6 +74,9 @@ pub async fn run(args: Args) -> Result<(), CliError> {
                     }
                 };
                 let n = totals.connections.fetch_add(1, Ordering::Relaxed) + 1;
+                if conn.sctp_stream() == Some(0) {
+                    totals.associations.fetch_add(1, Ordering::Relaxed);
+                }
                 if !args.quiet {
                     let i = conn.info();
                     let mptcp = match i.mptcp_active {
@@ -80,7 +84,14 @@ pub async fn run(args: Args) -> Result<(), CliError> {
                         Some(false) => " (MPTCP fell back to TCP)",
                         None => "",
                     };
-                    println!("accepted #{n}: {} {} <- {}{mptcp}", i.stack, i.local, i.remote);
+                    let stream = match conn.sctp_stream() {
+                        Some(s) => format!(" (stream {s}; addresses are UDP)"),
+                        None => String::new(),
+                    };
+                    println!(
+                        "accepted #{n}: {} {} <- {}{mptcp}{stream}",
+                        i.stack, i.local, i.remote
+                    );
                 }
                 let totals = totals.clone();
                 let done = done_tx.clone();
@@ -103,9 +114,15 @@ pub async fn run(args: Args) -> Result<(), CliError> {
             _ = tokio::signal::ctrl_c() => break,
         }
     }
+    let associations = totals.associations.load(Ordering::Relaxed);
     println!(
-        "total: {} connections, {} bytes received",
+        "total: {} connections{}, {} bytes received",
         totals.connections.load(Ordering::Relaxed),
+        if associations > 0 {
+            format!(" ({associations} SCTP associations)")
+        } else {
+            String::new()
+        },
         totals.bytes.load(Ordering::Relaxed)
     );
     Ok(())

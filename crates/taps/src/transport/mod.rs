@@ -8,6 +8,7 @@
 
 mod listen;
 mod options;
+pub mod sctp;
 mod sys;
 
 pub use listen::{bind_udp, listen_tcp};
@@ -94,6 +95,8 @@ pub enum Established {
     Tcp(TcpStream, TcpFlavor),
     /// A UDP or UDP-Lite socket `connect`ed to the remote (no handshake happened).
     Udp(UdpSocket, DatagramKind),
+    /// An SCTP association (user-space SCTP over UDP); addresses are the UDP ones.
+    Sctp(usrsctp::Association),
 }
 
 impl Established {
@@ -102,6 +105,7 @@ impl Established {
         match self {
             Established::Tcp(s, _) => s.local_addr(),
             Established::Udp(s, _) => s.local_addr(),
+            Established::Sctp(a) => Ok(a.local_addr()),
         }
     }
 
@@ -110,6 +114,7 @@ impl Established {
         match self {
             Established::Tcp(s, _) => s.peer_addr(),
             Established::Udp(s, _) => s.peer_addr(),
+            Established::Sctp(a) => Ok(a.remote_addr()),
         }
     }
 }
@@ -142,14 +147,13 @@ pub async fn connect_signalling(
     opts: &SocketOptions,
     on_reachable: impl FnOnce() + Send,
 ) -> Result<Established, AttemptError> {
-    let _ = &on_reachable;
     let stack = candidate.stack;
     if let Some(why) = candidate.unavailable {
         return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
     }
     if stack.security != Security::None {
         return Err(AttemptError::Unsupported(format!(
-            "{stack} is not run by the socket layer (only plain TCP, MPTCP, UDP and UDP-Lite)"
+            "{stack} is not run by the socket layer (only plain TCP, MPTCP, SCTP, UDP and UDP-Lite)"
         )));
     }
     let local = candidate.local.as_ref();
@@ -158,8 +162,9 @@ pub async fn connect_signalling(
         Protocol::Mptcp => connect_stream(candidate.remote, local, true, opts).await,
         Protocol::Udp => connect_datagram(candidate.remote, local, DatagramKind::Udp, opts),
         Protocol::UdpLite => connect_datagram(candidate.remote, local, DatagramKind::UdpLite, opts),
-        Protocol::Sctp | Protocol::Quic => Err(AttemptError::Unsupported(format!(
-            "{stack} is not run by the socket layer (only plain TCP, MPTCP, UDP and UDP-Lite)"
+        Protocol::Sctp => sctp::connect(candidate, opts, on_reachable).await,
+        Protocol::Quic => Err(AttemptError::Unsupported(format!(
+            "{stack} is not run by the socket layer (only plain TCP, MPTCP, SCTP, UDP and UDP-Lite)"
         ))),
     }
 }

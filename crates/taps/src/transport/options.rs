@@ -41,6 +41,14 @@ pub struct SocketOptions {
     /// receiving (`UDPLITE_SEND_CSCOV` / `UDPLITE_RECV_CSCOV`); 0 = whole datagram, values
     /// below 8 are raised to 8 by the kernel. Ignored by other protocols.
     pub udplite_coverage: Option<u16>,
+    /// UDP port SCTP is encapsulated in (RFC 6951), for connecting and listening.
+    /// Default [`usrsctp::DEFAULT_UDP_PORT`] (9899); set per context.
+    pub sctp_udp_port: u16,
+    /// SCTP stream scheduler (RFC 8260) from `connScheduler`; `None`: usrsctp's default.
+    pub sctp_scheduler: Option<usrsctp::Scheduler>,
+    /// SCTP stream scheduler value from `connPriority` (priority: lower first; fair
+    /// bandwidth: weight).
+    pub sctp_priority: Option<u16>,
 }
 
 impl Default for SocketOptions {
@@ -52,6 +60,9 @@ impl Default for SocketOptions {
             congestion_control: None,
             keepalive: None,
             udplite_coverage: None,
+            sctp_udp_port: usrsctp::DEFAULT_UDP_PORT,
+            sctp_scheduler: None,
+            sctp_priority: None,
         }
     }
 }
@@ -75,6 +86,14 @@ impl SocketOptions {
             keepalive: wants(Name::KeepAlive).then_some(DEFAULT_KEEPALIVE),
             udplite_coverage: (avoids(Name::FullChecksumSend) || avoids(Name::FullChecksumRecv))
                 .then_some(HEADER_ONLY_COVERAGE),
+            sctp_scheduler: props
+                .get(Name::ConnScheduler)
+                .and_then(|e| e.value.as_str())
+                .and_then(scheduler),
+            sctp_priority: props
+                .get(Name::ConnPriority)
+                .and_then(|e| e.value.as_f64())
+                .map(|p| p.clamp(0.0, f64::from(u16::MAX)) as u16),
             ..SocketOptions::default()
         }
     }
@@ -191,4 +210,17 @@ fn set_congestion(s: &Socket, name: &str) -> Result<(), AttemptError> {
 /// Wraps an option error with what was being done, keeping its kind.
 fn context(e: io::Error, what: &str) -> AttemptError {
     AttemptError::Io(io::Error::new(e.kind(), format!("{what}: {e}")))
+}
+
+/// The usrsctp scheduler for a `connScheduler` word (RFC 8260 names).
+fn scheduler(word: &str) -> Option<usrsctp::Scheduler> {
+    use usrsctp::Scheduler::*;
+    Some(match word {
+        "fcfs" => FirstCome,
+        "round-robin" => RoundRobin,
+        "round-robin-packet" => RoundRobinPacket,
+        "priority" => Priority,
+        "fair-bandwidth" | "weighted-fair-queueing" => FairBandwidth,
+        _ => return None,
+    })
 }

@@ -1,0 +1,431 @@
+//! Connections over SCTP streams, and transparent flow mapping.
+//!
+//! A [`SctpFlow`] is one stream of an association. The first connection to a remote uses
+//! stream 0 of a fresh association; with flow mapping (on by default, see
+//! [`crate::ContextBuilder::flow_mapping`]) a later connection from a preconnection with
+//! the same properties to the same remote endpoint, or [`crate::Connection::clone_flow`],
+//! becomes the next free stream of that association instead of a new handshake. The new
+//! stream announces itself with one message of [`STREAM_OPEN_PPID`], so the peer's
+//! listener sees the new connection at once; receivers drop those messages.
+//!
+//! Ending a flow's sending side (`poll_shutdown`, or close) sends one message of
+//! [`FLOW_END_PPID`] after the data: the peer reads end of stream, like after a TCP FIN,
+//! and can still answer. The association lives while any of its flows does. Closing the
+//! last flow shuts the association down gracefully (SHUTDOWN after queued data); closing
+//! another flow only releases its stream. Dropping the last flow without closing aborts
+//! the association. (Standard per-stream reset, RFC 6525, would serve non-taps peers too,
+//! but usrsctp allows one outstanding reset request per association, which many flows
+//! closing at once would contend for.)
+//!
+//! Cost: a mapped flow costs a stream-table entry and one 1-byte message instead of a
+//! four-way handshake, a UDP socket and a usrsctp socket. `AsyncRead`/`AsyncWrite` box
+//! one future per pending call.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context as TaskContext, Poll};
+
+use tokio::io::ReadBuf;
+use usrsctp::{Association, StreamHandle};
+
+use crate::transport::sctp::{DATA_PPID, EMPTY_PPID, FLOW_END_PPID, STREAM_OPEN_PPID};
+
+/// Largest message written by one `poll_write` (the rest is written by later calls).
+const WRITE_CHUNK: usize = 64 * 1024;
+
+type IoFuture<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
+
+/// An association shared by the flows mapped onto it.
+pub(crate) struct SharedAssociation {
+    association: Association,
+    /// Where to start looking for a free stream id.
+    next_stream: AtomicU16,
+    /// This side started the association (its last flow closing shuts it down); the
+    /// accepting side keeps it open for the peer's next streams until the peer shuts down.
+    initiator: bool,
+    /// Open flows, and whether the association is shutting down. One lock, so a flow
+    /// mapped onto the association and the last flow closing it cannot cross.
+    flows: Mutex<Membership>,
+}
+
+#[derive(Default)]
+struct Membership {
+    open: usize,
+    closing: bool,
+}
+
+impl SharedAssociation {
+    /// The association this side started.
+    pub(crate) fn initiated(association: Association) -> Arc<SharedAssociation> {
+        SharedAssociation::new(association, true)
+    }
+
+    /// An association a listener accepted.
+    pub(crate) fn accepted(association: Association) -> Arc<SharedAssociation> {
+        SharedAssociation::new(association, false)
+    }
+
+    fn new(association: Association, initiator: bool) -> Arc<SharedAssociation> {
+        Arc::new(SharedAssociation {
+            association,
+            next_stream: AtomicU16::new(1),
+            initiator,
+            flows: Mutex::new(Membership::default()),
+        })
+    }
+
+    fn membership(&self) -> std::sync::MutexGuard<'_, Membership> {
+        self.flows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one more flow unless the association is shutting down.
+    fn join(&self) -> bool {
+        let mut m = self.membership();
+        if m.closing {
+            return false;
+        }
+        m.open += 1;
+        true
+    }
+
+    /// Counts one flow less; `true` when it was the initiator's last one, which must now
+    /// shut the association down (no flow can join any more).
+    fn leave(&self) -> bool {
+        let mut m = self.membership();
+        m.open = m.open.saturating_sub(1);
+        if m.open == 0 && self.initiator && !m.closing {
+            m.closing = true;
+            return true;
+        }
+        false
+    }
+
+    /// The association.
+    pub(crate) fn association(&self) -> &Association {
+        &self.association
+    }
+
+    /// Claims the next free stream (not 0, which the first flow owns). Cost: one
+    /// stream-table insert, more only when ids wrap around to streams still in use.
+    fn claim_stream(&self) -> io::Result<StreamHandle> {
+        let (_, outbound) = self.association.streams();
+        let n = outbound.max(1);
+        for _ in 0..n {
+            let id = self.next_stream.fetch_add(1, Ordering::Relaxed) % n;
+            if id == 0 {
+                continue;
+            }
+            if let Ok(h) = self.association.stream(id) {
+                return Ok(h);
+            }
+        }
+        Err(io::Error::other(format!(
+            "all {n} SCTP streams of the association are in use"
+        )))
+    }
+}
+
+/// One RFC 9622 connection carried by one SCTP stream.
+pub(crate) struct SctpFlow {
+    shared: Arc<SharedAssociation>,
+    stream: Arc<StreamHandle>,
+    read: Mutex<Option<IoFuture<Option<Vec<u8>>>>>,
+    pending: Option<(Vec<u8>, usize)>,
+    write: Mutex<Option<IoFuture<usize>>>,
+    /// The peer ended its sending side: reads return end of stream.
+    read_ended: bool,
+    /// Our sending side is ended ([`FLOW_END_PPID`] handed to usrsctp).
+    write_ended: bool,
+    /// The end marker being sent by `poll_shutdown`.
+    ending: Mutex<Option<IoFuture<()>>>,
+    /// Counted in the association's open flows (until closed or dropped).
+    member: bool,
+}
+
+impl SctpFlow {
+    /// The flow on `stream` of `shared`, counted as one of its flows even if the
+    /// association is shutting down (an accepted stream exists already).
+    pub(crate) fn new(shared: Arc<SharedAssociation>, stream: StreamHandle) -> SctpFlow {
+        shared.membership().open += 1;
+        SctpFlow::member(shared, stream)
+    }
+
+    fn member(shared: Arc<SharedAssociation>, stream: StreamHandle) -> SctpFlow {
+        SctpFlow {
+            shared,
+            stream: Arc::new(stream),
+            read: Mutex::new(None),
+            pending: None,
+            write: Mutex::new(None),
+            read_ended: false,
+            write_ended: false,
+            ending: Mutex::new(None),
+            member: true,
+        }
+    }
+
+    /// The first flow of an association this side started: stream 0.
+    pub(crate) fn first(association: Association) -> io::Result<SctpFlow> {
+        let stream = association.stream(0).map_err(io::Error::other)?;
+        Ok(SctpFlow::new(
+            SharedAssociation::initiated(association),
+            stream,
+        ))
+    }
+
+    /// A new flow on the next free stream of the same association, announced to the
+    /// peer with a [`STREAM_OPEN_PPID`] message. `Ok(None)` when the association is
+    /// shutting down (its last flow closed): open a new one instead.
+    pub(crate) async fn open_sibling(
+        shared: &Arc<SharedAssociation>,
+    ) -> io::Result<Option<SctpFlow>> {
+        if !shared.join() {
+            return Ok(None);
+        }
+        // Counted from here: dropping `flow` on an error below leaves the count right.
+        let stream = match shared.claim_stream() {
+            Ok(s) => s,
+            Err(e) => {
+                shared.leave();
+                return Err(e);
+            }
+        };
+        let flow = SctpFlow::member(shared.clone(), stream);
+        flow.stream
+            .send(&[0], true, STREAM_OPEN_PPID)
+            .await
+            .map_err(io::Error::other)?;
+        Ok(Some(flow))
+    }
+
+    /// The association this flow shares with its siblings.
+    pub(crate) fn shared(&self) -> &Arc<SharedAssociation> {
+        &self.shared
+    }
+
+    /// The stream id.
+    pub(crate) fn stream_id(&self) -> u16 {
+        self.stream.id()
+    }
+
+    /// Bytes of this stream queued and not yet acknowledged.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.stream.queued_bytes()
+    }
+
+    /// Sends one message (one SCTP user message, ordered). SCTP cannot carry an empty
+    /// message, so one is sent as one byte of [`EMPTY_PPID`].
+    pub(crate) async fn send(&self, msg: &[u8]) -> io::Result<()> {
+        let (data, ppid) = if msg.is_empty() {
+            (&[0u8][..], EMPTY_PPID)
+        } else {
+            (msg, DATA_PPID)
+        };
+        self.stream
+            .send(data, true, ppid)
+            .await
+            .map_err(io::Error::other)
+    }
+
+    /// Receives one message; `None` when the stream or association ended.
+    pub(crate) async fn receive(&mut self) -> io::Result<Option<Vec<u8>>> {
+        if let Some((d, off)) = self.pending.take() {
+            return Ok(Some(d[off..].to_vec()));
+        }
+        if self.read_ended {
+            return Ok(None);
+        }
+        let m = recv_data(self.stream.clone()).await?;
+        self.read_ended = m.is_none();
+        Ok(m)
+    }
+
+    /// Closes: the initiator's last flow of the association shuts it down gracefully
+    /// (SHUTDOWN after queued data, awaited); any other flow ends its sending side (if not
+    /// done yet) and releases its stream.
+    pub(crate) async fn close(mut self) -> io::Result<()> {
+        self.member = false;
+        if self.shared.leave() {
+            return self
+                .shared
+                .association
+                .close()
+                .await
+                .map_err(io::Error::other);
+        }
+        if !self.write_ended {
+            // A failure means the association is gone, which ends the flow as well.
+            let _ = self.stream.send(&[0], true, FLOW_END_PPID).await;
+        }
+        Ok(())
+    }
+
+    /// Aborts the whole association (every flow mapped onto it ends).
+    pub(crate) fn abort(self) {
+        self.shared.association.abort();
+    }
+
+    pub(crate) fn poll_read(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        // Empty messages carry no bytes: skip them (0 bytes read would mean EOF).
+        while self.pending.is_none() {
+            if self.read_ended {
+                return Poll::Ready(Ok(()));
+            }
+            let slot = self.read.get_mut().unwrap_or_else(|e| e.into_inner());
+            let fut = slot.get_or_insert_with(|| Box::pin(recv_data(self.stream.clone())));
+            match fut.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(r) => {
+                    *slot = None;
+                    match r? {
+                        Some(d) if d.is_empty() => {}
+                        Some(d) => self.pending = Some((d, 0)),
+                        None => {
+                            self.read_ended = true;
+                            return Poll::Ready(Ok(()));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((d, off)) = &mut self.pending {
+            let n = (d.len() - *off).min(buf.remaining());
+            buf.put_slice(&d[*off..*off + n]);
+            *off += n;
+            if *off == d.len() {
+                self.pending = None;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    pub(crate) fn poll_write(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let slot = self.write.get_mut().unwrap_or_else(|e| e.into_inner());
+        let fut = slot.get_or_insert_with(|| {
+            // The caller repeats the same data after Pending (AsyncWrite contract).
+            let chunk = data[..data.len().min(WRITE_CHUNK)].to_vec();
+            let stream = self.stream.clone();
+            Box::pin(async move {
+                let n = chunk.len();
+                if n > 0 {
+                    stream
+                        .send(&chunk, true, DATA_PPID)
+                        .await
+                        .map_err(io::Error::other)?;
+                }
+                Ok(n)
+            })
+        });
+        let r = fut.as_mut().poll(cx);
+        if r.is_ready() {
+            *slot = None;
+        }
+        r
+    }
+
+    pub(crate) fn poll_flush(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        let slot = self.write.get_mut().unwrap_or_else(|e| e.into_inner());
+        match slot {
+            Some(fut) => {
+                let r = fut.as_mut().poll(cx);
+                if r.is_ready() {
+                    *slot = None;
+                }
+                r.map(|r| r.map(|_| ()))
+            }
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Flushes, then ends the sending side with one [`FLOW_END_PPID`] message (once).
+    pub(crate) fn poll_shutdown(&mut self, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        if self.write_ended {
+            return Poll::Ready(Ok(()));
+        }
+        std::task::ready!(self.poll_flush(cx))?;
+        let stream = self.stream.clone();
+        let slot = self.ending.get_mut().unwrap_or_else(|e| e.into_inner());
+        let fut = slot.get_or_insert_with(|| {
+            Box::pin(async move {
+                stream
+                    .send(&[0], true, FLOW_END_PPID)
+                    .await
+                    .map_err(io::Error::other)
+            })
+        });
+        let r = std::task::ready!(fut.as_mut().poll(cx));
+        *slot = None;
+        self.write_ended = r.is_ok();
+        Poll::Ready(r)
+    }
+}
+
+impl Drop for SctpFlow {
+    /// Dropping without close: the flow stops counting. When no handle of the association
+    /// is left, dropping the `Association` aborts it.
+    fn drop(&mut self) {
+        if self.member {
+            self.shared.membership().open -= 1;
+        }
+    }
+}
+
+/// The next data message of `stream` (announcements dropped).
+async fn recv_data(stream: Arc<StreamHandle>) -> io::Result<Option<Vec<u8>>> {
+    loop {
+        match stream.recv().await.map_err(io::Error::other)? {
+            None => return Ok(None),
+            Some(m) if m.ppid == STREAM_OPEN_PPID => continue,
+            Some(m) if m.ppid == EMPTY_PPID => return Ok(Some(Vec::new())),
+            Some(m) if m.ppid == FLOW_END_PPID => return Ok(None),
+            Some(m) => return Ok(Some(m.data)),
+        }
+    }
+}
+
+/// Associations open for flow mapping, by remote endpoint and property set.
+#[derive(Default)]
+pub(crate) struct FlowMap {
+    slots: Mutex<HashMap<FlowKey, Arc<tokio::sync::Mutex<Slot>>>>,
+}
+
+/// Remote endpoint (`host:port`) and the address of the compiled property set: flows
+/// are mapped only between preconnections sharing properties (a pointer comparison).
+type FlowKey = (Arc<str>, usize);
+
+/// What is known for one key.
+#[derive(Default)]
+pub(crate) struct Slot {
+    /// The association flows are mapped onto, while any flow uses it.
+    pub(crate) association: Weak<SharedAssociation>,
+    /// The last race for this key did not pick SCTP: later flows race on their own.
+    pub(crate) not_sctp: bool,
+}
+
+impl FlowMap {
+    /// The slot for `key`, created empty on first use. Entries whose association ended
+    /// are dropped on the way (one pass over the map, which holds one entry per remote
+    /// endpoint and property set in use).
+    pub(crate) fn slot(&self, endpoint: &Arc<str>, props: usize) -> Arc<tokio::sync::Mutex<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.retain(|_, s| {
+            Arc::strong_count(s) > 1
+                || s.try_lock()
+                    .map(|s| s.association.strong_count() > 0)
+                    .unwrap_or(true)
+        });
+        slots.entry((endpoint.clone(), props)).or_default().clone()
+    }
+}

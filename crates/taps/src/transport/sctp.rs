@@ -1,0 +1,108 @@
+//! SCTP attempts and listeners on user-space SCTP (usrsctp, UDP-encapsulated per
+//! RFC 6951; see the `usrsctp` crate for the threading model and its cost).
+//!
+//! The candidate's remote port is the SCTP port; the UDP encapsulation port is the
+//! context's ([`usrsctp::DEFAULT_UDP_PORT`] unless configured), the same for every peer.
+//! Kernel SCTP, where a host has it, is detected ([`kernel_sctp_available`]) but not used
+//! yet: usrsctp runs everywhere, so behaviour does not depend on the host.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+use taps_core::candidates::Candidate;
+use usrsctp::{SctpListener, SctpOptions, SctpStack};
+
+use super::{AttemptError, Established, SocketOptions};
+
+/// Payload protocol identifier of the one-byte message that announces a flow opened on
+/// a new stream of an existing association, so the peer sees the new connection before
+/// its first data. Receivers drop these messages. (ASCII "TAPS".)
+pub const STREAM_OPEN_PPID: u32 = 0x5441_5053;
+
+/// Payload protocol identifier of the one-byte stand-in for an empty message, which
+/// SCTP cannot carry. Receivers deliver an empty message. (ASCII "TAP0".)
+pub const EMPTY_PPID: u32 = 0x5441_5030;
+
+/// Payload protocol identifier of the one-byte message that ends a flow's sending side
+/// (`AsyncWrite::poll_shutdown` or close): the peer reads end of stream, as after a TCP
+/// FIN, while the association and the flow's other direction stay up. (ASCII "TAPC".)
+pub const FLOW_END_PPID: u32 = 0x5441_5043;
+
+/// Payload protocol identifier of application messages (0: unspecified, RFC 9260).
+pub const DATA_PPID: u32 = 0;
+
+/// Whether this host's kernel offers SCTP (`socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP)`
+/// succeeds). Checked once per process (one socket call).
+pub fn kernel_sctp_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::from(libc::IPPROTO_SCTP)),
+        )
+        .is_ok()
+    })
+}
+
+/// The usrsctp options for a connection or listener with `opts`.
+pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
+    SctpOptions {
+        scheduler: opts.sctp_scheduler,
+        nodelay: opts.nodelay,
+        ..SctpOptions::default()
+    }
+}
+
+/// One SCTP attempt: INIT to the candidate's address on the encapsulation port, calling
+/// `on_reachable` when the INIT-ACK arrives (one round trip), then waiting for the
+/// COOKIE-ACK. Dropping the future aborts the association and frees its UDP socket.
+pub(crate) async fn connect(
+    candidate: &Candidate,
+    opts: &SocketOptions,
+    on_reachable: impl FnOnce(),
+) -> Result<Established, AttemptError> {
+    if candidate.local.is_some() {
+        tracing::debug!("SCTP over UDP ignores the local binding of {candidate}");
+    }
+    let udp_remote = SocketAddr::new(candidate.remote.ip(), opts.sctp_udp_port);
+    let mut connecting = SctpStack::global()
+        .connect(udp_remote, candidate.remote.port(), &sctp_options(opts))
+        .map_err(attempt_error)?;
+    connecting.reachable().await.map_err(attempt_error)?;
+    on_reachable();
+    let association = connecting.established().await.map_err(attempt_error)?;
+    if let Some(p) = opts.sctp_priority {
+        let _ = association.set_stream_value(0, p);
+    }
+    Ok(Established::Sctp(association))
+}
+
+/// Listens for SCTP associations to `port` on `local_ip` and the encapsulation port.
+pub(crate) fn listen(
+    local_ip: std::net::IpAddr,
+    port: u16,
+    opts: &SocketOptions,
+) -> Result<SctpListener, AttemptError> {
+    SctpStack::global()
+        .listen(
+            SocketAddr::new(local_ip, opts.sctp_udp_port),
+            port,
+            &sctp_options(opts),
+        )
+        .map_err(attempt_error)
+}
+
+/// Classifies a usrsctp error for the race report.
+fn attempt_error(e: usrsctp::Error) -> AttemptError {
+    match e {
+        usrsctp::Error::Refused(_) => AttemptError::Refused,
+        usrsctp::Error::Udp { source, .. } | usrsctp::Error::Sys { source, .. } => {
+            match source.raw_os_error() {
+                Some(code) => AttemptError::from(std::io::Error::from_raw_os_error(code)),
+                None => AttemptError::Io(std::io::Error::other(source.to_string())),
+            }
+        }
+        other => AttemptError::Io(std::io::Error::other(other.to_string())),
+    }
+}

@@ -1,0 +1,287 @@
+//! SCTP end to end on loopback: user-space SCTP over UDP (usrsctp), real races against
+//! TCP, listening on both at once, flow mapping onto streams, and cleanup of losers.
+//! Every test uses its own UDP encapsulation port so tests run in parallel.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener, UdpSocket as StdUdp};
+use std::time::Duration;
+
+use taps::taps_core::properties::Protocol;
+use taps::{Context, Listener, Preconnection, Preference, RemoteEndpoint, TransportProperties};
+
+/// A context with an unused UDP encapsulation port and no DNS (literal addresses).
+fn context(flow_mapping: bool) -> Context {
+    let udp = StdUdp::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    drop(udp);
+    Context::builder()
+        .name_servers(vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9))])
+        .sctp_udp_port(port)
+        .flow_mapping(flow_mapping)
+        .build()
+        .unwrap()
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn only(p: Protocol) -> TransportProperties {
+    TransportProperties::new().protocols(Preference::Require, [p])
+}
+
+fn sctp_then_tcp() -> TransportProperties {
+    TransportProperties::new().protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
+}
+
+async fn listen(ctx: &Context, props: TransportProperties, port: u16) -> Listener {
+    let props = props.compile().unwrap();
+    Preconnection::new(ctx, props)
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .listen()
+        .await
+        .unwrap()
+}
+
+/// Echoes every message of every accepted connection; counts associations (stream 0).
+fn echo(mut listener: Listener) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(Ok(mut c)) = listener.accept().await {
+            tokio::spawn(async move {
+                while let Ok(Some(m)) = c.receive().await {
+                    if c.send(&m).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = c.close().await;
+            });
+        }
+    })
+}
+
+#[tokio::test]
+async fn sctp_only_connects_and_carries_messages() {
+    let ctx = context(true);
+    let port = free_port();
+    let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
+    let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let mut c = pre.initiate().await.unwrap();
+    assert_eq!(c.info().stack.protocol, Protocol::Sctp);
+    assert_eq!(c.sctp_stream(), Some(0));
+    c.send(b"hello").await.unwrap();
+    c.send(b"").await.unwrap();
+    c.send(&vec![7u8; 200_000]).await.unwrap();
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"hello");
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"");
+    assert_eq!(c.receive().await.unwrap().unwrap().len(), 200_000);
+    assert_eq!(c.queued_bytes(), Some(0));
+    c.close().await.unwrap();
+    server.abort();
+}
+
+#[tokio::test]
+async fn sctp_wins_against_tcp_when_both_listen_on_the_port() {
+    let ctx = context(false);
+    let port = free_port();
+    let listener = listen(&ctx, sctp_then_tcp(), port).await;
+    let stacks: Vec<Protocol> = listener
+        .local_addrs()
+        .iter()
+        .map(|(s, _)| s.protocol)
+        .collect();
+    assert!(
+        stacks.contains(&Protocol::Sctp) && stacks.contains(&Protocol::Tcp),
+        "{stacks:?}"
+    );
+    let server = echo(listener);
+    let pre = Preconnection::new(&ctx, sctp_then_tcp().compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let mut c = pre.initiate().await.unwrap();
+    let report = c.info().race.clone().unwrap();
+    assert_eq!(
+        c.info().stack.protocol,
+        Protocol::Sctp,
+        "{}",
+        report.trace()
+    );
+    assert!(
+        report.timeline.iter().any(|(_, t)| t.contains("reachable")),
+        "{}",
+        report.trace()
+    );
+    c.send(b"ping").await.unwrap();
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"ping");
+    c.close().await.unwrap();
+    server.abort();
+}
+
+async fn flows(ctx: &Context, port: u16, n: usize) -> Vec<taps::Connection> {
+    let pre = Preconnection::new(ctx, only(Protocol::Sctp).compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let pre = std::sync::Arc::new(pre);
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let pre = pre.clone();
+            tokio::spawn(async move { pre.initiate().await.unwrap() })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// Accepts `n` connections and returns how many were associations (stream 0).
+async fn accept_counting(mut listener: Listener, n: usize) -> (usize, Listener) {
+    let mut associations = 0;
+    for _ in 0..n {
+        let c = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+            .await
+            .expect("accept in time")
+            .unwrap()
+            .unwrap();
+        if c.sctp_stream() == Some(0) {
+            associations += 1;
+        }
+        std::mem::forget(c);
+    }
+    (associations, listener)
+}
+
+#[tokio::test]
+async fn flow_mapping_puts_many_flows_on_one_association() {
+    let ctx = context(true);
+    let port = free_port();
+    let listener = listen(&ctx, only(Protocol::Sctp), port).await;
+    let server = tokio::spawn(accept_counting(listener, 32));
+    let conns = flows(&ctx, port, 32).await;
+    let mut streams: Vec<u16> = conns.iter().map(|c| c.sctp_stream().unwrap()).collect();
+    streams.sort();
+    streams.dedup();
+    assert_eq!(streams.len(), 32, "every flow has its own stream");
+    let (associations, _listener) = server.await.unwrap();
+    assert_eq!(associations, 1);
+}
+
+#[tokio::test]
+async fn without_flow_mapping_each_flow_is_an_association() {
+    let ctx = context(false);
+    let port = free_port();
+    let listener = listen(&ctx, only(Protocol::Sctp), port).await;
+    let server = tokio::spawn(accept_counting(listener, 8));
+    let conns = flows(&ctx, port, 8).await;
+    assert!(conns.iter().all(|c| c.sctp_stream() == Some(0)));
+    let (associations, _listener) = server.await.unwrap();
+    assert_eq!(associations, 8);
+}
+
+#[tokio::test]
+async fn clone_flow_is_a_new_stream_the_peer_accepts() {
+    let ctx = context(true);
+    let port = free_port();
+    let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
+    let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let mut first = pre.initiate().await.unwrap();
+    let mut second = first.clone_flow().await.unwrap();
+    assert_ne!(second.sctp_stream(), first.sctp_stream());
+    second.send(b"on the clone").await.unwrap();
+    first.send(b"on the first").await.unwrap();
+    assert_eq!(second.receive().await.unwrap().unwrap(), b"on the clone");
+    assert_eq!(first.receive().await.unwrap().unwrap(), b"on the first");
+    server.abort();
+}
+
+#[tokio::test]
+async fn scheduler_property_is_accepted() {
+    let ctx = context(false);
+    let port = free_port();
+    let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
+    for word in [
+        "fcfs",
+        "round-robin",
+        "round-robin-packet",
+        "priority",
+        "fair-bandwidth",
+    ] {
+        let props = only(Protocol::Sctp)
+            .merge_neat_json(&format!(r#"{{"connScheduler": "{word}"}}"#))
+            .unwrap()
+            .compile()
+            .unwrap();
+        let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port));
+        let mut c = pre.initiate().await.unwrap();
+        // A lone message on an idle association goes out at once with every scheduler
+        // (libusrsctp's round-robin-per-packet one used to hold it until the 30 s heartbeat).
+        let echoed = tokio::time::timeout(Duration::from_secs(5), async {
+            c.send(word.as_bytes()).await.unwrap();
+            c.receive().await.unwrap().unwrap()
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{word}: no echo within 5 s"));
+        assert_eq!(echoed, word.as_bytes());
+    }
+    server.abort();
+}
+
+/// A byte-stream echo server: copies each connection's bytes back until end of stream,
+/// then closes.
+fn byte_echo(mut listener: Listener) -> tokio::task::JoinHandle<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tokio::spawn(async move {
+        while let Some(Ok(mut c)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                if c.read_to_end(&mut data).await.is_ok() {
+                    let _ = c.write_all(&data).await;
+                }
+                let _ = c.close().await;
+            });
+        }
+    })
+}
+
+#[tokio::test]
+async fn shutdown_ends_a_mapped_flow_like_a_fin_and_the_association_outlives_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ctx = context(true);
+    let port = free_port();
+    let server = byte_echo(listen(&ctx, only(Protocol::Sctp), port).await);
+    let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let mut first = pre.initiate().await.unwrap();
+    let mut second = pre.initiate().await.unwrap();
+    assert_eq!(second.sctp_stream(), Some(1));
+    let run = async {
+        // Half-close the second flow: the server reads end of stream, answers, and closes
+        // its side; the first flow on the same association is unaffected.
+        second.write_all(b"on stream one").await.unwrap();
+        second.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        second.read_to_end(&mut back).await.unwrap();
+        assert_eq!(back, b"on stream one");
+        second.close().await.unwrap();
+
+        first.write_all(&[9u8; 100_000]).await.unwrap();
+        first.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        first.read_to_end(&mut back).await.unwrap();
+        assert_eq!(back.len(), 100_000);
+        // The last flow: closing shuts the association down (SHUTDOWN completes).
+        first.close().await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("half-close and close finish promptly");
+    // A new flow after the association closed races for a new one.
+    let mut third = pre.initiate().await.unwrap();
+    assert_eq!(third.sctp_stream(), Some(0));
+    third.send(b"x").await.unwrap();
+    third.close().await.unwrap();
+    server.abort();
+}
