@@ -123,8 +123,13 @@ impl Connection {
         candidate: Option<Candidate>,
         race: Option<RaceReport>,
     ) -> io::Result<Connection> {
+        // An initiated connection's peer is its candidate's address: no getpeername.
+        let known_peer = candidate.as_ref().map(|c| c.remote);
         let (local, remote) = match &io {
-            Io::Stream(s) => (s.local_addr()?, s.peer_addr()?),
+            Io::Stream(s) => (
+                s.local_addr()?,
+                known_peer.map_or_else(|| s.peer_addr(), Ok)?,
+            ),
             Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
             Io::Accepted { socket, peer, .. } => (socket.local_addr()?, *peer),
             Io::Sctp(f) => (

@@ -65,6 +65,8 @@ pub struct Preconnection {
     pub(crate) props: Properties,
     plan: OnceLock<Result<Arc<Plan>, Unsatisfiable>>,
     socket_options: OnceLock<Arc<SocketOptions>>,
+    /// The remote's CIB key, formatted once.
+    remote_key: OnceLock<Arc<str>>,
 }
 
 /// The outcome of resolving and ranking without connecting ([`Preconnection::candidates`]).
@@ -88,13 +90,20 @@ impl Preconnection {
             props,
             plan: OnceLock::new(),
             socket_options: OnceLock::new(),
+            remote_key: OnceLock::new(),
         }
     }
 
     /// Sets the remote endpoint.
     pub fn remote(mut self, remote: RemoteEndpoint) -> Preconnection {
         self.remote = Some(remote);
+        self.remote_key = OnceLock::new();
         self
+    }
+
+    /// The remote's CIB key (`host:port`), formatted on first use.
+    fn remote_key(&self, remote: &RemoteEndpoint) -> Arc<str> {
+        self.remote_key.get_or_init(|| remote.key()).clone()
     }
 
     /// Sets the local endpoint (address and port to bind or listen on).
@@ -153,7 +162,13 @@ impl Preconnection {
         }
         let gathered = {
             let cib = self.ctx.cib();
-            plan.gather(&remote.key(), remote.port, &addrs, &cib, Instant::now())
+            plan.gather(
+                &self.remote_key(remote),
+                remote.port,
+                &addrs,
+                &cib,
+                Instant::now(),
+            )
         };
         Ok(CandidateListing {
             plan,
@@ -181,7 +196,10 @@ impl Preconnection {
         }
         // Flow mapping: one race per remote endpoint and property set at a time; while it
         // runs, other flows to the same key wait, then become streams of its association.
-        let slot = self.ctx.flows().slot(&remote.key(), self.props.id());
+        let slot = self
+            .ctx
+            .flows()
+            .slot(&self.remote_key(remote), self.props.id());
         let mut slot = slot.lock().await;
         if let Some(shared) = slot.association.upgrade() {
             // `None`: its last flow just closed it; race for a new one below.
@@ -212,7 +230,8 @@ impl Preconnection {
     async fn race(&self, remote: &RemoteEndpoint, plan: &Arc<Plan>) -> Result<Connection, Error> {
         let opts = self.socket_options();
         let config = racing::race_config(&self.props);
-        let won = racing::race(&self.ctx, self.ctx.resolver(), remote, plan, config, &opts).await?;
+        let key = self.remote_key(remote);
+        let won = racing::race(&self.ctx, remote, key, plan, config, &opts).await?;
         let stack = won.candidate.stack;
         Ok(Connection::from_established(
             won.established,

@@ -6,7 +6,6 @@
 //! other attempt has already been dropped, so nothing of a loser outlives the race.
 //! Each wake-up polls the few live attempts (bounded by `max_alive`).
 
-use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,11 +13,12 @@ use std::task::Poll;
 use std::time::Instant;
 
 use taps_core::candidates::{Candidate, Plan};
+use taps_core::properties::Protocol;
 use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceReport};
 use tokio::sync::mpsc;
 
 use crate::preconnection::RemoteEndpoint;
-use crate::resolver::{DnsError, Resolver};
+use crate::resolver::DnsError;
 use crate::transport::{self, AttemptError, Established, SocketOptions};
 use crate::{Context, Error};
 
@@ -47,29 +47,39 @@ pub(crate) fn race_config(props: &taps_core::properties::Properties) -> RaceConf
 /// Races the candidates for `remote` and returns the winner.
 pub(crate) async fn race(
     ctx: &Context,
-    resolver: &Resolver,
     remote: &RemoteEndpoint,
+    key: Arc<str>,
     plan: &Arc<Plan>,
     config: RaceConfig,
     opts: &Arc<SocketOptions>,
 ) -> Result<Won, Error> {
-    let key = remote.key();
     let start = Instant::now();
     let mut race = Race::new(config, start);
     if let Some(family) = ctx.cib().best_family(&key, start) {
         race.expect_family(family, start);
     }
-    let mut resolution = resolver.resolve(&remote.host);
+    let mut resolution = ctx.resolver().resolve(&remote.host);
     let mut dns_done = false;
     let mut attempts: Vec<(AttemptId, Attempt)> = Vec::new();
-    let mut candidates: HashMap<AttemptId, Candidate> = HashMap::new();
-    let mut connected: HashMap<AttemptId, Established> = HashMap::new();
+    // Few entries (bounded by the attempts alive at once): vectors, not maps.
+    let mut candidates: Vec<(AttemptId, Candidate)> = Vec::new();
+    let mut connected: Vec<(AttemptId, Established)> = Vec::new();
     // Kept to turn a race with nothing to try into the error that explains it.
     let mut dns_causes: Vec<(taps_core::Family, DnsError)> = Vec::new();
     let mut pruned: Vec<String> = Vec::new();
     let mut any_address = false;
-    // Attempts say "the remote answered" here (SCTP INIT-ACK) before they connect.
-    let (reach_tx, mut reach_rx) = mpsc::unbounded_channel::<AttemptId>();
+    // Attempts say "the remote answered" here (SCTP INIT-ACK) before they connect; only
+    // races with SCTP candidates pay for the channel.
+    let (reach_tx, mut reach_rx) = if plan
+        .stacks()
+        .iter()
+        .any(|s| s.stack.protocol == Protocol::Sctp)
+    {
+        let (tx, rx) = mpsc::unbounded_channel::<AttemptId>();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     loop {
         while let Some(action) = race.poll_action() {
             match action {
@@ -78,7 +88,9 @@ pub(crate) async fn race(
                     let c = candidate.clone();
                     let reach = reach_tx.clone();
                     let reachable = move || {
-                        let _ = reach.send(id);
+                        if let Some(reach) = reach {
+                            let _ = reach.send(id);
+                        }
                     };
                     attempts.push((
                         id,
@@ -86,24 +98,22 @@ pub(crate) async fn race(
                             transport::connect_signalling(&c, &opts, reachable).await
                         }),
                     ));
-                    candidates.insert(id, candidate);
+                    candidates.push((id, candidate));
                 }
                 Action::Cancel { id } => {
                     attempts.retain(|(i, _)| *i != id);
-                    connected.remove(&id);
+                    connected.retain(|(i, _)| *i != id);
                 }
                 Action::Won { id } => {
                     attempts.clear();
-                    let established = connected
-                        .remove(&id)
+                    let established = take(&mut connected, id)
                         .expect("the race names a connected attempt as winner");
                     connected.clear();
-                    let report = race.report().clone();
-                    report.record_outcomes(&mut ctx.cib(), &key);
+                    race.report().record_outcomes(&mut ctx.cib(), &key);
                     return Ok(Won {
                         established,
-                        candidate: candidates.remove(&id).expect("started"),
-                        report,
+                        candidate: take(&mut candidates, id).expect("started"),
+                        report: race.into_report(),
                     });
                 }
                 Action::Failed(err) => {
@@ -164,16 +174,27 @@ pub(crate) async fn race(
                 attempts.retain(|(i, _)| *i != id);
                 match result {
                     Ok(est) => {
-                        connected.insert(id, est);
+                        connected.push((id, est));
                         race.on_attempt_connected(id, now);
                     }
                     Err(e) => race.on_attempt_failed(id, e.to_string(), now),
                 }
             }
-            Some(id) = reach_rx.recv() => race.on_attempt_reachable(id, Instant::now()),
+            Some(id) = async {
+                match &mut reach_rx {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => race.on_attempt_reachable(id, Instant::now()),
             _ = sleep => race.handle_timeout(Instant::now()),
         }
     }
+}
+
+/// Removes and returns the entry for `id`.
+fn take<T>(v: &mut Vec<(AttemptId, T)>, id: AttemptId) -> Option<T> {
+    let i = v.iter().position(|(i, _)| *i == id)?;
+    Some(v.swap_remove(i).1)
 }
 
 /// Resolves when any live attempt finishes.

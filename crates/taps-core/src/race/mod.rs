@@ -460,6 +460,11 @@ impl Race {
         &self.report
     }
 
+    /// The report, by value, for a finished race (no copy). Cost: a move.
+    pub fn into_report(self) -> RaceReport {
+        self.report
+    }
+
     /// Whether the race has decided (won or failed). The deciding actions may still be
     /// waiting in [`poll_action`](Self::poll_action).
     pub fn is_finished(&self) -> bool {

@@ -213,7 +213,8 @@ pub(crate) fn stream_socket(domain: Domain, mptcp: bool) -> Result<Socket, Attem
     } else {
         socket2::Protocol::TCP
     };
-    let socket = Socket::new(domain, Type::STREAM, Some(protocol)).map_err(|e| {
+    // Non-blocking from creation (SOCK_NONBLOCK): no fcntl calls.
+    let socket = Socket::new(domain, Type::STREAM.nonblocking(), Some(protocol)).map_err(|e| {
         // Old kernels reject protocol numbers >= 256 with EINVAL.
         match e.raw_os_error() {
             Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT | libc::EINVAL) if mptcp => {
@@ -222,7 +223,6 @@ pub(crate) fn stream_socket(domain: Domain, mptcp: bool) -> Result<Socket, Attem
             _ => AttemptError::Io(e),
         }
     })?;
-    socket.set_nonblocking(true)?;
     Ok(socket)
 }
 
@@ -234,13 +234,14 @@ pub(crate) fn datagram_socket(domain: Domain, lite: bool) -> Result<Socket, Atte
         socket2::Protocol::UDP
     };
     let socket =
-        Socket::new(domain, Type::DGRAM, Some(protocol)).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT) if lite => {
-                AttemptError::Unsupported("UDP-Lite not available in this kernel".into())
+        Socket::new(domain, Type::DGRAM.nonblocking(), Some(protocol)).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT) if lite => {
+                    AttemptError::Unsupported("UDP-Lite not available in this kernel".into())
+                }
+                _ => AttemptError::Io(e),
             }
-            _ => AttemptError::Io(e),
         })?;
-    socket.set_nonblocking(true)?;
     Ok(socket)
 }
 
