@@ -1,11 +1,14 @@
 //! The lab: a client namespace and a server namespace joined by the bridge, with the
-//! test zone's addresses, a DNS server and a TCP sink in the server namespace.
+//! test zone's addresses, a DNS server, a TCP sink and an SCTP server (on
+//! [`SCTP_HOST`]'s address) in the server namespace.
 //!
 //! ```text
 //!  client ns nl<pid>-<n>c                          server ns nl<pid>-<n>s
 //!  198.51.100.2, 2001:db8:c::2                     zone addresses (192.0.2.0/24,
 //!  default routes -> nltun0                         2001:db8:5::/48), DNS 203.0.113.53 and
 //!        nltun0 <== bridge threads (rules) ==>      2001:db8:53::53, default routes -> nltun0
+//!                                                  TCP sink on port 80 (every address),
+//!                                                  SCTP on port 80 in UDP 9899 (r4 only)
 //! ```
 //!
 //! Only documentation ranges are used (TEST-NET-1/2/3, 2001:db8::/32), inside namespaces
@@ -22,13 +25,21 @@ use crate::bridge::{Bridge, BridgeStats};
 use crate::dns::DnsServer;
 use crate::netns::{self, Captured, Netns};
 use crate::rules::{Match, Rule};
+use crate::sctp_server::SctpServer;
 use crate::sink::{Sink, TAPS_FILL_BYTE};
 use crate::tun;
 
 /// The test zone.
 pub const ZONE: &str = "netlab.test.";
-/// The TCP port the sink listens on, on every server address.
+/// The TCP port the sink listens on, on every server address; also the SCTP port of the
+/// SCTP server.
 pub const SERVICE_PORT: u16 = 80;
+/// The UDP port SCTP is encapsulated in (RFC 6951's 9899), on both sides: the SCTP
+/// server listens on it and `taps connect` is given it (`--sctp-udp-port`).
+pub const SCTP_UDP_PORT: u16 = 9899;
+/// The zone name whose (one, IPv4) address runs the SCTP server. The other addresses
+/// answer SCTP with ICMP port unreachable (see [`crate::sctp_server`] for why one).
+pub const SCTP_HOST: &str = "r4";
 /// The client's IPv4 address.
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 /// The client's IPv6 address.
@@ -94,6 +105,8 @@ pub const ZONE_RECORDS: &[ZoneRecord] = &[
     rec("rxxzz", v4(52), false),
     // r6: IPv6 only.
     rec("r6", v6(6, 1), true),
+    // r4: IPv4 only; the SCTP server's address (SCTP_HOST).
+    rec("r4", v4(61), true),
 ];
 
 /// The fully qualified name of a zone record name (`"rx"` → `"rx.netlab.test"`, without
@@ -111,6 +124,11 @@ pub fn addresses(name: &str) -> Vec<ZoneRecord> {
         .collect();
     v.sort_by_key(|r| r.addr.is_ipv4());
     v
+}
+
+/// The address of [`SCTP_HOST`], where the SCTP server listens.
+pub fn sctp_server_addr() -> IpAddr {
+    addresses(SCTP_HOST)[0].addr
 }
 
 /// Whether `addr` is a dead zone address.
@@ -140,6 +158,7 @@ pub struct Lab {
     client: Netns,
     server: Netns,
     // Dropped in this order by teardown: services, runtime, bridge, namespaces.
+    sctp: Option<SctpServer>,
     sink: Option<Sink>,
     dns: Option<DnsServer>,
     runtime: Option<tokio::runtime::Runtime>,
@@ -171,7 +190,8 @@ impl Drop for SetupGuard {
 
 impl Lab {
     /// Builds the lab: two namespaces, two TUN devices and the bridge, addresses and
-    /// routes, the DNS server and the TCP sink. Needs root (see
+    /// routes, the DNS server, the TCP sink and the SCTP server (a child process,
+    /// `netlab serve-sctp`). Needs root (see
     /// [`unsupported_reason`](crate::unsupported_reason)). On error nothing is left.
     pub fn start(opts: LabOptions) -> io::Result<Lab> {
         if let Some(why) = netns::unsupported_reason() {
@@ -215,11 +235,21 @@ impl Lab {
                 Sink::start(sink_listener, TAPS_FILL_BYTE)?,
             )
         };
+        let sctp = SctpServer::start(
+            id,
+            &server,
+            sctp_server_addr(),
+            SERVICE_PORT,
+            SCTP_UDP_PORT,
+            SocketAddr::new(IpAddr::V4(DNS_V4), 53),
+            sink.recorder(),
+        )?;
         guard.0 = None;
         let lab = Lab {
             id,
             client,
             server,
+            sctp: Some(sctp),
             sink: Some(sink),
             dns: Some(dns),
             runtime: Some(runtime),
@@ -260,9 +290,16 @@ impl Lab {
         SocketAddr::new(IpAddr::V4(DNS_V4), 53)
     }
 
-    /// The TCP sink on [`SERVICE_PORT`].
+    /// The sink: what every connection to the TCP sink on [`SERVICE_PORT`] and to the
+    /// SCTP server brought.
     pub fn sink(&self) -> &Sink {
         self.sink.as_ref().expect("running")
+    }
+
+    /// The SCTP server (on [`SCTP_HOST`]'s address, SCTP port [`SERVICE_PORT`], UDP
+    /// [`SCTP_UDP_PORT`]).
+    pub fn sctp_server(&self) -> &SctpServer {
+        self.sctp.as_ref().expect("running")
     }
 
     /// Sets the bridge's rules: the zone's dead addresses stay blackholed (first), then
@@ -283,8 +320,9 @@ impl Lab {
         netns::run_child(self.id, cmd, limit)
     }
 
-    /// Removes everything the lab created, in order: services, bridge (and with it the
-    /// TUN devices), child processes, namespaces. Returns the problems met.
+    /// Removes everything the lab created, in order: services (the SCTP server process
+    /// is killed and reaped), bridge (and with it the TUN devices), child processes,
+    /// namespaces. Returns the problems met.
     pub fn teardown(mut self) -> Result<(), String> {
         let problems = self.teardown_inner();
         if problems.is_empty() {
@@ -299,6 +337,7 @@ impl Lab {
             return Vec::new();
         }
         self.torn_down = true;
+        drop(self.sctp.take());
         drop(self.sink.take());
         drop(self.dns.take());
         if let Some(rt) = self.runtime.take() {

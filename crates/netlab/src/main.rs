@@ -1,5 +1,6 @@
 //! The `netlab` command: run a scenario, bring a lab up by hand, list scenarios, clean up.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -48,10 +49,44 @@ enum Command {
     },
     /// Remove namespaces left by netlab processes that were killed (SIGKILL).
     Cleanup,
+    /// The lab's SCTP server (run by the lab inside its server namespace; not for direct
+    /// use): prints `ready`, then one JSON line per finished connection; exits when
+    /// standard input closes.
+    #[command(name = "serve-sctp", hide = true)]
+    ServeSctp {
+        /// Address to listen on (UDP encapsulation socket).
+        #[arg(long)]
+        addr: IpAddr,
+        /// SCTP port.
+        #[arg(long)]
+        port: u16,
+        /// UDP encapsulation port.
+        #[arg(long)]
+        udp_port: u16,
+        /// Name server for the taps context (never queried by a listener).
+        #[arg(long)]
+        name_server: SocketAddr,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::ServeSctp {
+        addr,
+        port,
+        udp_port,
+        name_server,
+    } = cli.command
+    {
+        // A child of a lab: no labs of its own, so no signal handling either.
+        return match netlab::sctp_server::serve(addr, port, udp_port, name_server) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netlab {}: {e}", netlab::sctp_server::SUBCOMMAND);
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Err(e) = watch_signals() {
         eprintln!("netlab: cannot watch signals: {e}");
         return ExitCode::FAILURE;
@@ -59,7 +94,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::List => {
             for s in scenario::all() {
-                println!("{:<10} {}", s.name, s.summary);
+                println!("{:<12} {}", s.name, s.summary);
             }
             ExitCode::SUCCESS
         }
@@ -89,6 +124,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::ServeSctp { .. } => unreachable!("handled above"),
     }
 }
 
@@ -175,6 +211,14 @@ fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result
         lab::ZONE,
         lab::SERVICE_PORT
     );
+    let sctp = lab.sctp_server();
+    println!(
+        "  SCTP server on SCTP port {} inside UDP port {} of {} ({} only)",
+        sctp.endpoint().port(),
+        sctp.udp_port(),
+        sctp.endpoint().ip(),
+        lab::fqdn(lab::SCTP_HOST)
+    );
     println!("zone:");
     for r in lab::ZONE_RECORDS {
         println!(
@@ -200,6 +244,14 @@ fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result
         lab::fqdn("rx"),
         lab::SERVICE_PORT,
         lab.dns_addr()
+    );
+    println!(
+        "  ip netns exec {c} {} connect {} {} --name-server {} --sctp-udp-port {} --trace \\\n      --props '{{\"transport\":{{\"value\":[\"SCTP\",\"TCP\"],\"precedence\":2}}}}'",
+        taps.display(),
+        lab::fqdn(lab::SCTP_HOST),
+        lab::SERVICE_PORT,
+        lab.dns_addr(),
+        lab::SCTP_UDP_PORT
     );
     println!("Ctrl-C tears everything down.");
     loop {

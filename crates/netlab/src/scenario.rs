@@ -11,9 +11,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::dns::RecordType;
-use crate::lab::{self, addresses, fqdn, is_dead, Lab, LabOptions, SERVICE_PORT};
+use crate::lab::{
+    self, addresses, fqdn, is_dead, Lab, LabOptions, SCTP_HOST, SCTP_UDP_PORT, SERVICE_PORT,
+};
+use crate::packet::Proto;
 use crate::probe;
 use crate::rules::{Direction, Match, Rule};
+use crate::sctp_server::SCTP_ONLY;
 use crate::taps::{Connect, ConnectReport, FlowReport};
 
 /// The Connection Attempt Delay taps uses by default (RFC 8305's 250 ms; taps-core's
@@ -24,6 +28,16 @@ pub const ATTEMPT_DELAY: Duration = Duration::from_millis(250);
 pub const RESOLUTION_DELAY: Duration = Duration::from_millis(50);
 /// The establishment timeout the all-dead scenario sets (`connTimeout`), to keep it short.
 pub const SHORT_CONN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// NEAT properties that allow TCP only. The address-family scenarios (rd ... load) race
+/// TCP: taps prefers SCTP by default (RFC 9622's multistreaming preference), and their
+/// bounds are TCP's one-round-trip handshake. The sctp-* scenarios race SCTP.
+pub const TCP_ONLY: &str = r#"{"transport": {"value": "TCP", "precedence": 2}}"#;
+/// NEAT properties that require SCTP or TCP, SCTP preferred (listed first).
+pub const SCTP_THEN_TCP: &str = r#"{"transport": {"value": ["SCTP", "TCP"], "precedence": 2}}"#;
+/// The short Connection Attempt Delay `sctp-fair` sets (`__he_delay`): TCP starts this
+/// long after SCTP, much less than one round trip.
+pub const FAIR_ATTEMPT_DELAY: Duration = Duration::from_millis(30);
 
 /// How a scenario is run.
 #[derive(Debug, Clone, Default)]
@@ -143,43 +157,43 @@ pub fn all() -> &'static [Scenario] {
         },
         Scenario {
             name: "rd",
-            summary: "both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 10 ms",
+            summary: "TCP, both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 10 ms",
             needs_taps: true,
             body: rd,
         },
         Scenario {
             name: "r6",
-            summary: "IPv6 only, RTT 40 ms: connects within RTT + 10 ms",
+            summary: "TCP, IPv6 only, RTT 40 ms: connects within RTT + 10 ms",
             needs_taps: true,
             body: r6,
         },
         Scenario {
             name: "rx",
-            summary: "IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+            summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
             needs_taps: true,
             body: rx,
         },
         Scenario {
             name: "rxxx",
-            summary: "three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+            summary: "TCP, three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
             needs_taps: true,
             body: rxxx,
         },
         Scenario {
             name: "rxz4",
-            summary: "one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+            summary: "TCP, one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
             needs_taps: true,
             body: rxz4,
         },
         Scenario {
             name: "rxxzz",
-            summary: "two dead of each family: failure within the establishment timeout, listing four causes",
+            summary: "TCP, two dead of each family: failure within the establishment timeout, listing four causes",
             needs_taps: true,
             body: rxxzz,
         },
         Scenario {
             name: "aaaa-slow",
-            summary: "AAAA answers delayed 300 ms: connects over IPv4 after the Resolution Delay, not after 300 ms",
+            summary: "TCP, AAAA answers delayed 300 ms: connects over IPv4 after the Resolution Delay, not after 300 ms",
             needs_taps: true,
             body: aaaa_slow,
         },
@@ -191,15 +205,30 @@ pub fn all() -> &'static [Scenario] {
         },
         Scenario {
             name: "load",
-            summary: "50 flows at once to rd (RTT 40/50 ms): all connect over IPv6",
+            summary: "TCP, 50 flows at once to rd (RTT 40/50 ms): all connect over IPv6",
             needs_taps: true,
             body: load,
         },
-        // SCTP scenarios go here once taps races SCTP (user-space over UDP, RFC 6951):
-        // e.g. "sctp-rd" (SCTP preferred and answering: SCTP wins within RTT + 10 ms) and
-        // "sctp-dead" (UDP port 9899 blackholed with `Match::net(..).udp().port(9899)`:
-        // TCP wins within attempt delay + RTT + 20 ms). The bridge already matches SCTP
-        // (protocol 132) and UDP ports; the sink will need an SCTP listener.
+        // SCTP (user-space, inside UDP port 9899, RFC 6951) against the lab's SCTP
+        // server on r4 (192.0.2.61), with SCTP preferred over TCP.
+        Scenario {
+            name: "sctp-blocked",
+            summary: "SCTP preferred but UDP 9899 blackholed, RTT 50 ms: TCP wins within attempt delay + RTT + 20 ms; again (same CIB) the CIB skips SCTP: within RTT + 10 ms",
+            needs_taps: true,
+            body: sctp_blocked,
+        },
+        Scenario {
+            name: "sctp-fair",
+            summary: "SCTP preferred, TCP 30 ms later, RTT 100 ms: SCTP wins on its INIT-ACK (1 RTT), TCP cancelled, connected within 2 RTT + 20 ms",
+            needs_taps: true,
+            body: sctp_fair,
+        },
+        Scenario {
+            name: "sctp-loss",
+            summary: "2% loss, 100 ms RTT: a 10 MB transfer over SCTP completes, bytes verified",
+            needs_taps: true,
+            body: sctp_loss,
+        },
     ];
     ALL
 }
@@ -440,8 +469,15 @@ fn check_connected(
     ok
 }
 
+/// A connection to zone name `name` that may use TCP only.
+fn tcp_to(name: &str) -> Connect {
+    let mut c = Connect::new(fqdn(name));
+    c.props = Some(TCP_ONLY.to_string());
+    c
+}
+
 fn connect_one(lab: &Lab, ctx: &Ctx, name: &str) -> Result<ConnectReport, String> {
-    ctx.connect(lab, Connect::new(fqdn(name)))
+    ctx.connect(lab, tcp_to(name))
 }
 
 fn rd(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
@@ -597,7 +633,10 @@ fn rxxzz(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     out.say(describe_rules(rtt, rtt));
     let timeout = SHORT_CONN_TIMEOUT;
     let mut c = Connect::new(fqdn("rxxzz"));
-    c.props = Some(format!("{{\"connTimeout\": {}}}", timeout.as_secs_f64()));
+    c.props = Some(format!(
+        "{{\"transport\": {{\"value\": \"TCP\", \"precedence\": 2}}, \"connTimeout\": {}}}",
+        timeout.as_secs_f64()
+    ));
     out.say(format!(
         "  establishment timeout (connTimeout) {} ms",
         ms_u(timeout)
@@ -691,6 +730,37 @@ fn aaaa_slow(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
 }
 
 fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    let cc = lab
+        .client()
+        .run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control"))
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    out.say(format!("  client congestion control: {}", cc.trim()));
+    transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp)
+}
+
+fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    out.say(format!(
+        "  SCTP only, to the SCTP server on {} (UDP port {SCTP_UDP_PORT}); usrsctp's congestion control",
+        fqdn(SCTP_HOST)
+    ));
+    let mut c = Connect::new(fqdn(SCTP_HOST));
+    c.props = Some(SCTP_ONLY.to_string());
+    transfer_over_loss(lab, ctx, out, c, "SCTP", Proto::Sctp)
+}
+
+/// 2% loss each way and a 100 ms RTT to every zone address; `c` sends 10 MB; checks it
+/// connected over `stack`, sent everything, and the server (`protocol`) got every byte
+/// right and saw a clean close.
+fn transfer_over_loss(
+    lab: &Lab,
+    ctx: &Ctx,
+    out: &mut Outcome,
+    mut c: Connect,
+    stack: &str,
+    protocol: Proto,
+) -> Result<(), String> {
     const SIZE: u64 = 10 * 1024 * 1024;
     let rtt = Duration::from_millis(100);
     let (n4, l4) = lab::ZONE_NET_V4;
@@ -704,15 +774,7 @@ fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
             .loss(0.02),
     ]);
     out.say("  rules: RTT 100 ms and 2% loss in each direction to every zone address");
-    let cc = lab
-        .client()
-        .run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control"))
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    out.say(format!("  client congestion control: {}", cc.trim()));
     lab.sink().clear();
-    let mut c = Connect::new(fqdn("rd"));
     c.send_bytes = Some(SIZE);
     c.limit = Duration::from_secs(360);
     let started = Instant::now();
@@ -727,6 +789,11 @@ fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
             r.exit_code
         ),
     );
+    let won = f.winner.as_ref().map_or("none", |w| w.stack.as_str());
+    out.check(
+        won == stack,
+        format!("#1 connected over {stack} (got {won})"),
+    );
     out.check(
         f.bytes_sent == SIZE,
         format!("#1 taps sent {} bytes (expected {SIZE})", f.bytes_sent),
@@ -740,8 +807,15 @@ fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
         got as f64 / took.as_secs_f64() / 1e3
     ));
     out.check(
-        recs.len() == 1 && got == SIZE && bad == 0 && recs.iter().all(|s| s.clean_close),
-        format!("server received {got} bytes on {} connection(s), {bad} wrong, closed cleanly (expected {SIZE}, 0 wrong)", recs.len()),
+        recs.len() == 1
+            && got == SIZE
+            && bad == 0
+            && recs.iter().all(|s| s.clean_close && s.protocol == protocol),
+        format!(
+            "server received {got} bytes over {} on {} connection(s), {bad} wrong, closed cleanly (expected {SIZE} over {stack}, 0 wrong)",
+            protocols(&recs),
+            recs.len()
+        ),
     );
     let st = lab.stats();
     out.check(
@@ -754,13 +828,32 @@ fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     Ok(())
 }
 
+/// The protocols of sink records, for log lines (`TCP`, `SCTP`, `TCP+SCTP`, `none`).
+fn protocols(recs: &[crate::sink::SinkRecord]) -> String {
+    let mut names: Vec<&str> = recs
+        .iter()
+        .map(|r| match r.protocol {
+            Proto::Sctp => "SCTP",
+            Proto::Tcp => "TCP",
+            _ => "other",
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join("+")
+    }
+}
+
 fn load(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     const FLOWS: usize = 50;
     let (rtt4, rtt6) = (Duration::from_millis(50), Duration::from_millis(40));
     lab.set_rules(rtt_rules(rtt4, rtt6));
     out.say(describe_rules(rtt4, rtt6));
     lab.sink().clear();
-    let mut c = Connect::new(fqdn("rd"));
+    let mut c = tcp_to("rd");
     c.flows = FLOWS;
     let r = ctx.connect(lab, c)?;
     let connected: Vec<&FlowReport> = r.flows.iter().filter(|f| f.winner.is_some()).collect();
@@ -796,6 +889,251 @@ fn load(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
         recs.len() == FLOWS,
         format!(
             "the server saw {} connections close (expected {FLOWS})",
+            recs.len()
+        ),
+    );
+    Ok(())
+}
+
+/// Logs a connection's race timeline: the events `taps connect --trace` prints, among
+/// them SCTP's `#N reachable (peer answered): committing to it` (its INIT-ACK).
+fn show_timeline(out: &mut Outcome, label: &str, f: &FlowReport) {
+    out.say(format!(
+        "      {label} race timeline (ms since the race began):"
+    ));
+    for (at, event) in &f.timeline {
+        out.say(format!("        {at:7.1}  {event}"));
+    }
+}
+
+/// Checks that a connection won over `stack` (`TCP`, `SCTP`).
+fn check_stack(out: &mut Outcome, label: &str, f: &FlowReport, stack: &str) -> bool {
+    let got = f.winner.as_ref().map_or("nothing", |w| w.stack.as_str());
+    out.check(
+        got == stack,
+        format!("{label} won over {stack} (got {got})"),
+    )
+}
+
+/// The first attempt over `stack` that actually started.
+fn started_over<'a>(f: &'a FlowReport, stack: &str) -> Option<&'a crate::taps::Attempt> {
+    f.attempts.iter().find(|a| a.started() && a.stack == stack)
+}
+
+/// A connection to the SCTP server's name with `props`.
+fn to_sctp_host(props: &str) -> Connect {
+    let mut c = Connect::new(fqdn(SCTP_HOST));
+    c.props = Some(props.to_string());
+    c
+}
+
+fn sctp_blocked(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    let rtt = Duration::from_millis(50);
+    let server = lab::sctp_server_addr();
+    let mut rules = vec![Rule::new(Match::host(server).udp().port(SCTP_UDP_PORT)).blackhole()];
+    rules.extend(rtt_rules(rtt, rtt));
+    lab.set_rules(rules);
+    out.say(format!(
+        "  rules: UDP port {SCTP_UDP_PORT} (SCTP inside UDP) of {server} blackholed; RTT {} ms to every zone address",
+        ms_u(rtt)
+    ));
+    out.say(format!(
+        "  properties: {SCTP_THEN_TCP} (default attempt delay {} ms)",
+        ms_u(ATTEMPT_DELAY)
+    ));
+    let host = fqdn(SCTP_HOST);
+    lab.sink().clear();
+
+    let first = ctx.connect(lab, to_sctp_host(SCTP_THEN_TCP))?;
+    show(out, "#1", &first);
+    let f = first.flow();
+    show_timeline(out, "#1", f);
+    check_connected(
+        out,
+        "#1",
+        f,
+        Some("IPv4"),
+        ATTEMPT_DELAY + rtt + Duration::from_millis(20),
+        "attempt delay 250 + RTT 50 + 20",
+    );
+    check_stack(out, "#1", f, "TCP");
+    let sctp = started_over(f, "SCTP");
+    let tcp_start = started_over(f, "TCP").map_or(f64::NAN, |a| a.start_ms);
+    out.check(
+        sctp.is_some_and(|a| a.start_ms < tcp_start && a.outcome == "cancelled")
+            && f.event_at("reachable").is_none(),
+        format!(
+            "#1 SCTP was tried first and never answered: {}",
+            sctp.map_or("no SCTP attempt".to_string(), |a| format!(
+                "started at {:.1} ms, {} at {:.1} ms, TCP started at {tcp_start:.1} ms{}",
+                a.start_ms,
+                a.outcome,
+                a.end_ms.unwrap_or(f64::NAN),
+                if f.event_at("reachable").is_some() {
+                    ", but the timeline has a reachable event"
+                } else {
+                    ""
+                }
+            ))
+        ),
+    );
+    let blackholed = lab.stats().to_server.blackholed;
+    out.check(
+        blackholed > 0,
+        format!("the bridge blackholed {blackholed} packet(s) to UDP port {SCTP_UDP_PORT}"),
+    );
+
+    // What the CIB learned: the next race's order and each candidate's history.
+    let ranked = lab.taps_candidates(&host, SERVICE_PORT, Some(SCTP_THEN_TCP), &ctx.cib)?;
+    out.say("  CIB after #1 (`taps candidates` with the same CIB file): race order");
+    for c in &ranked {
+        out.say(format!(
+            "      {}. {} {}  history: {}",
+            c.rank, c.stack, c.remote, c.history
+        ));
+    }
+    let rank_of = |stack: &str| ranked.iter().find(|c| c.stack == stack);
+    let (sctp_c, tcp_c) = (rank_of("SCTP"), rank_of("TCP"));
+    let history = |c: Option<&crate::taps::RankedCandidate>| {
+        c.map_or("not listed".to_string(), |c| c.history.clone())
+    };
+    out.check(
+        sctp_c.is_some_and(|c| c.history.starts_with("failed") && c.history.contains("overtaken")),
+        format!(
+            "CIB: SCTP recorded as failed, overtaken by TCP (history: {})",
+            history(sctp_c)
+        ),
+    );
+    out.check(
+        tcp_c.is_some_and(|c| c.history.starts_with("connected")),
+        format!(
+            "CIB: TCP recorded as connected (history: {})",
+            history(tcp_c)
+        ),
+    );
+    out.check(
+        matches!((tcp_c, sctp_c), (Some(t), Some(s)) if t.rank < s.rank),
+        format!(
+            "CIB: TCP now ranks before SCTP (TCP {}, SCTP {})",
+            tcp_c.map_or(0, |c| c.rank),
+            sctp_c.map_or(0, |c| c.rank)
+        ),
+    );
+
+    let second = ctx.connect(lab, to_sctp_host(SCTP_THEN_TCP))?;
+    show(out, "#2 (same CIB)", &second);
+    let f = second.flow();
+    show_timeline(out, "#2", f);
+    check_connected(
+        out,
+        "#2",
+        f,
+        Some("IPv4"),
+        rtt + Duration::from_millis(10),
+        "RTT 50 + 10, SCTP skipped",
+    );
+    check_stack(out, "#2", f, "TCP");
+    out.check(
+        started_over(f, "SCTP").is_none(),
+        format!(
+            "#2 attempted no SCTP candidate (attempted: {})",
+            f.attempts
+                .iter()
+                .filter(|a| a.started())
+                .map(|a| format!("{} {}", a.stack, a.remote))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    let tcp_history = started_over(f, "TCP").map_or("no TCP attempt", |a| a.history.as_str());
+    out.check(
+        tcp_history.starts_with("connected"),
+        format!("#2 report: the TCP candidate came with the CIB's history \"{tcp_history}\""),
+    );
+    let recs = lab.sink().wait_for(2, Duration::from_secs(5));
+    out.check(
+        recs.len() == 2 && recs.iter().all(|r| r.protocol == Proto::Tcp),
+        format!(
+            "the server saw {} connection(s), over {} (expected 2, TCP)",
+            recs.len(),
+            protocols(&recs)
+        ),
+    );
+    Ok(())
+}
+
+fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    const BYTES: u64 = 64 * 1024;
+    let rtt = Duration::from_millis(100);
+    lab.set_rules(rtt_rules(rtt, rtt));
+    out.say(describe_rules(rtt, rtt));
+    let props = format!(
+        r#"{{"transport": {{"value": ["SCTP", "TCP"], "precedence": 2}}, "__he_delay": {}}}"#,
+        ms_u(FAIR_ATTEMPT_DELAY)
+    );
+    out.say(format!("  properties: {props}"));
+    out.say(format!(
+        "  expected: SCTP's INIT-ACK after 1 RTT (~{} ms), TCP's SYN-ACK would follow at ~{} ms, SCTP's COOKIE-ACK at ~{} ms",
+        ms_u(rtt),
+        ms_u(rtt + FAIR_ATTEMPT_DELAY),
+        ms_u(2 * rtt)
+    ));
+    lab.sink().clear();
+    let mut c = to_sctp_host(&props);
+    c.send_bytes = Some(BYTES);
+    let r = ctx.connect(lab, c)?;
+    show(out, "#1", &r);
+    let f = r.flow();
+    show_timeline(out, "#1", f);
+    check_connected(
+        out,
+        "#1",
+        f,
+        Some("IPv4"),
+        2 * rtt + Duration::from_millis(20),
+        "2 RTT (INIT, COOKIE-ECHO) + 20",
+    );
+    check_stack(out, "#1", f, "SCTP");
+    let sctp_start = started_over(f, "SCTP").map_or(f64::NAN, |a| a.start_ms);
+    let reachable = f.event_at("reachable");
+    out.check(
+        reachable.is_some_and(|at| at - sctp_start <= ms(rtt) + 20.0),
+        match reachable {
+            Some(at) => format!(
+                "#1 SCTP reachable (INIT-ACK) at {at:.1} ms, {:.1} ms after its start (<= RTT 100 + 20): the race committed to it",
+                at - sctp_start
+            ),
+            None => "#1 the timeline has no reachable event (SCTP's INIT-ACK)".to_string(),
+        },
+    );
+    let tcp = started_over(f, "TCP");
+    out.check(
+        tcp.is_some_and(|a| {
+            a.outcome == "cancelled" && a.end_ms.is_some_and(|end| end < a.start_ms + ms(rtt))
+        }),
+        match tcp {
+            Some(a) => format!(
+                "#1 TCP (started at {:.1} ms) {} at {:.1} ms, before its SYN-ACK was due ({:.1} ms): a race waiting for establishment would have let TCP win",
+                a.start_ms,
+                a.outcome,
+                a.end_ms.unwrap_or(f64::NAN),
+                a.start_ms + ms(rtt)
+            ),
+            None => "#1 a TCP attempt started (it did not)".to_string(),
+        },
+    );
+    let recs = lab.sink().wait_for(1, Duration::from_secs(5));
+    let got: u64 = recs.iter().map(|r| r.bytes).sum();
+    let bad: u64 = recs.iter().map(|r| r.mismatched).sum();
+    out.check(
+        recs.len() == 1
+            && recs[0].protocol == Proto::Sctp
+            && got == BYTES
+            && bad == 0
+            && recs[0].clean_close,
+        format!(
+            "the server received {got} bytes over {} on {} connection(s), {bad} wrong (expected {BYTES} over SCTP on 1, 0 wrong, clean close)",
+            protocols(&recs),
             recs.len()
         ),
     );

@@ -1,25 +1,32 @@
 //! The lab's TCP server: accepts, reads until the peer closes, checks every byte against
-//! an expected pattern, then closes. What each connection brought is recorded.
+//! an expected pattern, then closes. What each connection brought is recorded. The SCTP
+//! server ([`crate::sctp_server`]) checks its connections with the same
+//! [`read_and_check`] and adds its records here too.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
+
+use crate::packet::Proto;
 
 /// The byte `taps connect --send-bytes` sends (every byte of its stream).
 pub const TAPS_FILL_BYTE: u8 = 0x5a;
 
 /// A connection closes if nothing arrives for this long.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What one connection brought.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkRecord {
-    /// The client's address.
+    /// The transport it came over: [`Proto::Tcp`] or [`Proto::Sctp`] (inside UDP).
+    pub protocol: Proto,
+    /// The client's address (for SCTP: its UDP encapsulation address).
     pub peer: SocketAddr,
-    /// The server address it connected to (IPv4 shown as IPv4, not mapped).
+    /// The server address it connected to (IPv4 shown as IPv4, not mapped; for SCTP:
+    /// the UDP encapsulation address).
     pub local: SocketAddr,
     /// Bytes received before the peer closed.
     pub bytes: u64,
@@ -67,6 +74,11 @@ impl Sink {
         lock(&self.records).clone()
     }
 
+    /// Where other servers of the lab (the SCTP server) add their records.
+    pub(crate) fn recorder(&self) -> Arc<Mutex<Vec<SinkRecord>>> {
+        self.records.clone()
+    }
+
     /// Forgets the records so far.
     pub fn clear(&self) {
         lock(&self.records).clear();
@@ -91,8 +103,44 @@ impl Drop for Sink {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What reading one connection to its end brought.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Bytes received.
+    pub bytes: u64,
+    /// Bytes that differed from the expected pattern.
+    pub mismatched: u64,
+    /// Whether it ended with end of stream (not an error or `idle` without data).
+    pub clean_close: bool,
+}
+
+/// Reads `stream` to its end (or an error, or `idle` without data), checking every byte
+/// against `pattern`.
+pub async fn read_and_check<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    pattern: u8,
+    idle: Duration,
+) -> Checked {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut c = Checked::default();
+    loop {
+        match tokio::time::timeout(idle, stream.read(&mut buf)).await {
+            Ok(Ok(0)) => {
+                c.clean_close = true;
+                break;
+            }
+            Ok(Ok(n)) => {
+                c.bytes += n as u64;
+                c.mismatched += buf[..n].iter().filter(|b| **b != pattern).count() as u64;
+            }
+            _ => break,
+        }
+    }
+    c
 }
 
 async fn serve(
@@ -107,28 +155,15 @@ async fn serve(
         .map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()))
         .unwrap_or(peer);
     let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-    let mut buf = vec![0u8; 64 * 1024];
-    let (mut bytes, mut mismatched, mut clean_close) = (0u64, 0u64, false);
-    loop {
-        match tokio::time::timeout(IDLE_TIMEOUT, stream.read(&mut buf)).await {
-            Ok(Ok(0)) => {
-                clean_close = true;
-                break;
-            }
-            Ok(Ok(n)) => {
-                bytes += n as u64;
-                mismatched += buf[..n].iter().filter(|b| **b != pattern).count() as u64;
-            }
-            _ => break,
-        }
-    }
+    let c = read_and_check(&mut stream, pattern, IDLE_TIMEOUT).await;
     let _ = stream.shutdown().await;
     lock(&records).push(SinkRecord {
+        protocol: Proto::Tcp,
         peer,
         local,
-        bytes,
-        mismatched,
-        clean_close,
+        bytes: c.bytes,
+        mismatched: c.mismatched,
+        clean_close: c.clean_close,
         duration: start.elapsed(),
     });
 }

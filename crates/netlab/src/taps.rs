@@ -1,4 +1,5 @@
-//! Running `taps connect --json` in the client namespace and reading its report.
+//! Running `taps connect --json` (and `taps candidates --json`) in the client namespace
+//! and reading their reports.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -100,6 +101,9 @@ pub struct Attempt {
     pub outcome: String,
     /// The failure cause or skip reason.
     pub error: Option<String>,
+    /// What the CIB knew about the candidate when the race ranked it (`no history`,
+    /// `connected 0 s ago in 50.3 ms`, `failed 0 s ago: ...`).
+    pub history: String,
 }
 
 impl Attempt {
@@ -130,6 +134,33 @@ pub struct FlowReport {
     pub error: Option<String>,
     /// Bytes sent after connecting.
     pub bytes_sent: u64,
+    /// The race's events (ms since the race began, text), as `taps connect --trace`
+    /// prints them: DNS answers, starts, `#1 reachable (peer answered): committing to
+    /// it` (SCTP's INIT-ACK), cancels, the win.
+    pub timeline: Vec<(f64, String)>,
+}
+
+impl FlowReport {
+    /// When the first event containing `text` happened (ms since the race began).
+    pub fn event_at(&self, text: &str) -> Option<f64> {
+        self.timeline
+            .iter()
+            .find(|(_, e)| e.contains(text))
+            .map(|(at, _)| *at)
+    }
+}
+
+/// One candidate as `taps candidates --json` ranks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankedCandidate {
+    /// Its place in the race order, from 1.
+    pub rank: u64,
+    /// Protocol stack, e.g. `SCTP`.
+    pub stack: String,
+    /// Remote address and port.
+    pub remote: String,
+    /// What the CIB knows about it (see [`Attempt::history`]).
+    pub history: String,
 }
 
 /// What a `taps connect` process did.
@@ -164,7 +195,9 @@ impl Lab {
             .arg(c.port.to_string())
             .arg("--json")
             .arg("--name-server")
-            .arg(self.dns_addr().to_string());
+            .arg(self.dns_addr().to_string())
+            .arg("--sctp-udp-port")
+            .arg(crate::lab::SCTP_UDP_PORT.to_string());
         if let Some(cib) = &c.cib {
             cmd.arg("--cib").arg(cib);
         }
@@ -209,6 +242,57 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// Runs `taps candidates HOST PORT --json` in the client namespace with `props` and
+    /// the CIB file `cib`, and returns the race order: what the next `taps connect` with
+    /// that CIB would try, and what the CIB knows about each candidate.
+    pub fn taps_candidates(
+        &self,
+        host: &str,
+        port: u16,
+        props: Option<&str>,
+        cib: &std::path::Path,
+    ) -> Result<Vec<RankedCandidate>, String> {
+        let taps = taps_binary()?;
+        let mut cmd = self.client().command(&taps);
+        cmd.arg("candidates")
+            .arg(host)
+            .arg(port.to_string())
+            .arg("--json")
+            .arg("--name-server")
+            .arg(self.dns_addr().to_string())
+            .arg("--sctp-udp-port")
+            .arg(crate::lab::SCTP_UDP_PORT.to_string())
+            .arg("--cib")
+            .arg(cib);
+        if let Some(p) = props {
+            cmd.arg("--props").arg(p);
+        }
+        let out = self
+            .run_child(cmd, Duration::from_secs(30))
+            .map_err(|e| format!("cannot run {}: {e}", taps.display()))?;
+        let json: Value = serde_json::from_str(out.stdout.trim()).map_err(|e| {
+            format!(
+                "taps candidates printed no JSON ({e}); exit {:?}; stderr: {}",
+                out.status.and_then(|s| s.code()),
+                out.stderr.trim()
+            )
+        })?;
+        Ok(json
+            .get("candidates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| RankedCandidate {
+                rank: c.get("rank").and_then(Value::as_u64).unwrap_or(0),
+                stack: str_of(c, "stack"),
+                remote: str_of(c, "remote"),
+                history: str_of(c, "history"),
+            })
+            .collect())
+    }
+}
+
 fn str_of(v: &Value, key: &str) -> String {
     v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
 }
@@ -237,6 +321,7 @@ fn parse_flow(v: &Value) -> FlowReport {
                 end_ms: a.get("end_ms").and_then(Value::as_f64),
                 outcome: str_of(a, "outcome"),
                 error: a.get("error").and_then(Value::as_str).map(str::to_string),
+                history: str_of(&cand, "history"),
             }
         })
         .collect();
@@ -249,5 +334,17 @@ fn parse_flow(v: &Value) -> FlowReport {
             .unwrap_or(f64::NAN),
         error: v.get("error").and_then(Value::as_str).map(str::to_string),
         bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
+        timeline: v
+            .get("timeline")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                (
+                    e.get("at_ms").and_then(Value::as_f64).unwrap_or(f64::NAN),
+                    str_of(e, "event"),
+                )
+            })
+            .collect(),
     }
 }

@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 
 use netlab::scenario::{self, RunOptions};
 
-/// Every test's time bound; the loss transfer gets more.
+/// Every test's time bound; the loss transfers (`loss` over TCP, `sctp-loss` over SCTP)
+/// get more.
 const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
 const LOSS_LIMIT: Duration = Duration::from_secs(400);
+const LOSS_SCENARIOS: &[&str] = &["loss", "sctp-loss"];
 
 type TestFn = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
@@ -30,6 +32,14 @@ struct Test {
 }
 
 fn main() {
+    // The labs run their SCTP server with this package's netlab binary (built by cargo
+    // for integration tests), not whatever the search in `netlab_binary` finds.
+    if std::env::var_os(netlab::sctp_server::NETLAB_ENV).is_none() {
+        std::env::set_var(
+            netlab::sctp_server::NETLAB_ENV,
+            env!("CARGO_BIN_EXE_netlab"),
+        );
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let tests = all_tests();
@@ -101,7 +111,7 @@ fn all_tests() -> Vec<Test> {
         .iter()
         .map(|s| Test {
             name: format!("scenario_{}", s.name.replace('-', "_")),
-            limit: if s.name == "loss" {
+            limit: if LOSS_SCENARIOS.contains(&s.name) {
                 LOSS_LIMIT
             } else {
                 DEFAULT_LIMIT

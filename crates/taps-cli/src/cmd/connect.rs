@@ -139,6 +139,9 @@ async fn flow(pre: &Preconnection, bytes: Option<u64>, message: Option<String>) 
             if let Err(e) = exchange(&mut conn, bytes, message, &mut r).await {
                 r.error = Some(format!("after connecting: {e}"));
             }
+            // A graceful close (SCTP: SHUTDOWN of the association once its last flow
+            // closes, instead of an ABORT on drop), bounded like the drain.
+            let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn.close()).await;
         }
         Err(taps::Error::Race(e)) => {
             r.report = Some(e.report().clone());
@@ -235,9 +238,18 @@ fn flow_json(r: &FlowResult) -> Value {
             })
         })
         .collect();
+    // The race's events (DNS answers, starts, SCTP's "reachable", cancels), as `--trace`
+    // prints them.
+    let timeline: Vec<Value> = r
+        .report
+        .iter()
+        .flat_map(|rep| rep.timeline.iter())
+        .map(|(at, event)| json!({"at_ms": ms(*at), "event": event}))
+        .collect();
     json!({
         "winner": r.winner,
         "attempts": attempts,
+        "timeline": timeline,
         "total_ms": ms(r.report.as_ref().and_then(|rep| rep.total).unwrap_or(r.elapsed)),
         "error": r.error,
         "bytes_sent": r.sent,
