@@ -11,7 +11,13 @@
 //! `ECONNREFUSED` → [`Error::Refused`]). A server uses one UDP socket per local address,
 //! shared (refcounted) by every listener and accepted association on it, and demultiplexes
 //! by remote UDP address: each remote gets its own conn address, so usrsctp keeps peers
-//! apart and several SCTP ports can listen behind one UDP port.
+//! apart and several SCTP ports can listen behind one UDP port. A server socket bound to the
+//! unspecified address (`0.0.0.0`, or dual-stack `[::]`) enables IP_PKTINFO /
+//! IPV6_RECVPKTINFO, reads with `recvmsg` to learn which local address each remote sent to
+//! (IPv4-mapped for IPv4 traffic on `[::]`), and answers that remote from that address with
+//! `sendmsg` + IP_PKTINFO / IPV6_PKTINFO; otherwise the kernel would pick the source by
+//! routing and, on a host with several addresses, the client's connected UDP socket would
+//! drop the replies. A socket bound to a specific address uses plain `recv_from`/`send_to`.
 //!
 //! # Threading model
 //! * usrsctp is initialised once per process with `usrsctp_init_nothreads(0, ..)` (not
@@ -39,7 +45,9 @@
 //!
 //! Cost per association: one usrsctp socket, one driver task, and for clients one UDP socket
 //! plus one reader task. Every packet costs one `conninput` (CRC32c check) and, per
-//! outbound packet, one routing-table lookup and one `send` syscall.
+//! outbound packet, one routing-table lookup and one `send` syscall. On a server socket bound
+//! to the unspecified address that is one `recvmsg`/`sendmsg` instead of `recv_from`/`send_to`,
+//! with a small control-message buffer on the stack (no allocation).
 //!
 //! # Limits
 //! * Usable only inside a tokio runtime (tasks are spawned); the runtime must outlive the

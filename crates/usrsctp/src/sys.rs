@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::io;
 use std::mem::size_of;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
@@ -31,6 +31,10 @@ pub(crate) struct Route {
     pub(crate) sock: Arc<UdpSocket>,
     /// `None`: the socket is connected, use `send`.
     pub(crate) remote: Option<SocketAddr>,
+    /// Source address to send from (a shared socket bound to the unspecified address: the
+    /// address the remote sent to, passed as IP_PKTINFO / IPV6_PKTINFO). `None`: the kernel
+    /// picks (plain `send_to`).
+    pub(crate) src: Option<IpAddr>,
 }
 
 /// Read/write readiness of one usrsctp socket, signalled by the upcall.
@@ -163,17 +167,20 @@ unsafe extern "C" fn conn_output(
         let Some(g) = GLOBAL.get() else { return };
         let route = {
             let routes = lock(&g.routes);
-            routes.get(&id).map(|r| (r.sock.clone(), r.remote))
+            routes.get(&id).map(|r| (r.sock.clone(), r.remote, r.src))
         };
-        let Some((sock, remote)) = route else { return };
+        let Some((sock, remote, src)) = route else {
+            return;
+        };
         if buf.is_null() {
             return;
         }
         // SAFETY: usrsctp passes a buffer of `len` readable bytes valid for this call.
         let pkt = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
-        let res = match remote {
-            Some(to) => sock.send_to(pkt, to),
-            None => sock.send(pkt),
+        let res = match (remote, src) {
+            (Some(to), Some(src)) => crate::udp::send_from(&sock, pkt, to, src),
+            (Some(to), None) => sock.send_to(pkt, to),
+            (None, _) => sock.send(pkt),
         };
         if let Err(e) = res {
             // A full socket buffer is a lossy link; SCTP retransmits.
@@ -235,6 +242,13 @@ impl ConnAddr {
 
     pub(crate) fn ptr(&self) -> *mut c_void {
         self.id as *mut c_void
+    }
+
+    /// Changes the source address replies to this conn address are sent from.
+    pub(crate) fn set_source(&self, src: Option<IpAddr>) {
+        if let Some(r) = lock(&global().routes).get_mut(&self.id) {
+            r.src = src;
+        }
     }
 }
 
