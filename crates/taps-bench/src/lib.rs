@@ -1,1 +1,423 @@
-//! Benchmarks of taps against a raw tokio baseline measured in the same run. (Work in progress.)
+//! Benchmarks of taps against a raw baseline measured in the same run.
+//!
+//! Four experiments (after the NEAT thesis, ch. 4–5, and the ANRW'16 Happy Eyeballs cost
+//! paper), each run for taps and for the raw baseline, interleaved, several times:
+//!
+//! 1. [`Experiment::Connect`]: N = 1 … 256 concurrent flows, from context creation to the
+//!    last flow connected: client and server CPU, RSS growth, per-flow connect delay.
+//! 2. [`Experiment::Transfer`]: 1 kB … 10 MB per flow × 1 … 8 flows: sender and receiver CPU.
+//! 3. [`Experiment::He`]: a TCP+SCTP race (`transport: ["SCTP", "TCP"]`) against a
+//!    single-protocol connect, at CIB hit ratios 0 … 100 %, with SCTP dead (the race falls
+//!    over to TCP) and with both alive (SCTP wins); the `::1`/`127.0.0.1` family race
+//!    as an extra.
+//! 4. [`Experiment::Http`]: an HTTP/1.0 keep-alive server on taps listening on TCP and
+//!    SCTP under Poisson load, 100–1000 requests/s, 1 KiB and 35 KiB objects, clients
+//!    racing or not: server CPU load.
+//!
+//! Experiments 1 and 2 run over TCP and/or SCTP ([`Config::protocols`]). The raw baseline
+//! is plain tokio sockets for TCP and the `usrsctp` crate used directly for SCTP (one
+//! association per flow). Over SCTP taps runs twice: with flow mapping off (one
+//! association per flow, the fair per-flow comparison with raw) and with flow mapping on
+//! (every flow a stream of one association: what SCTP buys an application using taps).
+//!
+//! Every client and server is a process of its own (a *worker*, see [`worker`]), so CPU
+//! time and RSS are per side and per trial; the orchestrator ([`run`]) starts them via a
+//! [`Launcher`] (`taps bench worker …` in the CLI). Results are a JSON file, a Markdown
+//! report and SVG plots ([`report`]).
+
+pub mod experiments;
+pub mod measure;
+pub mod process;
+pub mod report;
+pub mod svg;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+pub use experiments::{Config, Proto};
+pub use process::Launcher;
+pub use worker::worker_main;
+
+use experiments::{ConnectPoint, Crash, HePoint, HeVariant, HttpPoint, Progress, TransferPoint};
+
+/// Which experiment(s) to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Experiment {
+    /// 1: connection establishment.
+    Connect,
+    /// 2: data transfer.
+    Transfer,
+    /// 3: Happy Eyeballs cost against cache hit ratio.
+    He,
+    /// 4: HTTP server under load.
+    Http,
+    /// All four.
+    All,
+}
+
+impl Experiment {
+    fn includes(self, e: Experiment) -> bool {
+        self == Experiment::All || self == e
+    }
+}
+
+/// When, where and how the results were taken.
+#[derive(Debug, Clone, Serialize)]
+pub struct Meta {
+    /// The experiment(s) run.
+    pub experiment: String,
+    /// Reduced matrix.
+    pub quick: bool,
+    /// Protocols of experiments 1 and 2.
+    pub protocols: Vec<Proto>,
+    /// Whether the workers were an optimised build.
+    pub release: bool,
+    /// CPUs online.
+    pub cpus: usize,
+    /// `uname -r`.
+    pub kernel: String,
+    /// Start, seconds since the Unix epoch.
+    pub started_unix: u64,
+    /// Wall time of the whole run, seconds.
+    pub duration_s: f64,
+    /// Wall time of each phase (an experiment over a protocol).
+    pub phases: Vec<Phase>,
+}
+
+/// One phase of a run and how long it took.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// `connect TCP`, `transfer SCTP`, `he`, `http`.
+    pub name: String,
+    /// Wall time, seconds.
+    pub duration_s: f64,
+}
+
+/// A goal of the benchmark issue and whether it is met.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    /// What is measured.
+    pub name: String,
+    /// The target, in words.
+    pub target: String,
+    /// The measured value, in words.
+    pub measured: String,
+    /// The measured value.
+    pub value: f64,
+    /// The limit.
+    pub limit: f64,
+    /// Whether it is met.
+    pub met: bool,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// Run description.
+    pub meta: Meta,
+    /// Experiment 1.
+    pub connect: Vec<ConnectPoint>,
+    /// Experiment 2.
+    pub transfer: Vec<TransferPoint>,
+    /// Experiment 3.
+    pub he: Vec<HePoint>,
+    /// Experiment 4.
+    pub http: Vec<HttpPoint>,
+    /// What could not be measured and why (a phase that failed, with its error).
+    pub unavailable: Vec<String>,
+    /// Worker processes that died or hung during a trial (a bug below the benchmark;
+    /// each says whether the trial was retried).
+    pub crashes: Vec<Crash>,
+    /// The issue's goals.
+    pub goals: Vec<Goal>,
+}
+
+/// Runs `experiment` with `cfg`, starting workers with `launcher`. A phase (one
+/// experiment over one protocol) that fails is recorded in [`Results::unavailable`] and
+/// the run goes on with the next one.
+pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<Results, String> {
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    if cfg.protocols.is_empty() {
+        return Err("no protocol to run".into());
+    }
+    let sel = experiments::Selection {
+        connect: experiment.includes(Experiment::Connect),
+        transfer: experiment.includes(Experiment::Transfer),
+        he: experiment.includes(Experiment::He),
+        http: experiment.includes(Experiment::Http),
+    };
+    let total = experiments::planned_trials(cfg, sel);
+    let mut progress = Progress::new(cfg.progress && total > 0, total);
+    let mut unavailable = Vec::new();
+    let mut phases = Vec::new();
+    let mut phase = |name: String, f: &mut dyn FnMut(&mut Progress) -> Result<(), String>| {
+        let t = Instant::now();
+        if let Err(e) = f(&mut progress) {
+            unavailable.push(format!("{name}: could not be measured: {e}"));
+        }
+        phases.push(Phase {
+            name,
+            duration_s: t.elapsed().as_secs_f64(),
+        });
+    };
+    let (mut connect, mut transfer, mut he, mut http) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for &proto in &cfg.protocols {
+        if sel.connect {
+            phase(format!("connect {proto}"), &mut |p| {
+                connect.extend(experiments::run_connect(cfg, proto, launcher, p)?);
+                Ok(())
+            });
+        }
+    }
+    for &proto in &cfg.protocols {
+        if sel.transfer {
+            phase(format!("transfer {proto}"), &mut |p| {
+                transfer.extend(experiments::run_transfer(cfg, proto, launcher, p)?);
+                Ok(())
+            });
+        }
+    }
+    if sel.he {
+        phase("he".into(), &mut |p| {
+            he = experiments::run_he(cfg, launcher, p)?;
+            Ok(())
+        });
+    }
+    if sel.http {
+        phase("http".into(), &mut |p| {
+            http = experiments::run_http(cfg, launcher, p)?;
+            Ok(())
+        });
+    }
+    progress.finish();
+    let crashes = std::mem::take(&mut progress.crashes);
+    let mut results = Results {
+        meta: Meta {
+            experiment: format!("{experiment:?}").to_lowercase(),
+            quick: cfg.quick,
+            protocols: cfg.protocols.clone(),
+            release: !cfg!(debug_assertions),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            started_unix,
+            duration_s: started.elapsed().as_secs_f64(),
+            phases,
+        },
+        connect,
+        transfer,
+        he,
+        http,
+        unavailable,
+        crashes,
+        goals: Vec::new(),
+    };
+    results.goals = goals(&results);
+    Ok(results)
+}
+
+/// Evaluates the issue's goals on whatever points were measured.
+pub fn goals(r: &Results) -> Vec<Goal> {
+    let mut g = Vec::new();
+    connect_goals(r, &mut g);
+    transfer_goals(r, &mut g);
+    race_goals(r, &mut g);
+    g
+}
+
+/// The connection-establishment goals, at the largest TCP flow count.
+fn connect_goals(r: &Results, g: &mut Vec<Goal>) {
+    let tcp: Vec<&ConnectPoint> = r
+        .connect
+        .iter()
+        .filter(|p| p.protocol == Proto::Tcp)
+        .collect();
+    let Some(p) = tcp.iter().max_by_key(|p| p.flows) else {
+        return;
+    };
+    let n = p.flows;
+    // Per-flow (marginal) figures, without the one-time context cost: the slope
+    // between the smallest and the largest flow count.
+    let marginal = tcp
+        .iter()
+        .min_by_key(|q| q.flows)
+        .filter(|q| q.flows < n)
+        .map(|q| {
+            let d = (n - q.flows) as f64;
+            let cpu = measure::ratio(
+                p.taps.client_cpu_us.median - q.taps.client_cpu_us.median,
+                p.raw.client_cpu_us.median - q.raw.client_cpu_us.median,
+            );
+            let rss = ((p.taps.rss_growth_kib.median - q.taps.rss_growth_kib.median)
+                - (p.raw.rss_growth_kib.median - q.raw.rss_growth_kib.median))
+                / d;
+            let fixed_cpu = (q.taps.client_cpu_us.median - q.raw.client_cpu_us.median) / 1e3;
+            let fixed_rss = q.taps.rss_growth_kib.median - q.raw.rss_growth_kib.median;
+            (q.flows, cpu, rss, fixed_cpu, fixed_rss)
+        });
+    g.push(Goal {
+        name: format!("client CPU, {n} TCP flows"),
+        target: "≤ 1.15 × raw".into(),
+        measured: format!(
+            "{:.2} × raw ({:.2} ms vs {:.2} ms){}",
+            p.client_cpu_ratio,
+            p.taps.client_cpu_us.median / 1e3,
+            p.raw.client_cpu_us.median / 1e3,
+            marginal.map_or(String::new(), |(f, cpu, _, fixed, _)| format!(
+                "; per added flow (slope from {f} flow(s)) {cpu:.2} × raw; \
+                 one-time extra at {f} flow(s) {fixed:.2} ms"
+            ))
+        ),
+        value: p.client_cpu_ratio,
+        limit: 1.15,
+        met: p.client_cpu_ratio <= 1.15,
+    });
+    g.push(Goal {
+        name: format!("client RSS growth per flow above raw, {n} TCP flows"),
+        target: "≤ 2 KiB".into(),
+        measured: format!(
+            "{:+.2} KiB/flow (taps {:.0} KiB, raw {:.0} KiB in total){}",
+            p.rss_extra_per_flow_kib,
+            p.taps.rss_growth_kib.median,
+            p.raw.rss_growth_kib.median,
+            marginal.map_or(String::new(), |(f, _, rss, _, fixed)| format!(
+                "; per added flow {rss:+.2} KiB; one-time extra at {f} flow(s) {fixed:.0} KiB"
+            ))
+        ),
+        value: p.rss_extra_per_flow_kib,
+        limit: 2.0,
+        met: p.rss_extra_per_flow_kib <= 2.0,
+    });
+    g.push(Goal {
+        name: format!("median per-flow connect delay, {n} TCP flows"),
+        target: "within 0.1 ms of raw".into(),
+        measured: format!(
+            "{:+.3} ms ({:.3} ms vs {:.3} ms)",
+            p.delay_median_diff_ms,
+            p.taps.delay_median_us.median / 1e3,
+            p.raw.delay_median_us.median / 1e3
+        ),
+        value: p.delay_median_diff_ms,
+        limit: 0.1,
+        met: p.delay_median_diff_ms <= 0.1,
+    });
+}
+
+/// The transfer goal at the largest size, per protocol and side: the worst ratio over
+/// the flow counts (every flow count listed).
+fn transfer_goals(r: &Results, g: &mut Vec<Goal>) {
+    let Some(max_bytes) = r.transfer.iter().map(|p| p.bytes).max() else {
+        return;
+    };
+    let mut protocols: Vec<Proto> = Vec::new();
+    for p in &r.transfer {
+        if !protocols.contains(&p.protocol) {
+            protocols.push(p.protocol);
+        }
+    }
+    for proto in protocols {
+        let points: Vec<&TransferPoint> = r
+            .transfer
+            .iter()
+            .filter(|p| p.bytes == max_bytes && p.protocol == proto)
+            .collect();
+        for side in ["sender", "receiver"] {
+            let ratio = |p: &TransferPoint| {
+                if side == "sender" {
+                    p.sender_cpu_ratio
+                } else {
+                    p.receiver_cpu_ratio
+                }
+            };
+            let worst = points.iter().map(|p| ratio(p)).fold(0.0, f64::max);
+            let list: Vec<String> = points
+                .iter()
+                .map(|p| format!("{} flow(s) {:.3}", p.flows, ratio(p)))
+                .collect();
+            let totals: Vec<String> = points
+                .iter()
+                .map(|p| format!("{:.3}", p.total_cpu_ratio))
+                .collect();
+            g.push(Goal {
+                name: format!(
+                    "{side} CPU, {} per flow, {proto}",
+                    experiments::human_bytes(max_bytes)
+                ),
+                target: "≤ 1.05 × raw".into(),
+                measured: format!(
+                    "worst {worst:.3} × raw ({}; sender+receiver {})",
+                    list.join(", "),
+                    totals.join(", ")
+                ),
+                value: worst,
+                limit: 1.05,
+                met: worst <= 1.05,
+            });
+        }
+    }
+}
+
+/// The race goal at 80 % cache hits, for every race variant measured there.
+fn race_goals(r: &Results, g: &mut Vec<Goal>) {
+    for variant in [
+        HeVariant::RaceSctpDead,
+        HeVariant::RaceBothAlive,
+        HeVariant::RaceV6Dead,
+    ] {
+        let Some(p) =
+            r.he.iter()
+                .find(|p| p.variant == variant && p.hit_percent == Some(80))
+        else {
+            continue;
+        };
+        let single = r.he.iter().find(|s| s.variant == p.single);
+        g.push(Goal {
+            name: format!("{} at 80% cache hits, client CPU", variant.label()),
+            target: "≤ 1.2 × single-protocol connect".into(),
+            measured: format!(
+                "{:.2} × {} ({:.2} × raw); {:.1} µs vs {:.1} µs per connection; \
+                 {:.2} attempts/conn",
+                p.client_vs_single,
+                p.single.label(),
+                p.client_vs_raw,
+                p.client_cpu_per_conn_us.median,
+                single.map_or(0.0, |s| s.client_cpu_per_conn_us.median),
+                p.attempts_per_conn.median,
+            ),
+            value: p.client_vs_single,
+            limit: 1.2,
+            met: p.client_vs_single <= 1.2,
+        });
+    }
+}
+
+/// Writes `results.json`, `report.md` and the SVG plots into `dir` (created if needed);
+/// returns the paths written.
+pub fn write_outputs(results: &Results, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut write = |name: &str, text: &str| -> Result<(), String> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    write("results.json", &json)?;
+    let plots = report::plots(results);
+    for (name, svg) in &plots {
+        write(name, svg)?;
+    }
+    let names: Vec<&str> = plots.iter().map(|(n, _)| n.as_str()).collect();
+    write("report.md", &report::markdown(results, &names))?;
+    Ok(written)
+}

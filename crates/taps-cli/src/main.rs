@@ -23,9 +23,18 @@ enum Command {
     Connect(cmd::connect::Args),
     /// Listen on every allowed protocol and family; echo or discard.
     Listen(cmd::listen::Args),
+    /// Benchmark taps against raw tokio sockets: connect, transfer, he, http, all.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` and closed early ends the process quietly, like other Unix
+    // tools, instead of a panic in println!. Sockets are unaffected: Rust's socket writes
+    // pass MSG_NOSIGNAL and UDP never raises SIGPIPE.
+    // SAFETY: setting a signal disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -43,6 +52,7 @@ fn main() -> ExitCode {
             Command::Candidates(args) => cmd::candidates::run(args).await,
             Command::Connect(args) => cmd::connect::run(args).await,
             Command::Listen(args) => cmd::listen::run(args).await,
+            Command::Bench(args) => cmd::bench::run(args).await,
         }
     });
     match result {

@@ -1,0 +1,166 @@
+//! `taps bench <experiment>`: what taps costs over raw tokio sockets, measured in the
+//! same run (see the `taps-bench` crate and docs/benchmarks.md).
+
+use std::path::PathBuf;
+
+use taps_bench::{Config, Experiment, Launcher, Proto};
+
+use crate::common::CliError;
+
+/// Arguments of `taps bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum BenchCommand {
+    /// 1: N concurrent flows (1 … 256): CPU, RSS growth, per-flow connect delay.
+    Connect(Options),
+    /// 2: 1 kB … 10 MB per flow × 1 … 8 flows: sender and receiver CPU.
+    Transfer(Options),
+    /// 3: TCP+SCTP Happy Eyeballs race vs a single-protocol connect at CIB hit ratios
+    /// 0 … 100 %.
+    He(Options),
+    /// 4: HTTP/1.0 keep-alive server on taps (TCP and SCTP) under Poisson load: server
+    /// CPU load.
+    Http(Options),
+    /// All four experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
+    All(Options),
+    /// A worker process of the benchmarks (started by `taps bench` itself).
+    #[command(hide = true)]
+    Worker {
+        /// `server` or `client`.
+        role: String,
+        /// The worker's JSON spec.
+        spec: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct Options {
+    /// The reduced matrix (for CI): fewer points, repetitions and connections.
+    #[arg(long)]
+    quick: bool,
+    /// Repetitions per point (taps and raw interleaved; medians are reported).
+    #[arg(long, value_name = "N")]
+    reps: Option<usize>,
+    /// Flow counts for `connect` (repeatable; default 1, 2, 4 … 256).
+    #[arg(long, value_name = "N")]
+    flows: Vec<usize>,
+    /// Protocol of experiments 1 and 2: tcp, sctp or both [default: tcp; `all`: both].
+    /// Experiments 3 and 4 always race TCP against SCTP.
+    #[arg(long, value_name = "PROTO")]
+    protocol: Option<String>,
+    /// Directory for results.json, report.md and the SVG plots.
+    #[arg(long, default_value = "target/taps-bench", value_name = "DIR")]
+    out: PathBuf,
+    /// No progress line on stderr.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Runs the command.
+pub async fn run(args: Args) -> Result<(), CliError> {
+    let (experiment, opts) = match args.command {
+        BenchCommand::Worker { role, spec } => {
+            // A worker builds its own runtime: run it on a thread outside this one.
+            let code = std::thread::spawn(move || taps_bench::worker_main(&[role, spec]))
+                .join()
+                .map_err(|_| CliError::failure("bench worker panicked"))?;
+            return if code == 0 {
+                Ok(())
+            } else {
+                Err(CliError::failure("bench worker failed"))
+            };
+        }
+        BenchCommand::Connect(o) => (Experiment::Connect, o),
+        BenchCommand::Transfer(o) => (Experiment::Transfer, o),
+        BenchCommand::He(o) => (Experiment::He, o),
+        BenchCommand::Http(o) => (Experiment::Http, o),
+        BenchCommand::All(o) => (Experiment::All, o),
+    };
+    let default = if experiment == Experiment::All {
+        "both"
+    } else {
+        "tcp"
+    };
+    let protocols = match opts
+        .protocol
+        .as_deref()
+        .unwrap_or(default)
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "tcp" => vec![Proto::Tcp],
+        "sctp" => vec![Proto::Sctp],
+        "both" => vec![Proto::Tcp, Proto::Sctp],
+        other => {
+            return Err(CliError::usage(format!(
+                "--protocol: unknown protocol {other:?} (tcp, sctp or both)"
+            )))
+        }
+    };
+    if opts.flows.contains(&0) {
+        return Err(CliError::usage("--flows must be at least 1"));
+    }
+    if opts.reps == Some(0) {
+        return Err(CliError::usage("--reps must be at least 1"));
+    }
+    let cfg = Config {
+        quick: opts.quick,
+        reps: opts.reps,
+        flows: (!opts.flows.is_empty()).then_some(opts.flows),
+        protocols,
+        progress: !opts.no_progress,
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failure(format!("cannot find the taps executable: {e}")))?;
+    let launcher = Launcher::new(exe, &["bench", "worker"]);
+    let out = opts.out;
+    let results = tokio::task::spawn_blocking(move || {
+        let results = taps_bench::run(experiment, &cfg, &launcher)?;
+        let written = taps_bench::write_outputs(&results, &out)?;
+        Ok::<_, String>((results, written))
+    })
+    .await
+    .map_err(|e| CliError::failure(format!("bench task failed: {e}")))?
+    .map_err(CliError::failure)?;
+    let (results, written) = results;
+    for p in &results.connect {
+        println!("{}", taps_bench::report::connect_line(p));
+    }
+    for g in &results.goals {
+        println!(
+            "goal {}: {} (target {}): {}",
+            g.name,
+            g.measured,
+            g.target,
+            if g.met { "met" } else { "NOT met" }
+        );
+    }
+    println!(
+        "took {:.1} s; wrote {}",
+        results.meta.duration_s,
+        written
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for c in &results.crashes {
+        eprintln!("worker crash in {} ({}): {}", c.trial, c.outcome, c.error);
+    }
+    if results.unavailable.is_empty() {
+        Ok(())
+    } else {
+        for u in &results.unavailable {
+            eprintln!("{u}");
+        }
+        Err(CliError::failure(format!(
+            "{} phase(s) could not be measured (see above and the report)",
+            results.unavailable.len()
+        )))
+    }
+}
