@@ -186,11 +186,7 @@ impl Preconnection {
             .as_ref()
             .ok_or(Error::Usage("initiate needs a remote endpoint"))?;
         let plan = self.plan()?;
-        let maps = self.ctx.flow_mapping()
-            && plan
-                .stacks()
-                .iter()
-                .any(|s| s.stack.protocol == Protocol::Sctp && s.unavailable.is_none());
+        let maps = self.ctx.flow_mapping() && crate::transport::sctp::plan_runs_sctp(&plan);
         if !maps {
             return self.race(remote, &plan).await;
         }

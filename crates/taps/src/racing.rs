@@ -13,7 +13,6 @@ use std::task::Poll;
 use std::time::Instant;
 
 use taps_core::candidates::{Candidate, Plan};
-use taps_core::properties::Protocol;
 use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceReport};
 use tokio::sync::mpsc;
 
@@ -70,11 +69,7 @@ pub(crate) async fn race(
     let mut any_address = false;
     // Attempts say "the remote answered" here (SCTP INIT-ACK) before they connect; only
     // races with SCTP candidates pay for the channel.
-    let (reach_tx, mut reach_rx) = if plan
-        .stacks()
-        .iter()
-        .any(|s| s.stack.protocol == Protocol::Sctp)
-    {
+    let (reach_tx, mut reach_rx) = if transport::sctp::plan_runs_sctp(plan) {
         let (tx, rx) = mpsc::unbounded_channel::<AttemptId>();
         (Some(tx), Some(rx))
     } else {

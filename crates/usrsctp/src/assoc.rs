@@ -413,36 +413,38 @@ impl AssocShared {
     /// the message goes out bundled with it. Costs one getpaddrs, one setsockopt and a
     /// HEARTBEAT chunk, only when a message is queued on an idle RRP association.
     fn kick(&self) {
-        let _ = self.sock.with(|so| {
+        let peer = self.sock.with(|so| {
             let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
             // SAFETY: `so` is live; usrsctp allocates the list, freed below.
             let n = unsafe { ffi::usrsctp_getpaddrs(so, 0, &mut addrs) };
             if n <= 0 || addrs.is_null() {
-                return;
+                return None;
             }
             // SAFETY: at least one address; AF_CONN addresses are `sockaddr_conn` sized,
             // which fits in `sockaddr_storage`.
-            let mut p: ffi::sctp_paddrparams = unsafe { std::mem::zeroed() };
+            let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     addrs as *const u8,
-                    &mut p.spp_address as *mut libc::sockaddr_storage as *mut u8,
+                    &mut storage as *mut libc::sockaddr_storage as *mut u8,
                     size_of::<ffi::sockaddr_conn>(),
                 );
                 ffi::usrsctp_freepaddrs(addrs);
             }
-            p.spp_flags = ffi::SPP_HB_DEMAND;
-            // SAFETY: `p` is a valid sctp_paddrparams for the call.
-            unsafe {
-                ffi::usrsctp_setsockopt(
-                    so,
-                    ffi::IPPROTO_SCTP,
-                    ffi::SCTP_PEER_ADDR_PARAMS,
-                    &p as *const ffi::sctp_paddrparams as *const c_void,
-                    size_of::<ffi::sctp_paddrparams>() as socklen_t,
-                );
-            }
+            Some(storage)
         });
+        if let Ok(Some(spp_address)) = peer {
+            // SAFETY: all-zero is a valid sctp_paddrparams (plain integers and bytes).
+            let mut p: ffi::sctp_paddrparams = unsafe { std::mem::zeroed() };
+            p.spp_address = spp_address;
+            p.spp_flags = ffi::SPP_HB_DEMAND;
+            let _ = self.sock.setopt(
+                ffi::IPPROTO_SCTP,
+                ffi::SCTP_PEER_ADDR_PARAMS,
+                &p,
+                "SCTP_PEER_ADDR_PARAMS",
+            );
+        }
     }
 
     pub(crate) fn abort(&self) {
