@@ -1,7 +1,8 @@
 //! Opens N concurrent TCP flows to a local listener, R rounds, with taps or raw tokio;
 //! a harness for profiling the per-flow cost of `initiate` (`perf record`).
-//! `cargo run --release -p taps --example connect_many -- taps|raw|size N R` (size: prints
-//! the initiate future and Connection sizes).
+//! `cargo run --release -p taps --example connect_many -- taps|raw|size|context N R` (size:
+//! prints the initiate future and Connection sizes; context: CPU and RSS of building a
+//! context, and of its first connection).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,6 +20,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if mode == "context" {
+        rt.block_on(context_cost());
+        return;
+    }
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
@@ -46,6 +51,18 @@ fn main() {
             );
             let c = pre.initiate().await.unwrap();
             println!("connection: {} bytes", std::mem::size_of_val(&c));
+            if let Some(r) = &c.info().race {
+                println!(
+                    "race report: {} bytes + {} attempts x {} + {} events x {} + {} DNS x {}",
+                    std::mem::size_of_val(r),
+                    r.attempts.capacity(),
+                    std::mem::size_of::<taps::taps_core::race::AttemptReport>(),
+                    r.timeline.capacity(),
+                    std::mem::size_of::<(std::time::Duration, taps::taps_core::race::RaceEvent)>(),
+                    r.dns.capacity(),
+                    std::mem::size_of::<taps::taps_core::race::DnsEvent>(),
+                );
+            }
             return;
         }
         let t = Instant::now();
@@ -71,4 +88,67 @@ fn main() {
         }
         println!("{mode}: {n} flows x {rounds}: {:?}", t.elapsed());
     });
+}
+
+/// Process CPU time (user + system) in microseconds, RSS and its anonymous part in KiB.
+fn usage() -> (u64, u64, u64) {
+    // SAFETY: getrusage only writes into the zeroed struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        us(u.ru_utime) + us(u.ru_stime),
+        field("VmRSS:"),
+        field("RssAnon:"),
+    )
+}
+
+/// Prints what building a context and connecting once cost, step by step.
+async fn context_cost() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut last = usage();
+    let mut step = |what: &str| {
+        let now = usage();
+        println!(
+            "{what:<28} cpu {:>6} us  rss {:>+6} KiB (anonymous {:>+6} KiB)",
+            now.0 - last.0,
+            now.1 as i64 - last.1 as i64,
+            now.2 as i64 - last.2 as i64
+        );
+        last = usage();
+    };
+    step("start");
+    let bare = Context::builder()
+        .watch_interfaces(false)
+        .without_builtin_pib()
+        .build()
+        .unwrap();
+    step("context: no watcher, no PIB");
+    let pib = Context::builder().watch_interfaces(false).build().unwrap();
+    step("context: no watcher");
+    let ctx = Context::builder().build().unwrap();
+    step("context");
+    drop((bare, pib));
+    let props = TransportProperties::new()
+        .protocols(Preference::Require, [Protocol::Tcp])
+        .compile()
+        .unwrap();
+    step("properties");
+    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port));
+    step("preconnection");
+    let c = pre.initiate().await.unwrap();
+    step("first initiate");
+    let c2 = pre.initiate().await.unwrap();
+    step("second initiate");
+    drop((c, c2, l));
 }

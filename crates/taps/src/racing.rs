@@ -59,9 +59,8 @@ pub(crate) async fn race(
     }
     let mut resolution = ctx.resolver().resolve(&remote.host);
     let mut dns_done = false;
-    let mut attempts: Vec<(AttemptId, Attempt)> = Vec::new();
     // Few entries (bounded by the attempts alive at once): vectors, not maps.
-    let mut candidates: Vec<(AttemptId, Candidate)> = Vec::new();
+    let mut attempts: Vec<(AttemptId, Attempt)> = Vec::new();
     let mut connected: Vec<(AttemptId, Established)> = Vec::new();
     // Kept to turn a race with nothing to try into the error that explains it.
     let mut dns_causes: Vec<(taps_core::Family, DnsError)> = Vec::new();
@@ -75,12 +74,17 @@ pub(crate) async fn race(
     } else {
         (None, None)
     };
+    // One timer for the whole race, moved only when the race's next deadline changes:
+    // registering a tokio timer takes the timer wheel's lock (and may wake the driver),
+    // so a fresh one per wake-up would cost every flow a few contended locks.
+    let timer = tokio::time::sleep_until(start.into());
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     loop {
         while let Some(action) = race.poll_action() {
             match action {
                 Action::Start { id, candidate } => {
                     let opts = opts.clone();
-                    let c = candidate.clone();
                     let reach = reach_tx.clone();
                     let reachable = move || {
                         if let Some(reach) = reach {
@@ -90,10 +94,9 @@ pub(crate) async fn race(
                     attempts.push((
                         id,
                         Box::pin(async move {
-                            transport::connect_signalling(&c, &opts, reachable).await
+                            transport::connect_signalling(&candidate, &opts, reachable).await
                         }),
                     ));
-                    candidates.push((id, candidate));
                 }
                 Action::Cancel { id } => {
                     attempts.retain(|(i, _)| *i != id);
@@ -104,11 +107,17 @@ pub(crate) async fn race(
                     let established = take(&mut connected, id)
                         .expect("the race names a connected attempt as winner");
                     connected.clear();
-                    race.report().record_outcomes(&mut ctx.cib(), &key);
+                    let report = race.into_report();
+                    report.record_outcomes(&mut ctx.cib(), &key);
+                    let candidate = report
+                        .attempt(id)
+                        .expect("the winner has a report entry")
+                        .candidate
+                        .clone();
                     return Ok(Won {
                         established,
-                        candidate: take(&mut candidates, id).expect("started"),
-                        report: race.into_report(),
+                        candidate,
+                        report,
                     });
                 }
                 Action::Failed(err) => {
@@ -132,12 +141,12 @@ pub(crate) async fn race(
             }
         }
         let deadline = race.poll_timeout();
-        let sleep = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
+        if deadline != armed {
+            if let Some(d) = deadline {
+                timer.as_mut().reset(d.into());
             }
-        };
+            armed = deadline;
+        }
         tokio::select! {
             answer = resolution.next(), if !dns_done => {
                 let now = Instant::now();
@@ -181,7 +190,11 @@ pub(crate) async fn race(
                     None => std::future::pending().await,
                 }
             } => race.on_attempt_reachable(id, Instant::now()),
-            _ = sleep => race.handle_timeout(Instant::now()),
+            _ = &mut timer, if armed.is_some() => {
+                // Fired: re-armed above if the race still has a deadline.
+                armed = None;
+                race.handle_timeout(Instant::now());
+            }
         }
     }
 }

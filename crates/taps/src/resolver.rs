@@ -190,7 +190,7 @@ impl Resolver {
                     family: Family::of(&ip),
                     result: Ok(vec![ip]),
                 }),
-                tasks: JoinSet::new(),
+                tasks: None,
                 families: Vec::new(),
             };
         }
@@ -209,7 +209,7 @@ impl Resolver {
         }
         Resolution {
             ready: None,
-            tasks,
+            tasks: Some(tasks),
             families,
         }
     }
@@ -221,8 +221,8 @@ impl Resolver {
 pub struct Resolution {
     /// An answer known without DNS (a literal address).
     ready: Option<DnsAnswer>,
-    /// One task per family still looking up.
-    tasks: JoinSet<DnsAnswer>,
+    /// One task per family still looking up (`None` for a literal: no set to allocate).
+    tasks: Option<JoinSet<DnsAnswer>>,
     /// Which family each task looks up, to name a task that panicked.
     families: Vec<(Id, Family)>,
 }
@@ -236,7 +236,7 @@ impl Resolution {
         if let Some(answer) = self.ready.take() {
             return Some(answer);
         }
-        match self.tasks.join_next_with_id().await? {
+        match self.tasks.as_mut()?.join_next_with_id().await? {
             Ok((_, answer)) => Some(answer),
             Err(err) => {
                 let family = self

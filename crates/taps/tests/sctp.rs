@@ -6,6 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener, UdpSocket as St
 use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
+use taps::taps_core::race::RaceEvent;
 use taps::{Context, Listener, Preconnection, Preference, RemoteEndpoint, TransportProperties};
 
 /// A context with an unused UDP encapsulation port and no DNS (literal addresses).
@@ -109,7 +110,10 @@ async fn sctp_wins_against_tcp_when_both_listen_on_the_port() {
         report.trace()
     );
     assert!(
-        report.timeline.iter().any(|(_, t)| t.contains("reachable")),
+        report
+            .timeline
+            .iter()
+            .any(|(_, e)| matches!(e, RaceEvent::Reachable(_))),
         "{}",
         report.trace()
     );

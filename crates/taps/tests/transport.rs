@@ -53,7 +53,7 @@ fn cand(protocol: Protocol, remote: SocketAddr) -> Candidate {
         local: None,
         score: 0.0,
         history: History::Unknown,
-        reasons: Vec::new(),
+        reasons: Vec::new().into(),
         unavailable: None,
     }
 }

@@ -118,7 +118,7 @@ fn print_text(args: &Args, l: &CandidateListing) {
             c.to_string(),
             c.score
         );
-        for r in &c.reasons {
+        for r in c.reasons.iter() {
             println!("        {r}");
         }
         if c.history != taps::taps_core::policy::History::Unknown {

@@ -243,8 +243,8 @@ fn flow_json(r: &FlowResult) -> Value {
     let timeline: Vec<Value> = r
         .report
         .iter()
-        .flat_map(|rep| rep.timeline.iter())
-        .map(|(at, event)| json!({"at_ms": ms(*at), "event": event}))
+        .flat_map(|rep| rep.timeline_text())
+        .map(|(at, event)| json!({"at_ms": ms(at), "event": event.to_string()}))
         .collect();
     json!({
         "winner": r.winner,
@@ -266,8 +266,8 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
     if trace {
         if let Some(rep) = &r.report {
             println!("{prefix}race trace (ms since start):");
-            for (at, text) in &rep.timeline {
-                println!("  {:>9.3}  {text}", ms(*at));
+            for (at, text) in rep.timeline_text() {
+                println!("  {:>9.3}  {text}", ms(at));
             }
         }
     }

@@ -23,7 +23,7 @@ pub use stacks::{Provides, Security, Stack};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::net::{Family, Interface, InterfaceKind};
@@ -208,7 +208,7 @@ pub struct Candidate {
     /// What the CIB knows about it.
     pub history: History,
     /// Why it has its score.
-    pub reasons: Vec<Reason>,
+    pub reasons: Arc<[Reason]>,
     /// Why it cannot be attempted by this build, if so.
     pub unavailable: Option<&'static str>,
 }
@@ -294,6 +294,31 @@ pub struct Plan {
     pruned: Vec<PrunedStack>,
     pib: Arc<Pib>,
     first_family_count: usize,
+    scored: ScoredCache,
+}
+
+/// The candidates of one DNS answer before the CIB's history is added: everything
+/// [`Plan::gather`] computes that depends only on the plan, the endpoint, the addresses
+/// and the interfaces.
+#[derive(Debug)]
+struct Scored {
+    endpoint: Arc<str>,
+    port: u16,
+    addrs: Vec<IpAddr>,
+    interfaces: Arc<Vec<Interface>>,
+    candidates: Vec<Candidate>,
+    pruned: Vec<PrunedCandidate>,
+}
+
+/// The last [`Scored`] result of a plan, so flows to the same endpoint score its
+/// candidates once. A clone of the plan starts empty.
+#[derive(Debug, Default)]
+struct ScoredCache(Mutex<Option<Arc<Scored>>>);
+
+impl Clone for ScoredCache {
+    fn clone(&self) -> Self {
+        ScoredCache::default()
+    }
 }
 
 impl Plan {
@@ -364,12 +389,14 @@ impl Plan {
             pruned,
             pib,
             first_family_count: 1,
+            scored: ScoredCache::default(),
         })
     }
 
     /// Sets how many addresses of the first family go before interleaving (RFC 8305, 1 or 2).
     pub fn with_first_family_count(mut self, n: usize) -> Plan {
         self.first_family_count = n.max(1);
+        self.scored = ScoredCache::default();
         self
     }
 
@@ -388,9 +415,12 @@ impl Plan {
         &self.pruned
     }
 
-    /// Candidates for `addrs` of `endpoint` (named `host:port`), in race order.
-    /// Cost: stacks × addresses × (local bindings) small evaluations; policies are
-    /// matched per candidate, and a stack is re-evaluated only when a policy applied.
+    /// Candidates for `addrs` of `endpoint` (named `host:port`), in race order, each with
+    /// its CIB history. Cost: the first call for an endpoint, address list and interface
+    /// list evaluates stacks × addresses × local bindings (policies matched per candidate,
+    /// a stack re-evaluated only when a policy applied) and keeps the result; repeated
+    /// calls with the same inputs (every flow of a preconnection to one endpoint) clone
+    /// it and only look up the histories and sort.
     pub fn gather(
         &self,
         endpoint: &Arc<str>,
@@ -399,16 +429,64 @@ impl Plan {
         cib: &Cib,
         now: Instant,
     ) -> Gathered {
-        let interfaces = cib.interfaces();
+        let scored = self.scored(endpoint, port, addrs, cib.interfaces());
+        let mut out = Gathered {
+            candidates: scored.candidates.clone(),
+            pruned: scored.pruned.clone(),
+        };
+        for c in &mut out.candidates {
+            c.history = cib.history(&c.outcome_key(endpoint), now);
+        }
+        order(&mut out.candidates, self.first_family_count);
+        out
+    }
+
+    /// The scored candidates for this answer: the cached ones when the last call was for
+    /// the same endpoint, addresses and interface list, else computed and cached.
+    fn scored(
+        &self,
+        endpoint: &Arc<str>,
+        port: u16,
+        addrs: &[IpAddr],
+        interfaces: Arc<Vec<Interface>>,
+    ) -> Arc<Scored> {
+        let cached = self
+            .scored
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(hit) = cached.filter(|s| {
+            s.port == port
+                && *s.endpoint == **endpoint
+                && s.addrs == addrs
+                && Arc::ptr_eq(&s.interfaces, &interfaces)
+        }) {
+            return hit;
+        }
+        let scored = Arc::new(self.score(endpoint, port, addrs, interfaces));
+        *self.scored.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(scored.clone());
+        scored
+    }
+
+    /// Evaluates every stack × address × local binding (history left unknown).
+    fn score(
+        &self,
+        endpoint: &Arc<str>,
+        port: u16,
+        addrs: &[IpAddr],
+        interfaces: Arc<Vec<Interface>>,
+    ) -> Scored {
         let host = endpoint.rsplit_once(':').map_or(&**endpoint, |(h, _)| h);
-        let mut out = Gathered::default();
+        let mut candidates = Vec::new();
+        let mut pruned = Vec::new();
         for planned in &self.stacks {
             for &ip in addrs {
                 let remote = SocketAddr::new(ip, port);
                 let bindings = match local_bindings(&planned.set, ip, &interfaces) {
                     Ok(b) => b,
                     Err(v) => {
-                        out.pruned.push(PrunedCandidate {
+                        pruned.push(PrunedCandidate {
                             stack: planned.stack,
                             remote,
                             local: None,
@@ -419,20 +497,16 @@ impl Plan {
                 };
                 for local in bindings {
                     match self.candidate(planned, remote, local.clone(), host) {
-                        Ok((score, reasons)) => {
-                            let mut c = Candidate {
-                                stack: planned.stack,
-                                remote,
-                                local,
-                                score,
-                                history: History::Unknown,
-                                reasons,
-                                unavailable: planned.unavailable,
-                            };
-                            c.history = cib.history(&c.outcome_key(endpoint), now);
-                            out.candidates.push(c);
-                        }
-                        Err(violations) => out.pruned.push(PrunedCandidate {
+                        Ok((score, reasons)) => candidates.push(Candidate {
+                            stack: planned.stack,
+                            remote,
+                            local,
+                            score,
+                            history: History::Unknown,
+                            reasons: reasons.into(),
+                            unavailable: planned.unavailable,
+                        }),
+                        Err(violations) => pruned.push(PrunedCandidate {
                             stack: planned.stack,
                             remote,
                             local,
@@ -442,8 +516,14 @@ impl Plan {
                 }
             }
         }
-        order(&mut out.candidates, self.first_family_count);
-        out
+        Scored {
+            endpoint: endpoint.clone(),
+            port,
+            addrs: addrs.to_vec(),
+            interfaces,
+            candidates,
+            pruned,
+        }
     }
 
     fn candidate(

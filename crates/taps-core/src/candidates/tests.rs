@@ -226,6 +226,74 @@ fn no_local_address_of_a_family_prunes_it() {
     );
 }
 
+#[test]
+fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
+    let plan = plan_json("{}").unwrap();
+    let now = Instant::now();
+    let mut cib = Cib::default();
+    cib.set_interfaces(Arc::new(vec![Interface {
+        name: "eth0".into(),
+        index: 2,
+        kind: InterfaceKind::Ethernet,
+        up: true,
+        addresses: vec![
+            crate::net::InterfaceAddress {
+                addr: ip("192.0.2.10"),
+                prefix_len: 24,
+            },
+            crate::net::InterfaceAddress {
+                addr: ip("2001:db8::10"),
+                prefix_len: 64,
+            },
+        ],
+    }]));
+    let first = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
+    assert!(first
+        .candidates
+        .iter()
+        .all(|c| c.history == History::Unknown));
+    // The same answer again: same candidates, now with what the CIB learned since.
+    let tcp_v4 = first
+        .candidates
+        .iter()
+        .find(|c| c.stack.protocol == Protocol::Tcp && c.family() == Family::V4)
+        .unwrap()
+        .clone();
+    cib.record_failure(tcp_v4.outcome_key(&endpoint()), "refused", now);
+    let second = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
+    assert_eq!(second.candidates.len(), first.candidates.len());
+    let again = second
+        .candidates
+        .iter()
+        .find(|c| c.stack == tcp_v4.stack && c.remote == tcp_v4.remote)
+        .unwrap();
+    assert!(matches!(again.history, History::Failed { .. }));
+    assert!(
+        Arc::ptr_eq(&again.reasons, &tcp_v4.reasons),
+        "scores reused"
+    );
+    // A new interface list (only IPv4 now) is scored afresh.
+    cib.set_interfaces(Arc::new(vec![Interface {
+        name: "eth0".into(),
+        index: 2,
+        kind: InterfaceKind::Ethernet,
+        up: true,
+        addresses: vec![crate::net::InterfaceAddress {
+            addr: ip("192.0.2.10"),
+            prefix_len: 24,
+        }],
+    }]));
+    let third = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
+    assert!(third.candidates.iter().all(|c| c.family() == Family::V4));
+    assert!(!third.pruned.is_empty());
+    // Other addresses are scored afresh too.
+    let other = gather(&plan, &["192.0.2.7"], &cib, now);
+    assert!(other
+        .candidates
+        .iter()
+        .all(|c| c.remote.ip() == ip("192.0.2.7")));
+}
+
 fn tcp_only() -> Plan {
     plan_json(r#"{"transport":{"value":"TCP","precedence":2}}"#).unwrap()
 }

@@ -106,7 +106,11 @@ impl Default for CibConfig {
 pub struct Cib {
     config: CibConfig,
     interfaces: Arc<Vec<Interface>>,
-    outcomes: HashMap<OutcomeKey, Outcome>,
+    /// Outcomes grouped by endpoint: a race asks about one endpoint, and each endpoint
+    /// has a handful of (stack, address) entries, scanned linearly.
+    outcomes: HashMap<Arc<str>, Vec<(OutcomeKey, Outcome)>>,
+    /// Number of outcomes over all endpoints.
+    count: usize,
 }
 
 impl Default for Cib {
@@ -122,6 +126,7 @@ impl Cib {
             config,
             interfaces: Arc::new(vec![Interface::loopback()]),
             outcomes: HashMap::new(),
+            count: 0,
         }
     }
 
@@ -142,12 +147,12 @@ impl Cib {
 
     /// Number of cached outcomes (expired ones included until the next prune).
     pub fn len(&self) -> usize {
-        self.outcomes.len()
+        self.count
     }
 
     /// Whether no outcome is cached.
     pub fn is_empty(&self) -> bool {
-        self.outcomes.is_empty()
+        self.count == 0
     }
 
     /// Records a successful attempt that took `connect_time`.
@@ -165,41 +170,92 @@ impl Cib {
         self.entry(key, now).last = Err(cause.into());
     }
 
+    /// The outcomes cached for `endpoint` (expired ones included).
+    fn of(&self, endpoint: &str) -> &[(OutcomeKey, Outcome)] {
+        self.outcomes.get(endpoint).map_or(&[], Vec::as_slice)
+    }
+
     fn entry(&mut self, key: OutcomeKey, now: Instant) -> &mut Outcome {
-        if !self.outcomes.contains_key(&key) && self.outcomes.len() >= self.config.max_entries {
+        let known = self
+            .of(&key.endpoint)
+            .iter()
+            .any(|(k, _)| k.stack == key.stack && k.remote == key.remote);
+        if !known && self.count >= self.config.max_entries {
             self.prune(now);
-            if self.outcomes.len() >= self.config.max_entries {
-                if let Some(oldest) = self
-                    .outcomes
-                    .iter()
-                    .min_by_key(|(_, o)| o.at)
-                    .map(|(k, _)| k.clone())
-                {
-                    self.outcomes.remove(&oldest);
+            if self.count >= self.config.max_entries {
+                self.evict_oldest();
+            }
+        }
+        let list = self.outcomes.entry(key.endpoint.clone()).or_default();
+        let i = match list
+            .iter()
+            .position(|(k, _)| k.stack == key.stack && k.remote == key.remote)
+        {
+            Some(i) => i,
+            None => {
+                list.push((
+                    key,
+                    Outcome {
+                        at: now,
+                        last: Ok(()),
+                        rtt_samples: Vec::new(),
+                    },
+                ));
+                self.count += 1;
+                list.len() - 1
+            }
+        };
+        let o = &mut list[i].1;
+        o.at = now;
+        o
+    }
+
+    /// Drops the least recently updated outcome. Cost: a scan of every outcome.
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .outcomes
+            .iter()
+            .flat_map(|(e, list)| list.iter().enumerate().map(move |(i, (_, o))| (o.at, e, i)))
+            .min_by_key(|(at, _, _)| *at)
+            .map(|(_, e, i)| (e.clone(), i));
+        if let Some((endpoint, i)) = oldest {
+            if let Some(list) = self.outcomes.get_mut(&endpoint) {
+                list.swap_remove(i);
+                self.count -= 1;
+                if list.is_empty() {
+                    self.outcomes.remove(&endpoint);
                 }
             }
         }
-        let o = self.outcomes.entry(key).or_insert_with(|| Outcome {
-            at: now,
-            last: Ok(()),
-            rtt_samples: Vec::new(),
-        });
-        o.at = now;
-        o
     }
 
     /// Drops expired outcomes.
     pub fn prune(&mut self, now: Instant) {
         let lifetime = self.config.lifetime;
-        self.outcomes
-            .retain(|_, o| now.saturating_duration_since(o.at) < lifetime);
+        let mut count = 0;
+        self.outcomes.retain(|_, list| {
+            list.retain(|(_, o)| now.saturating_duration_since(o.at) < lifetime);
+            count += list.len();
+            !list.is_empty()
+        });
+        self.count = count;
     }
 
-    /// The history of a candidate, or `Unknown` if none is cached or it expired.
+    /// The history of a candidate, or `Unknown` if none is cached or it expired. Cost: one
+    /// hash lookup of the endpoint and a scan of its few entries; no allocation unless the
+    /// last attempt failed (its cause is copied).
     pub fn history(&self, key: &OutcomeKey, now: Instant) -> History {
-        let Some(o) = self.outcomes.get(key) else {
+        let Some((_, o)) = self
+            .of(&key.endpoint)
+            .iter()
+            .find(|(k, _)| k.stack == key.stack && k.remote == key.remote)
+        else {
             return History::Unknown;
         };
+        self.history_of(o, now)
+    }
+
+    fn history_of(&self, o: &Outcome, now: Instant) -> History {
         let age = now.saturating_duration_since(o.at);
         if age >= self.config.lifetime {
             return History::Unknown;
@@ -209,43 +265,39 @@ impl Cib {
                 cause: cause.clone(),
                 age,
             },
-            Ok(()) => {
-                let mut s = o.rtt_samples.clone();
-                s.sort();
-                History::Succeeded {
-                    rtt: s.get(s.len() / 2).copied().unwrap_or_default(),
-                    age,
-                }
-            }
+            Ok(()) => History::Succeeded {
+                rtt: median(&o.rtt_samples),
+                age,
+            },
         }
     }
 
-    /// The lowest median connect time known to any address of `endpoint` (used to derive
-    /// an adaptive attempt delay).
-    pub fn best_rtt(&self, endpoint: &str, now: Instant) -> Option<Duration> {
-        self.outcomes
+    /// Median connect times of the unexpired successes of `endpoint`, with their addresses.
+    fn successes<'a>(
+        &'a self,
+        endpoint: &str,
+        now: Instant,
+    ) -> impl Iterator<Item = (Duration, SocketAddr)> + 'a {
+        let lifetime = self.config.lifetime;
+        self.of(endpoint)
             .iter()
-            .filter(|(k, _)| &*k.endpoint == endpoint)
-            .filter_map(|(k, _)| match self.history(k, now) {
-                History::Succeeded { rtt, .. } => Some(rtt),
-                _ => None,
-            })
-            .min()
+            .filter(move |(_, o)| o.last.is_ok() && now.saturating_duration_since(o.at) < lifetime)
+            .map(|(k, o)| (median(&o.rtt_samples), k.remote))
+    }
+
+    /// The lowest median connect time known to any address of `endpoint` (used to derive
+    /// an adaptive attempt delay). Cost: a scan of the endpoint's entries.
+    pub fn best_rtt(&self, endpoint: &str, now: Instant) -> Option<Duration> {
+        self.successes(endpoint, now).map(|(rtt, _)| rtt).min()
     }
 
     /// The family of the address of `endpoint` with the lowest median connect time, if
     /// any connected within the lifetime: the race waits for that family's DNS answer
-    /// first. Cost: a scan of the cached outcomes (bounded by `max_entries`).
+    /// first. Cost: a scan of the endpoint's entries.
     pub fn best_family(&self, endpoint: &str, now: Instant) -> Option<Family> {
-        self.outcomes
-            .iter()
-            .filter(|(k, _)| &*k.endpoint == endpoint)
-            .filter_map(|(k, _)| match self.history(k, now) {
-                History::Succeeded { rtt, .. } => Some((rtt, Family::of(&k.remote.ip()))),
-                _ => None,
-            })
+        self.successes(endpoint, now)
             .min_by_key(|(rtt, _)| *rtt)
-            .map(|(_, f)| f)
+            .map(|(_, remote)| Family::of(&remote.ip()))
     }
 
     /// Serialises the unexpired outcomes. `now` and `wall_now` must be the same moment.
@@ -255,8 +307,7 @@ impl Cib {
             t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
         };
         let entries = self
-            .outcomes
-            .iter()
+            .outcomes()
             .filter(|(_, o)| now.saturating_duration_since(o.at) < self.config.lifetime)
             .map(|(k, o)| Persisted {
                 endpoint: k.endpoint.to_string(),
@@ -336,7 +387,7 @@ impl Cib {
 
     /// Every cached outcome (for inspection and tests).
     pub fn outcomes(&self) -> impl Iterator<Item = (&OutcomeKey, &Outcome)> {
-        self.outcomes.iter()
+        self.outcomes.values().flatten().map(|(k, o)| (k, o))
     }
 
     /// Whether an address is configured on any local interface.
@@ -345,6 +396,16 @@ impl Cib {
             .iter()
             .any(|i| i.addresses.iter().any(|a| a.addr == addr))
     }
+}
+
+/// The median of up to [`RTT_SAMPLES`] connect times (the upper one of an even count),
+/// zero when there are none. No allocation.
+fn median(samples: &[Duration]) -> Duration {
+    let mut s = [Duration::ZERO; RTT_SAMPLES];
+    let n = samples.len().min(RTT_SAMPLES);
+    s[..n].copy_from_slice(&samples[samples.len() - n..]);
+    s[..n].sort_unstable();
+    s.get(n / 2).filter(|_| n > 0).copied().unwrap_or_default()
 }
 
 const FORMAT: &str = "taps-cib";

@@ -39,7 +39,8 @@ mod report;
 mod tests;
 
 pub use report::{
-    AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, FailureKind, RaceError, RaceReport,
+    AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, EventText, FailureKind, RaceError,
+    RaceEvent, RaceReport,
 };
 
 use std::collections::{HashSet, VecDeque};
@@ -228,7 +229,8 @@ impl Race {
             alive: 0,
             next_id: 1,
             finished: false,
-            actions: VecDeque::new(),
+            // Typically a start and the win: sized for that, grown if needed.
+            actions: VecDeque::with_capacity(2),
             report: RaceReport::new(now),
         }
     }
@@ -240,13 +242,7 @@ impl Race {
     pub fn expect_family(&mut self, family: Family, now: Instant) {
         if self.awaited != family {
             self.awaited = family;
-            self.report.log(
-                now,
-                format!(
-                    "CIB: {family} connected fastest before; waiting for {} first",
-                    record(family)
-                ),
-            );
+            self.report.log(now, RaceEvent::ExpectFamily(family));
         }
     }
 
@@ -264,58 +260,76 @@ impl Race {
         if self.finished {
             return;
         }
-        let mut addrs: Vec<_> = candidates.iter().map(|c| c.remote.ip()).collect();
-        addrs.sort();
-        addrs.dedup();
+        // Distinct addresses, counted without allocating (answers are short).
+        let addresses = candidates
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| {
+                !candidates[..*i]
+                    .iter()
+                    .any(|o| o.remote.ip() == c.remote.ip())
+            })
+            .count();
         self.set_lookup(family, now);
-        let event = DnsEvent {
-            family,
-            at: self.report.offset(now),
-            result: Ok(addrs.len()),
-        };
-        let mut text = event.to_string();
-        if candidates.len() > addrs.len() {
-            text.push_str(&format!(" ({} candidates)", candidates.len()));
-        }
-        if !self.gate_open
+        let waits = !self.gate_open
             && family != self.awaited
             && *self.lookup(self.awaited) == Lookup::Pending
             && !self.dns_complete
-            && !addrs.is_empty()
-        {
-            text.push_str(&format!(
-                "; waiting up to {} for {}",
-                ms(self.config.resolution_delay),
-                record(self.awaited)
-            ));
-        }
-        self.report.dns.push(event);
-        self.report.log(now, text);
-        let mut added = 0;
-        for c in candidates {
+            && addresses > 0;
+        self.report.log(
+            now,
+            RaceEvent::Dns {
+                index: self.report.dns.len(),
+                candidates: candidates.len(),
+                waiting_for: waits.then_some((self.awaited, self.config.resolution_delay)),
+            },
+        );
+        self.report.dns.push(DnsEvent {
+            family,
+            at: self.report.offset(now),
+            result: Ok(addresses),
+        });
+        let mut candidates = candidates;
+        // Sized exactly: an in-flight race per flow should not carry spare slots of
+        // candidate-sized entries.
+        self.report.attempts.reserve_exact(candidates.len());
+        // In place: drop what is already queued or attempted (or repeated in this
+        // answer), and move what this build cannot run to the report as skipped.
+        let mut i = 0;
+        while i < candidates.len() {
+            let c = &candidates[i];
             let same =
                 |o: &Candidate| o.stack == c.stack && o.remote == c.remote && o.local == c.local;
-            if self.queue.iter().any(same)
-                || self.report.attempts.iter().any(|a| same(&a.candidate))
-            {
+            let known = candidates[..i].iter().any(same)
+                || self.queue.iter().any(same)
+                || self.report.attempts.iter().any(|a| same(&a.candidate));
+            if known {
+                candidates.remove(i);
                 continue;
             }
-            if let Some(why) = c.unavailable {
-                let id = self.new_id();
-                self.report.log(now, format!("{id} skipped {c}: {why}"));
-                self.report.attempts.push(AttemptReport {
-                    id,
-                    start: self.report.offset(now),
-                    end: Some(self.report.offset(now)),
-                    started_at: now,
-                    ended_at: Some(now),
-                    candidate: c,
-                    outcome: AttemptOutcome::Skipped(why),
-                });
+            let Some(why) = c.unavailable else {
+                i += 1;
                 continue;
-            }
-            self.queue.push(c);
-            added += 1;
+            };
+            let c = candidates.remove(i);
+            let id = self.new_id();
+            self.report.log(now, RaceEvent::Skipped(id));
+            self.report.attempts.push(AttemptReport {
+                id,
+                start: self.report.offset(now),
+                end: Some(self.report.offset(now)),
+                started_at: now,
+                ended_at: Some(now),
+                candidate: c,
+                outcome: AttemptOutcome::Skipped(why),
+            });
+        }
+        let added = candidates.len();
+        if self.queue.is_empty() {
+            // The answer's vector becomes the queue: no copy, no allocation.
+            self.queue = candidates;
+        } else {
+            self.queue.append(&mut candidates);
         }
         if added > 0 {
             self.rerank();
@@ -330,13 +344,19 @@ impl Race {
             return;
         }
         self.set_lookup(family, now);
-        let event = DnsEvent {
+        self.report.log(
+            now,
+            RaceEvent::Dns {
+                index: self.report.dns.len(),
+                candidates: 0,
+                waiting_for: None,
+            },
+        );
+        self.report.dns.push(DnsEvent {
             family,
             at: self.report.offset(now),
             result: Err(cause),
-        };
-        self.report.log(now, event.to_string());
-        self.report.dns.push(event);
+        });
         self.drive(now);
     }
 
@@ -347,7 +367,7 @@ impl Race {
             return;
         }
         self.dns_complete = true;
-        self.report.log(now, "DNS complete".into());
+        self.report.log(now, RaceEvent::DnsComplete);
         self.drive(now);
     }
 
@@ -361,17 +381,14 @@ impl Race {
             return;
         }
         self.leader = Some(id);
-        self.report.log(
-            now,
-            format!("{id} reachable (peer answered): committing to it"),
-        );
+        self.report.log(now, RaceEvent::Reachable(id));
         let mut requeue = Vec::new();
         for other in self.pending() {
             if other == id {
                 continue;
             }
             self.end(other, AttemptOutcome::Cancelled, now);
-            self.report.log(now, format!("cancel {other}"));
+            self.report.log(now, RaceEvent::Cancelled(other));
             self.actions.push_back(Action::Cancel { id: other });
             if let Some(a) = self.report.attempt(other) {
                 requeue.push(a.candidate.clone());
@@ -391,16 +408,10 @@ impl Race {
             return;
         }
         self.end(id, AttemptOutcome::Won, now);
-        let took = self
-            .report
-            .attempt(id)
-            .and_then(|a| a.duration())
-            .unwrap_or_default();
-        self.report
-            .log(now, format!("{id} connected in {}: won", ms(took)));
+        self.report.log(now, RaceEvent::Connected(id));
         for loser in self.pending() {
             self.end(loser, AttemptOutcome::Cancelled, now);
-            self.report.log(now, format!("cancel {loser}"));
+            self.report.log(now, RaceEvent::Cancelled(loser));
             self.actions.push_back(Action::Cancel { id: loser });
         }
         self.report.winner = Some(id);
@@ -416,8 +427,8 @@ impl Race {
         if self.finished || !self.is_alive(id) {
             return;
         }
-        self.report.log(now, format!("{id} failed: {cause}"));
         self.end(id, AttemptOutcome::Failed(cause), now);
+        self.report.log(now, RaceEvent::Failed(id));
         self.owed += 1;
         self.drive(now);
     }
@@ -460,9 +471,21 @@ impl Race {
         &self.report
     }
 
-    /// The report, by value, for a finished race (no copy). Cost: a move.
+    /// The report, by value, for a finished race (no copy). Cost: a move, and an in-place
+    /// shrink of a list with much spare capacity.
     pub fn into_report(self) -> RaceReport {
-        self.report
+        let mut report = self.report;
+        // The report lives as long as the connection: give back spare capacity when it
+        // is worth a (copy-free, in-place) shrink.
+        fn trim<T>(v: &mut Vec<T>) {
+            if v.capacity() > 2 * v.len() + 2 {
+                v.shrink_to_fit();
+            }
+        }
+        trim(&mut report.attempts);
+        trim(&mut report.timeline);
+        trim(&mut report.dns);
+        report
     }
 
     /// Whether the race has decided (won or failed). The deciding actions may still be
@@ -542,11 +565,10 @@ impl Race {
                 if now >= at + self.config.resolution_delay {
                     self.report.log(
                         now,
-                        format!(
-                            "no {} after {}: starting without it",
-                            record(awaited),
-                            ms(self.config.resolution_delay)
-                        ),
+                        RaceEvent::ResolutionDelayOver {
+                            family: awaited,
+                            after: self.config.resolution_delay,
+                        },
                     );
                     self.gate_open = true;
                 }
@@ -632,11 +654,8 @@ impl Race {
         let id = self.new_id();
         let delay = self.config.delay_after(&candidate);
         self.next_start = Some(now + delay);
-        let mut text = format!("start {id} {candidate}");
-        if delay != self.config.attempt_delay {
-            text.push_str(&format!(" (next in {}: {})", ms(delay), candidate.history));
-        }
-        self.report.log(now, text);
+        let next = (delay != self.config.attempt_delay).then_some(delay);
+        self.report.log(now, RaceEvent::Started { id, next });
         self.report.attempts.push(AttemptReport {
             id,
             start: self.report.offset(now),
@@ -668,8 +687,8 @@ impl Race {
                 .map(|a| now.saturating_duration_since(a.started_at))
                 .unwrap_or_default();
             let cause = format!("timed out after {}", ms(ran));
-            self.report.log(now, format!("{id} {cause}: cancel"));
             self.end(id, AttemptOutcome::Failed(cause), now);
+            self.report.log(now, RaceEvent::TimedOut(id));
             self.actions.push_back(Action::Cancel { id });
         }
         self.fail(
@@ -685,17 +704,9 @@ impl Race {
         self.report.total = Some(self.report.offset(now));
         let not_started = std::mem::take(&mut self.queue);
         let mut err = RaceError::new(kind, &self.report, not_started);
-        self.report.log(now, format!("race failed: {err}"));
+        self.report.log(now, RaceEvent::RaceFailed(err.to_string()));
         // The error's copy of the report includes that last line.
         err.report = Box::new(self.report.clone());
         self.actions.push_back(Action::Failed(err));
-    }
-}
-
-/// The DNS record type of a family.
-fn record(family: Family) -> &'static str {
-    match family {
-        Family::V4 => "A",
-        Family::V6 => "AAAA",
     }
 }

@@ -104,8 +104,153 @@ pub struct RaceReport {
     pub winner: Option<AttemptId>,
     /// Time from the start to the win or the failure; `None` while running.
     pub total: Option<Duration>,
-    /// Human-readable events with their offsets, in order (for `--trace`).
-    pub timeline: Vec<(Duration, String)>,
+    /// What happened, with offsets since the start, in order. Plain data while the race
+    /// runs (no formatting on the connect path); [`RaceReport::describe`] and
+    /// [`RaceReport::trace`] turn it into text for `--trace`.
+    pub timeline: Vec<(Duration, RaceEvent)>,
+}
+
+/// One timeline entry of a race. Attempt ids index [`RaceReport::attempts`], where the
+/// candidate, its outcome and its times are; [`RaceReport::describe`] renders an event
+/// with them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RaceEvent {
+    /// The CIB says this family connected fastest before: its lookup is awaited first.
+    ExpectFamily(Family),
+    /// DNS event `index` of [`RaceReport::dns`] arrived and gave `candidates` candidates;
+    /// `waiting_for`: the family the race now waits for, and for how long at most
+    /// (Resolution Delay).
+    Dns {
+        /// Index into [`RaceReport::dns`].
+        index: usize,
+        /// Candidates made of the answer.
+        candidates: usize,
+        /// The family still awaited and the Resolution Delay, if the race waits.
+        waiting_for: Option<(Family, Duration)>,
+    },
+    /// No more DNS answers will come.
+    DnsComplete,
+    /// The awaited family did not answer within the Resolution Delay: starting without it.
+    ResolutionDelayOver {
+        /// The family that did not answer.
+        family: Family,
+        /// The Resolution Delay.
+        after: Duration,
+    },
+    /// A candidate was skipped (its attempt entry says why).
+    Skipped(AttemptId),
+    /// An attempt started; `next`: the delay before the next start when the CIB changed
+    /// it from the configured attempt delay.
+    Started {
+        /// The attempt.
+        id: AttemptId,
+        /// The delay before the next start, if not the configured one.
+        next: Option<Duration>,
+    },
+    /// The attempt's peer answered (SCTP INIT-ACK): the race commits to it.
+    Reachable(AttemptId),
+    /// The attempt connected first and won.
+    Connected(AttemptId),
+    /// The attempt failed (its entry has the cause).
+    Failed(AttemptId),
+    /// The attempt was cut off by the establishment timeout.
+    TimedOut(AttemptId),
+    /// The attempt was cancelled.
+    Cancelled(AttemptId),
+    /// The race failed with this error (formatted once, on the failure path).
+    RaceFailed(String),
+}
+
+/// A [`RaceEvent`] in words, rendered against the report it belongs to (see
+/// [`RaceReport::describe`]).
+pub struct EventText<'a> {
+    report: &'a RaceReport,
+    event: &'a RaceEvent,
+}
+
+impl fmt::Display for EventText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.report;
+        let attempt = |id: &AttemptId| r.attempt(*id);
+        match self.event {
+            RaceEvent::ExpectFamily(family) => write!(
+                f,
+                "CIB: {family} connected fastest before; waiting for {} first",
+                record_type(*family)
+            ),
+            RaceEvent::Dns {
+                index,
+                candidates,
+                waiting_for,
+            } => {
+                let Some(event) = r.dns.get(*index) else {
+                    return f.write_str("DNS event");
+                };
+                write!(f, "{event}")?;
+                if let Ok(addresses) = event.result {
+                    if *candidates > addresses {
+                        write!(f, " ({candidates} candidates)")?;
+                    }
+                }
+                if let Some((family, delay)) = waiting_for {
+                    write!(
+                        f,
+                        "; waiting up to {} for {}",
+                        Ms(*delay),
+                        record_type(*family)
+                    )?;
+                }
+                Ok(())
+            }
+            RaceEvent::DnsComplete => f.write_str("DNS complete"),
+            RaceEvent::ResolutionDelayOver { family, after } => write!(
+                f,
+                "no {} after {}: starting without it",
+                record_type(*family),
+                Ms(*after)
+            ),
+            RaceEvent::Skipped(id) => match attempt(id) {
+                Some(a) => match &a.outcome {
+                    AttemptOutcome::Skipped(why) => {
+                        write!(f, "{id} skipped {}: {why}", a.candidate)
+                    }
+                    _ => write!(f, "{id} skipped {}", a.candidate),
+                },
+                None => write!(f, "{id} skipped"),
+            },
+            RaceEvent::Started { id, next } => {
+                write!(f, "start {id}")?;
+                if let Some(a) = attempt(id) {
+                    write!(f, " {}", a.candidate)?;
+                    if let Some(delay) = next {
+                        write!(f, " (next in {}: {})", Ms(*delay), a.candidate.history)?;
+                    }
+                }
+                Ok(())
+            }
+            RaceEvent::Reachable(id) => {
+                write!(f, "{id} reachable (peer answered): committing to it")
+            }
+            RaceEvent::Connected(id) => {
+                let took = attempt(id).and_then(|a| a.duration()).unwrap_or_default();
+                write!(f, "{id} connected in {}: won", Ms(took))
+            }
+            RaceEvent::Failed(id) | RaceEvent::TimedOut(id) => {
+                let cause = attempt(id).and_then(|a| match &a.outcome {
+                    AttemptOutcome::Failed(c) => Some(c.as_str()),
+                    _ => None,
+                });
+                match (self.event, cause) {
+                    (RaceEvent::TimedOut(_), Some(c)) => write!(f, "{id} {c}: cancel"),
+                    (RaceEvent::TimedOut(_), None) => write!(f, "{id} timed out: cancel"),
+                    (_, Some(c)) => write!(f, "{id} failed: {c}"),
+                    (_, None) => write!(f, "{id} failed"),
+                }
+            }
+            RaceEvent::Cancelled(id) => write!(f, "cancel {id}"),
+            RaceEvent::RaceFailed(err) => write!(f, "race failed: {err}"),
+        }
+    }
 }
 
 impl RaceReport {
@@ -113,10 +258,12 @@ impl RaceReport {
         RaceReport {
             started,
             attempts: Vec::new(),
-            dns: Vec::new(),
+            // One answer per family at most, for most races.
+            dns: Vec::with_capacity(2),
             winner: None,
             total: None,
-            timeline: Vec::new(),
+            // A one-candidate race logs about five events.
+            timeline: Vec::with_capacity(6),
         }
     }
 
@@ -125,10 +272,26 @@ impl RaceReport {
         now.saturating_duration_since(self.started)
     }
 
-    /// Adds a timeline event at `now`.
-    pub(crate) fn log(&mut self, now: Instant, text: String) {
+    /// Adds a timeline event at `now`. Cost: a push of a small value.
+    pub(crate) fn log(&mut self, now: Instant, event: RaceEvent) {
         let at = self.offset(now);
-        self.timeline.push((at, text));
+        self.timeline.push((at, event));
+    }
+
+    /// `event` (one of this report's) in words, e.g. `"start #1 TCP [::1]:7400"`.
+    /// Formats only when displayed.
+    pub fn describe<'a>(&'a self, event: &'a RaceEvent) -> EventText<'a> {
+        EventText {
+            report: self,
+            event,
+        }
+    }
+
+    /// The timeline in words: offsets since the start and event texts, in order.
+    pub fn timeline_text(&self) -> impl Iterator<Item = (Duration, EventText<'_>)> + '_ {
+        self.timeline
+            .iter()
+            .map(move |(at, event)| (*at, self.describe(event)))
     }
 
     /// The attempt with `id`, if any. O(1): ids index the list.
@@ -150,9 +313,10 @@ impl RaceReport {
     /// The timeline as text, one event a line, offsets in milliseconds
     /// (`"     0.1 ms  start #1 TCP [::1]:7400"`). Allocates the whole text.
     pub fn trace(&self) -> String {
+        use fmt::Write as _;
         let mut out = String::new();
-        for (at, text) in &self.timeline {
-            out.push_str(&format!("{:>8.1} ms  {text}\n", at.as_secs_f64() * 1e3));
+        for (at, text) in self.timeline_text() {
+            let _ = writeln!(out, "{:>8.1} ms  {text}", at.as_secs_f64() * 1e3);
         }
         out
     }
@@ -323,9 +487,19 @@ fn record_type(family: Family) -> &'static str {
 /// A duration as milliseconds: whole numbers without decimals ("250 ms"), else one
 /// decimal ("40.5 ms").
 pub(crate) fn ms(d: Duration) -> String {
-    if d.subsec_nanos() == d.subsec_millis() * 1_000_000 {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    Ms(d).to_string()
+}
+
+/// Displays a duration the way [`ms`] formats it, without allocating.
+pub(crate) struct Ms(pub(crate) Duration);
+
+impl fmt::Display for Ms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d.subsec_nanos() == d.subsec_millis() * 1_000_000 {
+            write!(f, "{} ms", d.as_millis())
+        } else {
+            write!(f, "{:.1} ms", d.as_secs_f64() * 1e3)
+        }
     }
 }

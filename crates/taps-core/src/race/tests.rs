@@ -27,7 +27,7 @@ fn cand(ip: &str) -> Candidate {
         local: None,
         score: 0.0,
         history: History::Unknown,
-        reasons: vec![],
+        reasons: Vec::new().into(),
         unavailable: None,
     }
 }
@@ -426,13 +426,9 @@ fn everything_dead_fails_exactly_at_the_timeout_with_every_cause() {
     }
     // The error's report is the final one.
     assert_eq!(err.report().total, Some(ms(2000)));
-    assert!(err
-        .report()
-        .timeline
-        .last()
-        .unwrap()
-        .1
-        .starts_with("race failed"));
+    let report = err.report();
+    let (_, last) = report.timeline_text().last().unwrap();
+    assert!(last.to_string().starts_with("race failed"));
 }
 
 #[test]
@@ -930,12 +926,11 @@ fn trace_reads_like_the_study_tables() {
         .aaaa(0, cands(&["::1"]))
         .a(0, cands(&["127.0.0.1"]))
         .run();
-    let lines: Vec<&str> = run
+    let lines: Vec<String> = run
         .race
         .report()
-        .timeline
-        .iter()
-        .map(|(_, t)| t.as_str())
+        .timeline_text()
+        .map(|(_, t)| t.to_string())
         .collect();
     assert_eq!(
         lines,
