@@ -1,8 +1,8 @@
 //! Opens N concurrent TCP flows to a local listener, R rounds, with taps or raw tokio;
 //! a harness for profiling the per-flow cost of `initiate` (`perf record`).
-//! `cargo run --release -p taps --example connect_many -- taps|raw|size|context N R` (size:
+//! `cargo run --release -p taps --example connect_many -- taps|raw|size|context|contexts N R` (size:
 //! prints the initiate future and Connection sizes; context: CPU and RSS of building a
-//! context, and of its first connection).
+//! context, and of its first connection; contexts: N contexts built and dropped).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +22,17 @@ fn main() {
         .unwrap();
     if mode == "context" {
         rt.block_on(context_cost());
+        return;
+    }
+    if mode == "contexts" {
+        // n contexts built and dropped, for `perf record`.
+        rt.block_on(async move {
+            let t = Instant::now();
+            for _ in 0..n {
+                drop(Context::builder().build().unwrap());
+            }
+            println!("{n} contexts: {:?} each", t.elapsed() / n as u32);
+        });
         return;
     }
     rt.block_on(async move {

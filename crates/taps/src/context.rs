@@ -110,16 +110,22 @@ impl ContextBuilder {
     /// Builds the context: reads interfaces once, loads PIB and CIB files.
     pub fn build(self) -> Result<Context, Error> {
         let resolver = Resolver::new(self.resolver).map_err(|e| Error::Config(e.to_string()))?;
-        let mut pib = if self.no_builtin_pib {
-            Pib::empty()
-        } else {
-            Pib::builtin()
+        // The built-in PIB is parsed once per process and shared by every context.
+        let pib = match (&self.pib_dir, self.no_builtin_pib) {
+            (None, false) => Pib::shared_builtin(),
+            (None, true) => Arc::new(Pib::empty()),
+            (Some(dir), no_builtin) => {
+                let base = if no_builtin {
+                    Pib::empty()
+                } else {
+                    Pib::builtin()
+                };
+                Arc::new(
+                    base.load_dir(dir)
+                        .map_err(|e| Error::Config(e.to_string()))?,
+                )
+            }
         };
-        if let Some(dir) = &self.pib_dir {
-            pib = pib
-                .load_dir(dir)
-                .map_err(|e| Error::Config(e.to_string()))?;
-        }
         let mut cib = Cib::new(self.cib_config);
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
         let watcher = if self.watch_interfaces.unwrap_or(in_runtime) && in_runtime {
@@ -141,7 +147,7 @@ impl ContextBuilder {
         let rx = watcher.as_ref().map(InterfaceWatcher::subscribe);
         let inner = Arc::new(Inner {
             resolver,
-            pib: Arc::new(pib),
+            pib,
             cib: Mutex::new(cib),
             cib_file: self.cib_file,
             availability: availability(),

@@ -19,7 +19,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hickory_resolver::config::{
@@ -77,9 +77,6 @@ pub enum ResolveError {
     /// [`NameServers::Custom`] with an empty list.
     #[error("no name servers configured")]
     NoNameServers,
-    /// hickory refused the configuration.
-    #[error("cannot build the resolver: {0}")]
-    Build(String),
 }
 
 /// Why one family's lookup gave no address. Messages read well after a record type,
@@ -128,7 +125,34 @@ pub struct DnsAnswer {
 /// A DNS resolver shared by all flows of a context. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct Resolver {
-    inner: Arc<TokioResolver>,
+    inner: Arc<Lazy>,
+}
+
+/// The resolver's configuration, and the hickory resolver built from it on the first name
+/// lookup: contexts that only ever connect to address literals never pay for it (it reads
+/// `/etc/hosts` and sets up caches).
+struct Lazy {
+    config: HickoryConfig,
+    opts: ResolverOpts,
+    built: OnceLock<Result<Arc<TokioResolver>, String>>,
+}
+
+impl Lazy {
+    fn get(&self) -> Result<Arc<TokioResolver>, DnsError> {
+        self.built
+            .get_or_init(|| {
+                TokioResolver::builder_with_config(
+                    self.config.clone(),
+                    TokioRuntimeProvider::default(),
+                )
+                .with_options(self.opts.clone())
+                .build()
+                .map(Arc::new)
+                .map_err(|e| format!("cannot set up the resolver: {e}"))
+            })
+            .clone()
+            .map_err(DnsError::Other)
+    }
 }
 
 impl fmt::Debug for Resolver {
@@ -138,9 +162,10 @@ impl fmt::Debug for Resolver {
 }
 
 impl Resolver {
-    /// Builds a resolver. Reads `/etc/resolv.conf` (for [`NameServers::System`]) and
-    /// `/etc/hosts` (if `use_hosts_file`) once, synchronously; opens no socket (connections
-    /// to the servers are made on first use). Needs no tokio runtime.
+    /// Builds a resolver. Reads `/etc/resolv.conf` (for [`NameServers::System`]) once,
+    /// synchronously; the resolver proper (with `/etc/hosts`, if `use_hosts_file`, and its
+    /// cache) is set up on the first name lookup, and connections to the servers are made
+    /// on first use. Opens no socket; needs no tokio runtime.
     pub fn new(config: ResolverConfig) -> Result<Resolver, ResolveError> {
         let (hickory_config, mut opts) = match &config.name_servers {
             NameServers::System => system_config(),
@@ -162,13 +187,12 @@ impl Resolver {
         } else {
             ResolveHosts::Never
         };
-        let resolver =
-            TokioResolver::builder_with_config(hickory_config, TokioRuntimeProvider::default())
-                .with_options(opts)
-                .build()
-                .map_err(|e| ResolveError::Build(e.to_string()))?;
         Ok(Resolver {
-            inner: Arc::new(resolver),
+            inner: Arc::new(Lazy {
+                config: hickory_config,
+                opts,
+                built: OnceLock::new(),
+            }),
         })
     }
 
@@ -200,10 +224,11 @@ impl Resolver {
             let resolver = self.inner.clone();
             let name = host.to_owned();
             let handle = tasks.spawn(async move {
-                DnsAnswer {
-                    family,
-                    result: lookup(&resolver, &name, family).await,
-                }
+                let result = match resolver.get() {
+                    Ok(r) => lookup(&r, &name, family).await,
+                    Err(e) => Err(e),
+                };
+                DnsAnswer { family, result }
             });
             families.push((handle.id(), family));
         }

@@ -291,8 +291,16 @@ impl Pib {
         Pib::default()
     }
 
+    /// The built-in PIB, parsed once per process and shared (an `Arc` clone after the
+    /// first call): what contexts without their own PIB use.
+    pub fn shared_builtin() -> Arc<Pib> {
+        static BUILTIN_PIB: std::sync::OnceLock<Arc<Pib>> = std::sync::OnceLock::new();
+        BUILTIN_PIB.get_or_init(|| Arc::new(Pib::builtin())).clone()
+    }
+
     /// The PIB taps uses when none is configured: NEAT's low-latency and scavenger
-    /// profiles. Nothing has to be configured for taps to work.
+    /// profiles. Nothing has to be configured for taps to work. Parses the embedded JSON
+    /// on every call; [`Pib::shared_builtin`] parses it once.
     pub fn builtin() -> Pib {
         let mut pib = Pib::empty();
         for (uid, text) in BUILTIN {
