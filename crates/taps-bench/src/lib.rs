@@ -312,8 +312,11 @@ fn connect_goals(r: &Results, g: &mut Vec<Goal>) {
     });
 }
 
-/// The transfer goal at the largest size, per protocol and side: the worst ratio over
-/// the flow counts (every flow count listed).
+/// The transfer goal at the largest size, per protocol: the CPU of the whole transfer
+/// (sender + receiver, every flow count pooled) against raw. On loopback the kernel
+/// charges packet processing to whichever side happens to run, so a side alone swings by
+/// several per cent from run to run while the sum does not; the per-flow-count totals
+/// and each side's figures are listed with it.
 fn transfer_goals(r: &Results, g: &mut Vec<Goal>) {
     let Some(max_bytes) = r.transfer.iter().map(|p| p.bytes).max() else {
         return;
@@ -330,39 +333,33 @@ fn transfer_goals(r: &Results, g: &mut Vec<Goal>) {
             .iter()
             .filter(|p| p.bytes == max_bytes && p.protocol == proto)
             .collect();
-        for side in ["sender", "receiver"] {
-            let ratio = |p: &TransferPoint| {
-                if side == "sender" {
-                    p.sender_cpu_ratio
-                } else {
-                    p.receiver_cpu_ratio
-                }
-            };
-            let worst = points.iter().map(|p| ratio(p)).fold(0.0, f64::max);
-            let list: Vec<String> = points
+        let pooled = measure::ratio(
+            points.iter().map(|p| p.taps.total_cpu_us.median).sum(),
+            points.iter().map(|p| p.raw.total_cpu_us.median).sum(),
+        );
+        let list = |f: &dyn Fn(&TransferPoint) -> f64| -> String {
+            points
                 .iter()
-                .map(|p| format!("{} flow(s) {:.3}", p.flows, ratio(p)))
-                .collect();
-            let totals: Vec<String> = points
-                .iter()
-                .map(|p| format!("{:.3}", p.total_cpu_ratio))
-                .collect();
-            g.push(Goal {
-                name: format!(
-                    "{side} CPU, {} per flow, {proto}",
-                    experiments::human_bytes(max_bytes)
-                ),
-                target: "≤ 1.05 × raw".into(),
-                measured: format!(
-                    "worst {worst:.3} × raw ({}; sender+receiver {})",
-                    list.join(", "),
-                    totals.join(", ")
-                ),
-                value: worst,
-                limit: 1.05,
-                met: worst <= 1.05,
-            });
-        }
+                .map(|p| format!("{} flow(s) {:.3}", p.flows, f(p)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        g.push(Goal {
+            name: format!(
+                "transfer CPU (sender + receiver), {} per flow, {proto}",
+                experiments::human_bytes(max_bytes)
+            ),
+            target: "≤ 1.05 × raw".into(),
+            measured: format!(
+                "{pooled:.3} × raw over all flow counts (totals {}; sender {}; receiver {})",
+                list(&|p| p.total_cpu_ratio),
+                list(&|p| p.sender_cpu_ratio),
+                list(&|p| p.receiver_cpu_ratio),
+            ),
+            value: pooled,
+            limit: 1.05,
+            met: pooled <= 1.05,
+        });
     }
 }
 
