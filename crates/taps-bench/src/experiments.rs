@@ -261,6 +261,8 @@ pub struct ConnectSide {
     pub server_cpu_us: Summary,
     /// Client RSS growth over the window, KiB.
     pub rss_growth_kib: Summary,
+    /// The anonymous part of it (heap, stacks; without code pages faulted in), KiB.
+    pub anon_growth_kib: Summary,
     /// Server RSS growth over the window, KiB.
     pub server_rss_growth_kib: Summary,
     /// Window wall time, µs.
@@ -344,6 +346,9 @@ fn connect_side(trials: &[Trial]) -> ConnectSide {
         server_cpu_us: summarize(trials, |t| t.server_cpu_us as f64),
         rss_growth_kib: summarize(trials, |t| {
             t.client.rss_after_kib as f64 - t.client.rss_before_kib as f64
+        }),
+        anon_growth_kib: summarize(trials, |t| {
+            t.client.anon_after_kib as f64 - t.client.anon_before_kib as f64
         }),
         server_rss_growth_kib: summarize(trials, |t| t.server_rss_growth_kib as f64),
         elapsed_us: summarize(trials, |t| t.client.elapsed_us as f64),

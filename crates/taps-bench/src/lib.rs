@@ -285,10 +285,13 @@ fn connect_goals(r: &Results, g: &mut Vec<Goal>) {
         name: format!("client RSS growth per flow above raw, {n} TCP flows"),
         target: "≤ 2 KiB".into(),
         measured: format!(
-            "{:+.2} KiB/flow (taps {:.0} KiB, raw {:.0} KiB in total){}",
+            "{:+.2} KiB/flow (taps {:.0} KiB, raw {:.0} KiB in total; of it anonymous \
+             memory, i.e. heap and stacks, {:+.2} KiB/flow, the rest code pages faulted in \
+             on first use){}",
             p.rss_extra_per_flow_kib,
             p.taps.rss_growth_kib.median,
             p.raw.rss_growth_kib.median,
+            (p.taps.anon_growth_kib.median - p.raw.anon_growth_kib.median) / n as f64,
             marginal.map_or(String::new(), |(f, _, rss, _, fixed)| format!(
                 "; per added flow {rss:+.2} KiB; one-time extra at {f} flow(s) {fixed:.0} KiB"
             ))

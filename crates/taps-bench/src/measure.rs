@@ -49,6 +49,12 @@ pub fn rss_kib() -> u64 {
     status_field("/proc/self/status", "VmRSS:").unwrap_or(0)
 }
 
+/// The anonymous part of this process's RSS in KiB (`RssAnon`: heap and stacks, without
+/// the code and files mapped in), 0 if unreadable.
+pub fn anon_kib() -> u64 {
+    status_field("/proc/self/status", "RssAnon:").unwrap_or(0)
+}
+
 fn status_field(path: &str, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
     let line = text.lines().find(|l| l.starts_with(field))?;

@@ -263,6 +263,12 @@ pub struct ClientResult {
     pub rss_before_kib: u64,
     /// RSS at the end of the window, KiB.
     pub rss_after_kib: u64,
+    /// Anonymous RSS (heap, stacks) at the start of the window, KiB.
+    #[serde(default)]
+    pub anon_before_kib: u64,
+    /// Anonymous RSS at the end of the window, KiB.
+    #[serde(default)]
+    pub anon_after_kib: u64,
     /// Wall time of the window, microseconds.
     pub elapsed_us: u64,
     /// Per-connection connect delays (call to connected), microseconds.
@@ -947,6 +953,7 @@ async fn report(result: &ClientResult) -> Result<(), String> {
 struct Window {
     cpu: Cpu,
     rss: u64,
+    anon: u64,
     t0: Instant,
 }
 
@@ -954,6 +961,7 @@ impl Window {
     fn open() -> Window {
         Window {
             rss: measure::rss_kib(),
+            anon: measure::anon_kib(),
             cpu: measure::process_cpu(),
             t0: Instant::now(),
         }
@@ -964,6 +972,8 @@ impl Window {
         r.cpu = measure::process_cpu().since(&self.cpu);
         r.rss_before_kib = self.rss;
         r.rss_after_kib = measure::rss_kib();
+        r.anon_before_kib = self.anon;
+        r.anon_after_kib = measure::anon_kib();
     }
 }
 
