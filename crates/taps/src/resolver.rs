@@ -35,8 +35,8 @@ use tokio::task::{Id, JoinSet};
 /// Where DNS queries go.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum NameServers {
-    /// The servers, search list and `ndots` of `/etc/resolv.conf`, read once when the
-    /// resolver is built. Without a usable file, `127.0.0.1:53` and `[::1]:53` (what
+    /// The servers, search list and `ndots` of `/etc/resolv.conf`, read once, on the
+    /// resolver's first name lookup. Without a usable file, `127.0.0.1:53` and `[::1]:53` (what
     /// glibc falls back to).
     #[default]
     System,
@@ -50,7 +50,7 @@ pub enum NameServers {
 pub struct ResolverConfig {
     /// Where queries go.
     pub name_servers: NameServers,
-    /// Answer from `/etc/hosts` (read once, at [`Resolver::new`]) before asking DNS.
+    /// Answer from `/etc/hosts` (read once, on the first name lookup) before asking DNS.
     pub use_hosts_file: bool,
     /// How long to wait for one server's answer to one query. Overrides `options timeout:`
     /// of `/etc/resolv.conf`.
@@ -129,30 +129,46 @@ pub struct Resolver {
 }
 
 /// The resolver's configuration, and the hickory resolver built from it on the first name
-/// lookup: contexts that only ever connect to address literals never pay for it (it reads
-/// `/etc/hosts` and sets up caches).
+/// lookup: contexts that only ever connect to address literals never pay for it (reading
+/// `/etc/resolv.conf` and `/etc/hosts`, setting up caches).
 struct Lazy {
-    config: HickoryConfig,
-    opts: ResolverOpts,
+    config: ResolverConfig,
     built: OnceLock<Result<Arc<TokioResolver>, String>>,
 }
 
 impl Lazy {
     fn get(&self) -> Result<Arc<TokioResolver>, DnsError> {
         self.built
-            .get_or_init(|| {
-                TokioResolver::builder_with_config(
-                    self.config.clone(),
-                    TokioRuntimeProvider::default(),
-                )
-                .with_options(self.opts.clone())
-                .build()
-                .map(Arc::new)
-                .map_err(|e| format!("cannot set up the resolver: {e}"))
-            })
+            .get_or_init(|| build(&self.config))
             .clone()
             .map_err(DnsError::Other)
     }
+}
+
+/// The hickory resolver for `config` (checked by [`Resolver::new`]).
+fn build(config: &ResolverConfig) -> Result<Arc<TokioResolver>, String> {
+    let (hickory_config, mut opts) = match &config.name_servers {
+        NameServers::System => system_config(),
+        NameServers::Custom(servers) => {
+            let servers = servers.iter().map(|s| name_server(*s)).collect();
+            (
+                HickoryConfig::from_parts(None, Vec::new(), servers),
+                ResolverOpts::default(),
+            )
+        }
+    };
+    opts.timeout = config.timeout;
+    opts.attempts = config.attempts;
+    opts.use_hosts_file = if config.use_hosts_file {
+        ResolveHosts::Always
+    } else {
+        ResolveHosts::Never
+    };
+    TokioResolver::builder_with_config(hickory_config, TokioRuntimeProvider::default())
+        .with_options(opts)
+        .build()
+        .map(Arc::new)
+        .map_err(|e| format!("cannot set up the resolver: {e}"))
 }
 
 impl fmt::Debug for Resolver {
@@ -162,35 +178,17 @@ impl fmt::Debug for Resolver {
 }
 
 impl Resolver {
-    /// Builds a resolver. Reads `/etc/resolv.conf` (for [`NameServers::System`]) once,
-    /// synchronously; the resolver proper (with `/etc/hosts`, if `use_hosts_file`, and its
-    /// cache) is set up on the first name lookup, and connections to the servers are made
-    /// on first use. Opens no socket; needs no tokio runtime.
+    /// Makes a resolver: checks `config` and keeps it. Reads no file and opens no socket;
+    /// the resolver proper (`/etc/resolv.conf` for [`NameServers::System`], `/etc/hosts`
+    /// if `use_hosts_file`, its cache) is set up on the first name lookup, so contexts
+    /// that only connect to address literals never pay for it. Needs no tokio runtime.
     pub fn new(config: ResolverConfig) -> Result<Resolver, ResolveError> {
-        let (hickory_config, mut opts) = match &config.name_servers {
-            NameServers::System => system_config(),
-            NameServers::Custom(servers) => {
-                if servers.is_empty() {
-                    return Err(ResolveError::NoNameServers);
-                }
-                let servers = servers.iter().map(|s| name_server(*s)).collect();
-                (
-                    HickoryConfig::from_parts(None, Vec::new(), servers),
-                    ResolverOpts::default(),
-                )
-            }
-        };
-        opts.timeout = config.timeout;
-        opts.attempts = config.attempts;
-        opts.use_hosts_file = if config.use_hosts_file {
-            ResolveHosts::Always
-        } else {
-            ResolveHosts::Never
-        };
+        if config.name_servers == NameServers::Custom(Vec::new()) {
+            return Err(ResolveError::NoNameServers);
+        }
         Ok(Resolver {
             inner: Arc::new(Lazy {
-                config: hickory_config,
-                opts,
+                config,
                 built: OnceLock::new(),
             }),
         })
