@@ -1,8 +1,9 @@
 //! Opens N concurrent TCP flows to a local listener, R rounds, with taps or raw tokio;
 //! a harness for profiling the per-flow cost of `initiate` (`perf record`).
-//! `cargo run --release -p taps --example connect_many -- taps|raw|size|context|contexts N R` (size:
+//! `cargo run --release -p taps --example connect_many -- taps|raw|size|context|contexts|sctp-dead N R` (size:
 //! prints the initiate future and Connection sizes; context: CPU and RSS of building a
-//! context, and of its first connection; contexts: N contexts built and dropped).
+//! context, and of its first connection; contexts: N contexts built and dropped;
+//! sctp-dead: N SCTP attempts to a dead UDP port).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +23,33 @@ fn main() {
         .unwrap();
     if mode == "context" {
         rt.block_on(context_cost());
+        return;
+    }
+    if mode == "sctp-dead" {
+        // n SCTP attempts, one after another, to a UDP port nobody listens on (the kernel
+        // answers ICMP port unreachable): what a Happy Eyeballs miss costs when SCTP is dead.
+        rt.block_on(async move {
+            let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = dead.local_addr().unwrap().port();
+            drop(dead);
+            let ctx = Context::builder().sctp_udp_port(port).build().unwrap();
+            let props = TransportProperties::new()
+                .protocols(Preference::Require, [Protocol::Sctp])
+                .compile()
+                .unwrap();
+            let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", 80));
+            let before = usage();
+            let t = Instant::now();
+            for _ in 0..n {
+                assert!(pre.initiate().await.is_err());
+            }
+            let cpu = usage().0 - before.0;
+            println!(
+                "{n} dead SCTP attempts: {:?} wall, {} us CPU each",
+                t.elapsed() / n as u32,
+                cpu / n as u64
+            );
+        });
         return;
     }
     if mode == "contexts" {

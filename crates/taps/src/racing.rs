@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use taps_core::candidates::{Candidate, Plan};
+use taps_core::candidates::{Candidate, Plan, PrunedCandidate};
 use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceReport};
 use tokio::sync::mpsc;
 
@@ -64,7 +64,9 @@ pub(crate) async fn race(
     let mut connected: Vec<(AttemptId, Established)> = Vec::new();
     // Kept to turn a race with nothing to try into the error that explains it.
     let mut dns_causes: Vec<(taps_core::Family, DnsError)> = Vec::new();
-    let mut pruned: Vec<String> = Vec::new();
+    // Candidates the properties ruled out, kept as data: their reasons are only put into
+    // words if nothing else was left to try.
+    let mut pruned: Vec<PrunedCandidate> = Vec::new();
     let mut any_address = false;
     // Attempts say "the remote answered" here (SCTP INIT-ACK) before they connect; only
     // races with SCTP candidates pay for the channel.
@@ -133,7 +135,15 @@ pub(crate) async fn race(
                     if nothing_tried && err.attempts.is_empty() && !pruned.is_empty() {
                         return Err(Error::NoCandidates {
                             host: remote.host.clone(),
-                            reasons: pruned.join("; "),
+                            reasons: pruned
+                                .iter()
+                                .map(|p| {
+                                    let why: Vec<String> =
+                                        p.violations.iter().map(|v| v.to_string()).collect();
+                                    format!("{} {}: {}", p.stack, p.remote, why.join(", "))
+                                })
+                                .collect::<Vec<_>>()
+                                .join("; "),
                         });
                     }
                     return Err(Error::Race(err));
@@ -158,12 +168,9 @@ pub(crate) async fn race(
                     Some(a) => match a.result {
                         Ok(addrs) => {
                             any_address = true;
-                            let gathered = plan.gather(&key, remote.port, &addrs, &ctx.cib(), now);
-                            pruned.extend(gathered.pruned.iter().map(|p| {
-                                let why: Vec<String> =
-                                    p.violations.iter().map(|v| v.to_string()).collect();
-                                format!("{} {}: {}", p.stack, p.remote, why.join(", "))
-                            }));
+                            let mut gathered =
+                                plan.gather(&key, remote.port, &addrs, &ctx.cib(), now);
+                            pruned.append(&mut gathered.pruned);
                             race.on_candidates(a.family, gathered.candidates, now);
                         }
                         Err(e) => {

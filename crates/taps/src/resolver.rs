@@ -197,24 +197,34 @@ impl Resolver {
     /// Starts separate, concurrent A and AAAA lookups; answers arrive as each completes.
     ///
     /// A literal address (`192.0.2.1`, `2001:db8::1`, `[2001:db8::1]`) skips DNS and gives
-    /// exactly one answer, of its family. Otherwise this spawns two tokio tasks (so it must
-    /// be called within a runtime) that consult `/etc/hosts` (if enabled), the cache, then
-    /// the name servers. `localhost` and names under it answer `127.0.0.1` and `::1`
-    /// without any query (RFC 6761, done by hickory). Dropping the [`Resolution`] aborts
-    /// whatever is still running.
+    /// exactly one answer, of its family. `localhost` and names under it answer `::1` and
+    /// `127.0.0.1` at once, without any query or task (RFC 6761 §6.3). Otherwise this
+    /// spawns two tokio tasks (so it must be called within a runtime) that consult
+    /// `/etc/hosts` (if enabled), the cache, then the name servers. Dropping the
+    /// [`Resolution`] aborts whatever is still running.
     ///
     /// # Panics
-    /// If called outside a tokio runtime with a name that is not a literal address.
+    /// If called outside a tokio runtime with a name that is neither a literal address
+    /// nor a localhost name.
     pub fn resolve(&self, host: &str) -> Resolution {
-        if let Some(ip) = parse_literal(host) {
-            return Resolution {
-                ready: Some(DnsAnswer {
-                    family: Family::of(&ip),
+        let ready = |answers: [Option<(Family, IpAddr)>; 2]| Resolution {
+            ready: answers.map(|a| {
+                a.map(|(family, ip)| DnsAnswer {
+                    family,
                     result: Ok(vec![ip]),
-                }),
-                tasks: None,
-                families: Vec::new(),
-            };
+                })
+            }),
+            tasks: None,
+            families: Vec::new(),
+        };
+        if let Some(ip) = parse_literal(host) {
+            return ready([Some((Family::of(&ip), ip)), None]);
+        }
+        if is_localhost(host) {
+            return ready([
+                Some((Family::V6, IpAddr::V6(Ipv6Addr::LOCALHOST))),
+                Some((Family::V4, IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))),
+            ]);
         }
         let mut tasks = JoinSet::new();
         let mut families = Vec::with_capacity(2);
@@ -231,7 +241,7 @@ impl Resolver {
             families.push((handle.id(), family));
         }
         Resolution {
-            ready: None,
+            ready: [None, None],
             tasks: Some(tasks),
             families,
         }
@@ -242,8 +252,9 @@ impl Resolver {
 /// lookups still running (their tasks are cancelled, nothing leaks).
 #[derive(Debug)]
 pub struct Resolution {
-    /// An answer known without DNS (a literal address).
-    ready: Option<DnsAnswer>,
+    /// Answers known without DNS (a literal address; both families of localhost), in
+    /// the order they are given out.
+    ready: [Option<DnsAnswer>; 2],
     /// One task per family still looking up (`None` for a literal: no set to allocate).
     tasks: Option<JoinSet<DnsAnswer>>,
     /// Which family each task looks up, to name a task that panicked.
@@ -256,7 +267,7 @@ impl Resolution {
     /// Cancel-safe: if the future is dropped before it completes (e.g. in `select!`), no
     /// answer is lost. Costs nothing beyond waiting.
     pub async fn next(&mut self) -> Option<DnsAnswer> {
-        if let Some(answer) = self.ready.take() {
+        if let Some(answer) = self.ready.iter_mut().find_map(Option::take) {
             return Some(answer);
         }
         match self.tasks.as_mut()?.join_next_with_id().await? {
@@ -308,6 +319,16 @@ async fn lookup(
     Ok(addrs)
 }
 
+/// Whether `host` is `localhost` or a name under it (`a.localhost`), with or without the
+/// final dot, in any case (RFC 6761 §6.3: always the loopback addresses, never DNS).
+fn is_localhost(host: &str) -> bool {
+    let name = host.strip_suffix('.').unwrap_or(host).as_bytes();
+    let tail = b"localhost";
+    name.len() >= tail.len()
+        && name[name.len() - tail.len()..].eq_ignore_ascii_case(tail)
+        && (name.len() == tail.len() || name[name.len() - tail.len() - 1] == b'.')
+}
+
 /// `host` as an address literal: dotted IPv4, IPv6, or IPv6 in brackets.
 fn parse_literal(host: &str) -> Option<IpAddr> {
     match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
@@ -356,6 +377,16 @@ mod tests {
         assert_eq!(parse_literal("[::1"), None);
         assert_eq!(parse_literal("example.org"), None);
         assert_eq!(parse_literal("1.2.3"), None);
+    }
+
+    #[test]
+    fn localhost_names() {
+        for name in ["localhost", "LocalHost.", "a.localhost", "x.y.LOCALHOST."] {
+            assert!(is_localhost(name), "{name}");
+        }
+        for name in ["notlocalhost", "localhost.example", "local", "", "."] {
+            assert!(!is_localhost(name), "{name}");
+        }
     }
 
     #[test]

@@ -86,6 +86,24 @@ async fn unknown_host_is_one_clear_error() {
 }
 
 #[tokio::test]
+async fn every_candidate_ruled_out_says_why_for_each() {
+    let dns = DnsServer::start("test.", &[]);
+    let ctx = context(&dns);
+    // IPv4 required, and the only address is IPv6.
+    let props = tcp()
+        .ip_version(taps::Preference::Require, taps::taps_core::Family::V4)
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("::1", 80));
+    let err = pre.initiate().await.unwrap_err();
+    let Error::NoCandidates { reasons, .. } = &err else {
+        panic!("{err}")
+    };
+    assert!(reasons.contains("TCP [::1]:80"), "{reasons}");
+    assert!(err.to_string().contains("::1"), "{err}");
+}
+
+#[tokio::test]
 async fn all_refused_lists_every_cause() {
     let dns = DnsServer::start("test.", &[]);
     let ctx = context(&dns);
