@@ -658,6 +658,9 @@ pub enum HeVariant {
     /// Only the taps resolver's lookup of `localhost`, no connection (what DNS adds to
     /// the family race).
     ResolveOnly,
+    /// taps requiring TCP and IPv4, to `localhost`: the same lookup as the family race,
+    /// one candidate, no race (the family race's single-protocol baseline).
+    TapsSingleName,
 }
 
 impl HeVariant {
@@ -672,6 +675,7 @@ impl HeVariant {
             HeVariant::RaceBothAlive => "taps race SCTP/TCP, both alive",
             HeVariant::RaceV6Dead => "taps family race (TCP), ::1 dead",
             HeVariant::ResolveOnly => "taps resolve localhost only",
+            HeVariant::TapsSingleName => "taps TCP only, localhost IPv4 only",
         }
     }
 
@@ -685,6 +689,7 @@ impl HeVariant {
             HeVariant::RaceSctpDead | HeVariant::RaceBothAlive => ClientKind::TapsRace,
             HeVariant::RaceV6Dead => ClientKind::TapsFamilyRace,
             HeVariant::ResolveOnly => ClientKind::TapsResolveOnly,
+            HeVariant::TapsSingleName => ClientKind::TapsSingleName,
         }
     }
 
@@ -702,12 +707,14 @@ impl HeVariant {
     }
 
     /// The single-protocol taps connect it is compared with: the one to the protocol
-    /// the connections end up on (TCP when SCTP is dead, SCTP when both are alive).
+    /// the connections end up on (TCP when SCTP is dead, SCTP when both are alive); for
+    /// the family race, TCP to the same name with IPv4 required (same DNS work, no race).
     pub fn single(self) -> HeVariant {
         match self {
             HeVariant::RawSctp | HeVariant::TapsSctp | HeVariant::RaceBothAlive => {
                 HeVariant::TapsSctp
             }
+            HeVariant::RaceV6Dead | HeVariant::TapsSingleName => HeVariant::TapsSingleName,
             _ => HeVariant::TapsSingle,
         }
     }
@@ -828,6 +835,7 @@ fn he_matrix(cfg: &Config) -> (Vec<(HeVariant, Option<u32>)>, usize) {
         // The family race of the dual-stack study, as an extra: TCP over ::1 and
         // 127.0.0.1 via `localhost`, and what its DNS lookup alone costs.
         v.push((HeVariant::ResolveOnly, None));
+        v.push((HeVariant::TapsSingleName, None));
         for &h in hits {
             v.push((HeVariant::RaceV6Dead, Some(h)));
         }

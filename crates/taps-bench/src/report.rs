@@ -289,6 +289,7 @@ fn he_plots(r: &Results, out: &mut Vec<(String, String)>) {
         if client {
             flats.push(HeVariant::ResolveOnly);
         }
+        flats.push(HeVariant::TapsSingleName);
         for v in flats {
             if let Some(p) = flat(v, client) {
                 lines.push(Line::dashed(v.label(), p));
@@ -727,6 +728,7 @@ fn he_section(s: &mut String, r: &Results, plots: &[&str]) {
 fn short(v: HeVariant) -> &'static str {
     match v {
         HeVariant::Raw | HeVariant::TapsSingle => "TCP",
+        HeVariant::TapsSingleName => "TCP to localhost, IPv4",
         HeVariant::RawSctp | HeVariant::TapsSctp => "SCTP",
         _ => "?",
     }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use taps::taps_core::policy::CibConfig;
 use taps::taps_core::race::AttemptOutcome;
+use taps::taps_core::Family;
 use taps::TransportProperties;
 use taps::{Connection, Context, Preconnection, Preference, Properties, Protocol, RemoteEndpoint};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -100,6 +101,9 @@ pub enum ClientKind {
     /// Only the taps resolver's lookup of `localhost` (both families), no connection:
     /// isolates what name resolution adds to the family race.
     TapsResolveOnly,
+    /// taps requiring TCP and IPv4, to `localhost`: the family race's name lookup, one
+    /// candidate, no race (the family race's single-protocol baseline).
+    TapsSingleName,
 }
 
 impl ClientKind {
@@ -1255,6 +1259,16 @@ impl Connector {
             ClientKind::Raw => c.raw = Some(Dial::raw(Proto::Tcp, port, udp_port)),
             ClientKind::RawSctp => c.raw = Some(Dial::raw(Proto::Sctp, port, udp_port)),
             ClientKind::TapsResolveOnly => c.contexts.push(client_context(0, false, None)?),
+            ClientKind::TapsSingleName => {
+                let ctx = client_context(0, false, None)?;
+                let props = compile(
+                    TransportProperties::new()
+                        .protocols(Preference::Require, [Protocol::Tcp])
+                        .ip_version(Preference::Require, Family::V4),
+                )?;
+                c.single = Some(preconnection(&ctx, props, "localhost", port)?);
+                c.contexts.push(ctx);
+            }
             ClientKind::TapsSingle | ClientKind::TapsSctp => {
                 let (proto, udp) = if kind == ClientKind::TapsSctp {
                     (Proto::Sctp, udp_port)
@@ -1334,7 +1348,9 @@ impl Connector {
                     flow: Some(flow),
                 });
             }
-            ClientKind::TapsSingle | ClientKind::TapsSctp => self.single.as_ref(),
+            ClientKind::TapsSingle | ClientKind::TapsSctp | ClientKind::TapsSingleName => {
+                self.single.as_ref()
+            }
             ClientKind::TapsRace | ClientKind::TapsFamilyRace if hit => self.hit.as_ref(),
             ClientKind::TapsRace | ClientKind::TapsFamilyRace => self.miss.as_ref(),
         };
