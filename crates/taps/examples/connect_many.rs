@@ -151,8 +151,30 @@ fn usage() -> (u64, u64, u64) {
     )
 }
 
-/// Prints what building a context and connecting once cost, step by step.
+/// Resident KiB per mapping (`/proc/self/smaps`), keyed by the mapped file (or
+/// `[anon]`).
+fn resident_by_mapping() -> std::collections::BTreeMap<String, i64> {
+    let mut out = std::collections::BTreeMap::new();
+    let text = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut current = String::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            current = fields.get(5).map_or("[anon]".into(), |s| s.to_string());
+        } else if fields.first() == Some(&"Rss:") {
+            *out.entry(current.clone()).or_insert(0) += fields[1].parse::<i64>().unwrap_or(0);
+        }
+    }
+    out
+}
+
+/// Prints what building a context and connecting once cost, step by step, then which
+/// mappings grew.
 async fn context_cost() {
+    let mappings_before = resident_by_mapping();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let mut last = usage();
@@ -190,4 +212,11 @@ async fn context_cost() {
     let c2 = pre.initiate().await.unwrap();
     step("second initiate");
     drop((c, c2, l));
+    let after = resident_by_mapping();
+    for (name, kib) in &after {
+        let grew = kib - mappings_before.get(name).copied().unwrap_or(0);
+        if grew != 0 {
+            println!("  {grew:>+6} KiB resident in {name}");
+        }
+    }
 }
