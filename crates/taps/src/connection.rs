@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use taps_core::candidates::{Candidate, Stack};
 use taps_core::race::RaceReport;
 
-use crate::sctp_flow::SctpFlow;
+use crate::sctp_flow::{NoSibling, SctpFlow};
 use crate::transport::Established;
 use crate::Error;
 
@@ -272,9 +272,14 @@ impl Connection {
     pub async fn clone_flow(&self) -> Result<Connection, Error> {
         match &self.io {
             Io::Sctp(f) => {
-                let flow = SctpFlow::open_sibling(f.shared())
-                    .await?
-                    .ok_or(Error::Usage("the SCTP association is shutting down"))?;
+                let flow = SctpFlow::open_sibling(f.shared()).await?.map_err(|why| {
+                    Error::Usage(match why {
+                        NoSibling::ShuttingDown => "the SCTP association is shutting down",
+                        NoSibling::StreamsInUse => {
+                            "every SCTP stream this side may open on the association is in use"
+                        }
+                    })
+                })?;
                 let mut c = Connection::new(Io::Sctp(flow), self.info.stack, None, None, None)?;
                 c.info.candidate = self.info.candidate.clone();
                 Ok(c)

@@ -198,8 +198,9 @@ impl Preconnection {
             .slot(&self.remote_key(remote), self.props.id());
         let mut slot = slot.lock().await;
         if let Some(shared) = slot.association.upgrade() {
-            // `None`: its last flow just closed it; race for a new one below.
-            if let Some(flow) = SctpFlow::open_sibling(&shared).await? {
+            // Not taken (its last flow just closed it, or every stream is in use): race
+            // for a new association below.
+            if let Ok(flow) = SctpFlow::open_sibling(&shared).await? {
                 drop(slot);
                 return Ok(Connection::new(
                     Io::Sctp(flow),

@@ -42,7 +42,7 @@ type IoFuture<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
 /// An association shared by the flows mapped onto it.
 pub(crate) struct SharedAssociation {
     association: Association,
-    /// Where to start looking for a free stream id.
+    /// How many stream ids this side has handed out (the next one to try follows).
     next_stream: AtomicU16,
     /// This side started the association (its last flow closing shuts it down); the
     /// accepting side keeps it open for the peer's next streams until the peer shuts down.
@@ -72,7 +72,7 @@ impl SharedAssociation {
     fn new(association: Association, initiator: bool) -> Arc<SharedAssociation> {
         Arc::new(SharedAssociation {
             association,
-            next_stream: AtomicU16::new(1),
+            next_stream: AtomicU16::new(0),
             initiator,
             flows: Mutex::new(Membership::default()),
         })
@@ -109,24 +109,29 @@ impl SharedAssociation {
         &self.association
     }
 
-    /// Claims the next free stream (not 0, which the first flow owns). Cost: one
-    /// stream-table insert, more only when ids wrap around to streams still in use.
-    fn claim_stream(&self) -> io::Result<StreamHandle> {
+    /// Claims the next free stream of this side's half: the initiator opens odd ids
+    /// (1, 3, 5 …), the accepting side even ones (2, 4 …), so both can open streams at
+    /// the same moment without picking the same id; 0 belongs to the first flow. Cost:
+    /// one stream-table insert, more only when ids wrap around to streams still in use.
+    fn claim_stream(&self) -> Option<StreamHandle> {
         let (_, outbound) = self.association.streams();
-        let n = outbound.max(1);
-        for _ in 0..n {
-            let id = self.next_stream.fetch_add(1, Ordering::Relaxed) % n;
-            if id == 0 {
-                continue;
-            }
-            if let Ok(h) = self.association.stream(id) {
-                return Ok(h);
-            }
-        }
-        Err(io::Error::other(format!(
-            "all {n} SCTP streams of the association are in use"
-        )))
+        let first: u16 = if self.initiator { 1 } else { 2 };
+        // Ids of this side's parity below the stream count.
+        let ours = outbound.saturating_sub(first).div_ceil(2);
+        (0..ours).find_map(|_| {
+            let i = self.next_stream.fetch_add(1, Ordering::Relaxed) % ours;
+            self.association.stream(first + 2 * i).ok()
+        })
     }
+}
+
+/// Why an association takes no more flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoSibling {
+    /// Its last flow closed it.
+    ShuttingDown,
+    /// Every stream id this side may open is in use.
+    StreamsInUse,
 }
 
 /// One RFC 9622 connection carried by one SCTP stream.
@@ -178,28 +183,26 @@ impl SctpFlow {
     }
 
     /// A new flow on the next free stream of the same association, announced to the
-    /// peer with a [`STREAM_OPEN_PPID`] message. `Ok(None)` when the association is
-    /// shutting down (its last flow closed): open a new one instead.
+    /// peer with a [`STREAM_OPEN_PPID`] message. `Ok(Err(_))` when the association takes
+    /// no more flows (shutting down, or every stream of this side in use): open a new
+    /// association instead.
     pub(crate) async fn open_sibling(
         shared: &Arc<SharedAssociation>,
-    ) -> io::Result<Option<SctpFlow>> {
+    ) -> io::Result<Result<SctpFlow, NoSibling>> {
         if !shared.join() {
-            return Ok(None);
+            return Ok(Err(NoSibling::ShuttingDown));
         }
         // Counted from here: dropping `flow` on an error below leaves the count right.
-        let stream = match shared.claim_stream() {
-            Ok(s) => s,
-            Err(e) => {
-                shared.leave();
-                return Err(e);
-            }
+        let Some(stream) = shared.claim_stream() else {
+            shared.leave();
+            return Ok(Err(NoSibling::StreamsInUse));
         };
         let flow = SctpFlow::member(shared.clone(), stream);
         flow.stream
             .send(&[0], true, STREAM_OPEN_PPID)
             .await
             .map_err(io::Error::other)?;
-        Ok(Some(flow))
+        Ok(Ok(flow))
     }
 
     /// The association this flow shares with its siblings.

@@ -202,6 +202,31 @@ async fn clone_flow_is_a_new_stream_the_peer_accepts() {
 }
 
 #[tokio::test]
+async fn each_side_opens_streams_of_its_own_parity() {
+    // The initiator opens odd stream ids, the accepting side even ones, so streams both
+    // open at the same moment never share an id.
+    let ctx = context(true);
+    let port = free_port();
+    let mut listener = listen(&ctx, only(Protocol::Sctp), port).await;
+    let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let first = pre.initiate().await.unwrap();
+    let accepted = listener.accept().await.unwrap().unwrap();
+    assert_eq!(
+        (first.sctp_stream(), accepted.sctp_stream()),
+        (Some(0), Some(0))
+    );
+    let (a, b) = (
+        first.clone_flow().await.unwrap(),
+        first.clone_flow().await.unwrap(),
+    );
+    let c = accepted.clone_flow().await.unwrap();
+    assert_eq!(a.sctp_stream(), Some(1));
+    assert_eq!(b.sctp_stream(), Some(3));
+    assert_eq!(c.sctp_stream(), Some(2));
+}
+
+#[tokio::test]
 async fn scheduler_property_is_accepted() {
     let ctx = context(false);
     let port = free_port();
