@@ -8,6 +8,23 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
+/// An interface list of one Ethernet interface `eth0` with these addresses.
+fn eth0(addrs: &[(&str, u8)]) -> Arc<Vec<Interface>> {
+    Arc::new(vec![Interface {
+        name: "eth0".into(),
+        index: 2,
+        kind: InterfaceKind::Ethernet,
+        up: true,
+        addresses: addrs
+            .iter()
+            .map(|(a, prefix_len)| crate::net::InterfaceAddress {
+                addr: ip(a),
+                prefix_len: *prefix_len,
+            })
+            .collect(),
+    }])
+}
+
 fn endpoint() -> Arc<str> {
     "localhost:8080".into()
 }
@@ -202,16 +219,7 @@ fn missing_interface_is_reported_not_silently_empty() {
 #[test]
 fn no_local_address_of_a_family_prunes_it() {
     let mut cib = Cib::default();
-    cib.set_interfaces(Arc::new(vec![Interface {
-        name: "eth0".into(),
-        index: 2,
-        kind: InterfaceKind::Ethernet,
-        up: true,
-        addresses: vec![crate::net::InterfaceAddress {
-            addr: ip("192.0.2.10"),
-            prefix_len: 24,
-        }],
-    }]));
+    cib.set_interfaces(eth0(&[("192.0.2.10", 24)]));
     let plan = plan_json("{}").unwrap();
     let g = gather(
         &plan,
@@ -231,22 +239,7 @@ fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
     let plan = plan_json("{}").unwrap();
     let now = Instant::now();
     let mut cib = Cib::default();
-    cib.set_interfaces(Arc::new(vec![Interface {
-        name: "eth0".into(),
-        index: 2,
-        kind: InterfaceKind::Ethernet,
-        up: true,
-        addresses: vec![
-            crate::net::InterfaceAddress {
-                addr: ip("192.0.2.10"),
-                prefix_len: 24,
-            },
-            crate::net::InterfaceAddress {
-                addr: ip("2001:db8::10"),
-                prefix_len: 64,
-            },
-        ],
-    }]));
+    cib.set_interfaces(eth0(&[("192.0.2.10", 24), ("2001:db8::10", 64)]));
     let first = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
     assert!(first
         .candidates
@@ -273,16 +266,7 @@ fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
         "scores reused"
     );
     // A new interface list (only IPv4 now) is scored afresh.
-    cib.set_interfaces(Arc::new(vec![Interface {
-        name: "eth0".into(),
-        index: 2,
-        kind: InterfaceKind::Ethernet,
-        up: true,
-        addresses: vec![crate::net::InterfaceAddress {
-            addr: ip("192.0.2.10"),
-            prefix_len: 24,
-        }],
-    }]));
+    cib.set_interfaces(eth0(&[("192.0.2.10", 24)]));
     let third = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
     assert!(third.candidates.iter().all(|c| c.family() == Family::V4));
     assert!(!third.pruned.is_empty());
@@ -308,22 +292,7 @@ fn families_interleave_after_first_family_count() {
         "192.0.2.2",
     ];
     let mut cib = Cib::default();
-    cib.set_interfaces(Arc::new(vec![Interface {
-        name: "eth0".into(),
-        index: 2,
-        kind: InterfaceKind::Ethernet,
-        up: true,
-        addresses: vec![
-            crate::net::InterfaceAddress {
-                addr: ip("192.0.2.10"),
-                prefix_len: 24,
-            },
-            crate::net::InterfaceAddress {
-                addr: ip("2001:db8::10"),
-                prefix_len: 64,
-            },
-        ],
-    }]));
+    cib.set_interfaces(eth0(&[("192.0.2.10", 24), ("2001:db8::10", 64)]));
     let fams = |g: &Gathered| -> String {
         g.candidates
             .iter()
