@@ -291,7 +291,10 @@ impl AssocShared {
         }
     }
 
-    /// One non-blocking `usrsctp_sendv` of a piece; `Ok(None)`: no buffer space.
+    /// One non-blocking `usrsctp_sendv` of a piece; `Ok(None)`: no buffer space (also when
+    /// usrsctp took nothing: with explicit EOR, `sctp_lower_sosend` returns 0 without an error
+    /// when the free space is positive but no more than `sctp_add_more_threshold`, 1452
+    /// bytes, and smaller than the piece).
     fn send_piece(
         &self,
         stream: u16,
@@ -337,6 +340,7 @@ impl AssocShared {
             }
         })?;
         match r {
+            Ok(0) => Ok(None),
             Ok(n) => {
                 *acct.entry(stream).or_default() += n;
                 Ok(Some(n))

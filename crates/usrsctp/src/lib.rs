@@ -42,6 +42,14 @@
 //!   every call, write for close, so no call can race `usrsctp_close`). usrsctp may call our
 //!   callbacks while holding its own locks; our callbacks never call usrsctp, and we never
 //!   call usrsctp while holding the routing or upcall table locks.
+//! * One process-wide lock serialises every call into usrsctp: API calls, `conninput` and the
+//!   timer tick (see `sys::serial`). libusrsctp 0.9.5 is not safe against entry from several
+//!   threads at once (it is built for one calling thread plus its own timer thread): an
+//!   `usrsctp_close` racing a `conninput` that processes an ABORT of the same socket frees the
+//!   endpoint under the input path's feet (heap corruption under connection churn), and
+//!   callouts are stopped without waiting for a running handler. So at most one of our
+//!   threads is inside usrsctp at a time (its internal iterator thread still runs on its own);
+//!   SCTP processing uses one CPU at a time, UDP I/O and everything else stay parallel.
 //!
 //! Cost per association: one usrsctp socket, one driver task, and for clients one UDP socket
 //! plus one reader task. Every packet costs one `conninput` (CRC32c check) and, per
@@ -403,27 +411,32 @@ impl SctpListener {
         loop {
             let mut readable = pin!(self.sock.wakers.readable.notified());
             readable.as_mut().enable();
-            let r = self.sock.with(|so| {
-                // SAFETY: sockaddr_storage is plain old data.
-                let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-                let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
-                // SAFETY: `ss` is a writable buffer of `len` bytes; `so` is live.
-                let ns = unsafe {
-                    ffi::usrsctp_accept(
-                        so,
-                        &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr,
-                        &mut len,
-                    )
-                };
-                if ns.is_null() {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // SAFETY: usrsctp wrote a sockaddr_conn (AF_CONN socket) into the storage, which
-                // is large and aligned enough for it.
-                let sc =
-                    unsafe { *(&ss as *const libc::sockaddr_storage as *const ffi::sockaddr_conn) };
-                Ok((Sock::adopt(global(), ns), sc.sconn_addr as usize))
-            })?;
+            let r = self
+                .sock
+                .with(|so| {
+                    // SAFETY: sockaddr_storage is plain old data.
+                    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+                    let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
+                    // SAFETY: `ss` is a writable buffer of `len` bytes; `so` is live.
+                    let ns = unsafe {
+                        ffi::usrsctp_accept(
+                            so,
+                            &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr,
+                            &mut len,
+                        )
+                    };
+                    if ns.is_null() {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // SAFETY: usrsctp wrote a sockaddr_conn (AF_CONN socket) into the storage,
+                    // which is large and aligned enough for it.
+                    let sc = unsafe {
+                        *(&ss as *const libc::sockaddr_storage as *const ffi::sockaddr_conn)
+                    };
+                    Ok((ns, sc.sconn_addr as usize))
+                })?
+                // Adopted outside the listener's call (no nested usrsctp lock).
+                .map(|(ns, id)| (Sock::adopt(global(), ns), id));
             let (sock, id) = match r {
                 Ok(v) => v,
                 Err(e) if would_block(&e) => {

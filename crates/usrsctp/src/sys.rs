@@ -66,6 +66,42 @@ pub(crate) struct Global {
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
 
+/// Serialises every call into libusrsctp (API calls, `conninput`, the timer tick): at most one
+/// thread of ours is inside usrsctp at a time. libusrsctp 0.9.5 is not safe against concurrent
+/// entry on several threads: `usrsctp_close` on one thread frees the endpoint (`inpcb`) while
+/// `usrsctp_conninput` on another is still in `sctp_free_assoc` for an ABORT of that
+/// endpoint's association and reads the freed endpoint afterwards (heap use after free, seen
+/// as glibc "unaligned tcache chunk" aborts under connection churn), and its callouts are
+/// stopped without waiting for a running handler (`SCTP_OS_TIMER_STOP_DRAIN` is a plain
+/// stop in userspace). The library's own threading model has one thread making API calls
+/// plus its timer thread; holding this lock around everything, the timer tick included, is
+/// stricter than that. Callbacks (output, upcall) run under it and never call usrsctp.
+static API: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Whether this thread holds [`API`] (a callback that ends up calling usrsctp again must
+    /// not deadlock on it).
+    static API_HELD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (which calls into usrsctp) under the process-wide usrsctp lock, see [`API`].
+/// Reentrant on the same thread.
+pub(crate) fn serial<R>(f: impl FnOnce() -> R) -> R {
+    if API_HELD.with(|h| h.get()) {
+        return f();
+    }
+    struct Held;
+    impl Drop for Held {
+        fn drop(&mut self) {
+            API_HELD.with(|h| h.set(false));
+        }
+    }
+    let _guard = lock(&API);
+    API_HELD.with(|h| h.set(true));
+    let _held = Held; // dropped (flag cleared) before the guard unlocks
+    f()
+}
+
 /// Idle time after which the timer thread parks when no socket or address is alive.
 const TIMER_IDLE_PARK: Duration = Duration::from_secs(10);
 /// usrsctp's own timer thread ticks every 10 ms; we do the same.
@@ -135,8 +171,9 @@ impl Global {
             if ms > 0 {
                 last += Duration::from_millis(u64::from(ms));
                 // SAFETY: usrsctp is initialised; handle_timers is what usrsctp's own timer
-                // thread calls and is thread-safe.
-                unsafe { ffi::usrsctp_handle_timers(ms) };
+                // thread calls. Under the usrsctp lock: a callout must not run while another
+                // thread closes the socket or processes a packet of its association.
+                serial(|| unsafe { ffi::usrsctp_handle_timers(ms) });
             }
             if self.live() == 0 {
                 let since = *idle_since.get_or_insert(now);
@@ -235,8 +272,8 @@ impl ConnAddr {
         g.live_addrs.fetch_add(1, Ordering::SeqCst);
         g.kick_timer();
         // SAFETY: the address is an opaque integer-valued pointer; usrsctp only stores and
-        // compares it. Called without holding any of our locks.
-        unsafe { ffi::usrsctp_register_address(id as *mut c_void) };
+        // compares it. Called without holding the routing or upcall table locks.
+        serial(|| unsafe { ffi::usrsctp_register_address(id as *mut c_void) });
         ConnAddr { id }
     }
 
@@ -255,8 +292,9 @@ impl ConnAddr {
 impl Drop for ConnAddr {
     fn drop(&mut self) {
         let g = global();
-        // SAFETY: deregisters the opaque id registered in `register`; no locks of ours held.
-        unsafe { ffi::usrsctp_deregister_address(self.ptr()) };
+        // SAFETY: deregisters the opaque id registered in `register`; neither the routing nor
+        // the upcall table lock is held.
+        serial(|| unsafe { ffi::usrsctp_deregister_address(self.ptr()) });
         lock(&g.routes).remove(&self.id);
         g.live_addrs.fetch_sub(1, Ordering::SeqCst);
     }
@@ -265,19 +303,19 @@ impl Drop for ConnAddr {
 /// Feeds one received SCTP packet (UDP payload) to usrsctp as coming from conn address `id`.
 pub(crate) fn conninput(id: usize, pkt: &[u8]) {
     // SAFETY: `pkt` is a valid buffer for the duration of the call; usrsctp copies it.
-    unsafe {
+    serial(|| unsafe {
         ffi::usrsctp_conninput(
             id as *mut c_void,
             pkt.as_ptr() as *const c_void,
             pkt.len(),
             0,
         )
-    };
+    });
 }
 
 struct SoPtr(*mut ffi::socket);
-// SAFETY: usrsctp sockets may be used from any thread (usrsctp locks internally); the pointer
-// is only used under the RwLock in `Sock`, and freed only under its write lock.
+// SAFETY: usrsctp sockets may be used from any thread; the pointer is only used under the
+// RwLock in `Sock` (and the usrsctp lock, see `serial`), and freed only under its write lock.
 unsafe impl Send for SoPtr {}
 // SAFETY: see above.
 unsafe impl Sync for SoPtr {}
@@ -294,21 +332,25 @@ impl Sock {
     /// Creates an AF_CONN one-to-one socket, non-blocking, with our upcall.
     pub(crate) fn new_stream() -> Result<Arc<Sock>> {
         let g = global();
-        // SAFETY: plain constructor; NULL callbacks select the upcall/recv API.
-        let so = unsafe {
-            ffi::usrsctp_socket(
-                ffi::AF_CONN,
-                ffi::SOCK_STREAM,
-                ffi::IPPROTO_SCTP,
-                None,
-                None,
-                0,
-                std::ptr::null_mut(),
-            )
-        };
-        if so.is_null() {
-            return Err(Error::sys("usrsctp_socket"));
-        }
+        let so = serial(|| {
+            // SAFETY: plain constructor; NULL callbacks select the upcall/recv API.
+            let so = unsafe {
+                ffi::usrsctp_socket(
+                    ffi::AF_CONN,
+                    ffi::SOCK_STREAM,
+                    ffi::IPPROTO_SCTP,
+                    None,
+                    None,
+                    0,
+                    std::ptr::null_mut(),
+                )
+            };
+            if so.is_null() {
+                Err(Error::sys("usrsctp_socket")) // errno read before the lock is released
+            } else {
+                Ok(so)
+            }
+        })?;
         Sock::adopt(g, so)
     }
 
@@ -342,15 +384,21 @@ impl Sock {
         Ok(sock)
     }
 
-    /// Runs `f` with the live socket pointer, or fails with [`Error::Closed`].
+    /// Runs `f` with the live socket pointer, or fails with [`Error::Closed`]. `f` runs under
+    /// the process-wide usrsctp lock (see [`serial`]).
     pub(crate) fn with<R>(&self, f: impl FnOnce(*mut ffi::socket) -> R) -> Result<R> {
         let guard = self.so.read().unwrap_or_else(|e| e.into_inner());
         if guard.0.is_null() {
             return Err(Error::Closed);
         }
-        let prev = IN_CALL.with(|c| c.replace(self.waker_id));
-        let r = f(guard.0);
-        IN_CALL.with(|c| c.set(prev));
+        let so = guard.0;
+        let r = serial(|| {
+            let prev = IN_CALL.with(|c| c.replace(self.waker_id));
+            let r = f(so);
+            IN_CALL.with(|c| c.set(prev));
+            r
+        });
+        drop(guard);
         Ok(r)
     }
 
@@ -414,26 +462,9 @@ impl Sock {
             return;
         }
         guard.0 = std::ptr::null_mut();
-        if abort {
-            let l = libc::linger {
-                l_onoff: 1,
-                l_linger: 0,
-            };
-            // SAFETY: `so` is live (we hold the write lock and have not closed it yet).
-            unsafe {
-                ffi::usrsctp_setsockopt(
-                    so,
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    &l as *const libc::linger as *const c_void,
-                    size_of::<libc::linger>() as socklen_t,
-                )
-            };
-        }
-        // The upcall stays installed (usrsctp would call a NULL upcall while SB_UPCALL is
-        // set); it becomes a no-op once our id leaves the table below.
-        // SAFETY: `so` is live; after this call it is never used again (pointer nulled above).
-        unsafe { ffi::usrsctp_close(so) };
+        // Under the usrsctp lock: no packet of this socket's associations is being processed
+        // and no callout of it runs while usrsctp frees the endpoint.
+        serial(|| close_raw(so, abort));
         drop(guard);
         let g = global();
         g.wakers
@@ -443,6 +474,32 @@ impl Sock {
         g.live_socks.fetch_sub(1, Ordering::SeqCst);
         self.wakers.wake_all();
     }
+}
+
+/// SO_LINGER 0 if `abort`, then `usrsctp_close`. `so` must be live and never used again; call
+/// under the usrsctp lock.
+fn close_raw(so: *mut ffi::socket, abort: bool) {
+    if abort {
+        let l = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: `so` is live (the caller holds its `Sock`'s write lock and has not closed it).
+        unsafe {
+            ffi::usrsctp_setsockopt(
+                so,
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                &l as *const libc::linger as *const c_void,
+                size_of::<libc::linger>() as socklen_t,
+            )
+        };
+    }
+    // The upcall stays installed (usrsctp would call a NULL upcall while SB_UPCALL is
+    // set); it becomes a no-op once the caller removes our id from the upcall table.
+    // SAFETY: `so` is live; after this call it is never used again (the caller nulled
+    // its pointer under the write lock).
+    unsafe { ffi::usrsctp_close(so) };
 }
 
 impl Drop for Sock {

@@ -2,10 +2,12 @@
 //! frees every usrsctp socket, conn address, UDP socket and task. One test per process (this
 //! file) so the global counters are not disturbed by other tests.
 
+mod common;
+use common::settle;
 use std::future::IntoFuture;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::time::{sleep, timeout};
+use tokio::time::timeout;
 use usrsctp::{SctpOptions, SctpStack};
 
 const T: Duration = Duration::from_secs(20);
@@ -14,18 +16,6 @@ fn threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|d| d.count())
         .unwrap_or(0)
-}
-
-/// Waits until the stack holds `want` resources (UDP reader tasks end asynchronously).
-async fn settle(stack: SctpStack, want: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let n = stack.live_sockets();
-        if n == want || Instant::now() > deadline {
-            return n;
-        }
-        sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
