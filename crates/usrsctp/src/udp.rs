@@ -28,6 +28,15 @@ use crate::sys::{conninput, global, lock, ConnAddr, Route};
 
 /// Largest datagram we read.
 const MAX_DATAGRAM: usize = 65536;
+/// Datagrams a client reader hands to usrsctp per wake-up before it lets other tasks run.
+const READ_BATCH: usize = 64;
+
+std::thread_local! {
+    /// The receive buffer of the client readers running on this thread: one per worker
+    /// thread instead of 64 KiB per association (usrsctp copies every packet it is given).
+    static RECV_BUF: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0u8; MAX_DATAGRAM].into_boxed_slice());
+}
 /// UDP socket buffers we ask for (the kernel caps them at rmem_max/wmem_max).
 const UDP_BUFFER: usize = 2 * 1024 * 1024;
 /// Unclaimed remotes (handshakes that never reached `accept`) are forgotten after this.
@@ -149,11 +158,37 @@ impl ClientLink {
         let count = UdpCount::new();
         self.task = Some(tokio::spawn(async move {
             let _count = count;
-            let mut buf = vec![0u8; MAX_DATAGRAM];
             let mut seen_init_ack = false;
             loop {
-                match sock.recv(&mut buf).await {
-                    Ok(n) => {
+                let ready = match sock.ready(Interest::READABLE | Interest::ERROR).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::debug!("usrsctp client UDP readiness: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                if ready.is_error() {
+                    // An ICMP error on the connected socket (port unreachable: nothing
+                    // listens on the peer's UDP port). Taking it clears the readiness.
+                    let _ = sock.try_io(Interest::ERROR, || {
+                        if let Ok(Some(e)) = sock.take_error() {
+                            if e.kind() == io::ErrorKind::ConnectionRefused {
+                                events.refused();
+                            }
+                        }
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                }
+                if !ready.is_readable() && !ready.is_read_closed() {
+                    continue;
+                }
+                // Drain what is queued into this thread's buffer, without awaiting while
+                // it is borrowed; `Ok(true)`: the batch was full, let other tasks run.
+                let drained = RECV_BUF.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    for _ in 0..READ_BATCH {
+                        let n = sock.try_recv(&mut buf[..])?;
                         let pkt = &buf[..n];
                         if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
                             seen_init_ack = true;
@@ -161,6 +196,11 @@ impl ClientLink {
                         }
                         conninput(id, pkt);
                     }
+                    Ok::<bool, io::Error>(true)
+                });
+                match drained {
+                    Ok(_) => tokio::task::yield_now().await,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => events.refused(),
                     Err(e) => {
                         tracing::debug!("usrsctp client UDP recv: {e}");
