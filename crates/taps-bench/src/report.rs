@@ -673,7 +673,8 @@ fn he_section(s: &mut String, r: &Results, plots: &[&str]) {
          or SCTP (one candidate, no race); the race ratios (× single, × raw) are against \
          the protocol the race ends up on (TCP when SCTP is dead, SCTP when both are alive). \
          The family race (TCP to `localhost`: `::1` and `127.0.0.1`, nothing on `::1`) is \
-         an extra. {} sequential connections (connect, close) per trial.\n",
+         an extra, compared with TCP to `localhost` with IPv4 required (the same lookup, one \
+         candidate, no race). {} sequential connections (connect, close) per trial.\n",
         r.he[0].connections
     );
     let _ = writeln!(
