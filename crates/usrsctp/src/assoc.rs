@@ -600,10 +600,15 @@ impl ClientEvents for AssocShared {
 /// Stops reading while more than `recv_budget` bytes wait in our inboxes (so the SCTP receive
 /// window closes when the application does not read).
 async fn driver(shared: Arc<AssocShared>) {
-    let mut buf = vec![0u8; 64 * 1024];
     let mut partial: HashMap<u16, Message> = HashMap::new();
     let mut notif: Vec<u8> = Vec::new();
     let mut shutdown_comp = false;
+    /// What the driver does after one read.
+    enum Step {
+        Again,
+        Wait,
+        Done,
+    }
     loop {
         if lock(&shared.router).end.is_some() {
             return;
@@ -620,7 +625,9 @@ async fn driver(shared: Arc<AssocShared>) {
         }
         let mut readable = pin!(shared.sock.wakers.readable.notified());
         readable.as_mut().enable();
-        match shared.recv_once(&mut buf) {
+        // One read into this thread's receive buffer; what it gives is copied out (into
+        // the partial message or the notification) before the driver awaits again.
+        let step = crate::udp::with_recv_buf(|buf| match shared.recv_once(buf) {
             Ok(Some((n, info, flags))) => {
                 if flags & ffi::MSG_NOTIFICATION != 0 {
                     notif.extend_from_slice(&buf[..n]);
@@ -628,11 +635,11 @@ async fn driver(shared: Arc<AssocShared>) {
                         let nb = std::mem::take(&mut notif);
                         shared.on_notification(&nb, &mut shutdown_comp);
                     }
-                    continue;
+                    return Step::Again;
                 }
                 if n == 0 {
                     shared.finish(None);
-                    return;
+                    return Step::Done;
                 }
                 let sid = info.rcv_sid;
                 let m = partial.entry(sid).or_insert_with(|| Message {
@@ -650,35 +657,42 @@ async fn driver(shared: Arc<AssocShared>) {
                         lock(&shared.router).dispatch(m);
                     }
                 }
+                Step::Again
             }
             Ok(None) => {
                 if shutdown_comp {
                     shared.finish(None);
-                    return;
+                    Step::Done
+                } else {
+                    Step::Wait
                 }
-                readable.await;
             }
             Err(Error::Sys { source, .. })
                 if source.raw_os_error() == Some(libc::ENOTCONN) && shared.is_connecting() =>
             {
-                readable.await;
+                Step::Wait
             }
             Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOTCONN) => {
                 shared.finish(None);
-                return;
+                Step::Done
             }
             Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ECONNRESET) => {
                 shared.finish(Some(Error::Lost(0)));
-                return;
+                Step::Done
             }
             Err(Error::Closed) => {
                 shared.finish(Some(Error::Aborted));
-                return;
+                Step::Done
             }
             Err(e) => {
                 shared.finish(Some(e));
-                return;
+                Step::Done
             }
+        });
+        match step {
+            Step::Again => {}
+            Step::Wait => readable.await,
+            Step::Done => return,
         }
     }
 }

@@ -32,10 +32,17 @@ const MAX_DATAGRAM: usize = 65536;
 const READ_BATCH: usize = 64;
 
 std::thread_local! {
-    /// The receive buffer of the client readers running on this thread: one per worker
-    /// thread instead of 64 KiB per association (usrsctp copies every packet it is given).
+    /// The receive buffer of the client readers and association drivers running on this
+    /// thread: one per worker thread instead of 64 KiB per association (what is read is
+    /// handed on, copied, before the task awaits again).
     static RECV_BUF: std::cell::RefCell<Box<[u8]>> =
         std::cell::RefCell::new(vec![0u8; MAX_DATAGRAM].into_boxed_slice());
+}
+
+/// Runs `f` with this thread's 64 KiB receive buffer. `f` must not await (it cannot) nor
+/// re-enter this function.
+pub(crate) fn with_recv_buf<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    RECV_BUF.with(|b| f(&mut b.borrow_mut()[..]))
 }
 /// UDP socket buffers we ask for (the kernel caps them at rmem_max/wmem_max).
 const UDP_BUFFER: usize = 2 * 1024 * 1024;
@@ -185,10 +192,9 @@ impl ClientLink {
                 }
                 // Drain what is queued into this thread's buffer, without awaiting while
                 // it is borrowed; `Ok(true)`: the batch was full, let other tasks run.
-                let drained = RECV_BUF.with(|buf| {
-                    let mut buf = buf.borrow_mut();
+                let drained = with_recv_buf(|buf| {
                     for _ in 0..READ_BATCH {
-                        let n = sock.try_recv(&mut buf[..])?;
+                        let n = sock.try_recv(buf)?;
                         let pkt = &buf[..n];
                         if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
                             seen_init_ack = true;
