@@ -296,20 +296,10 @@ pub fn serve(
 /// its record.
 async fn serve_connection(mut conn: ::taps::Connection) {
     let start = Instant::now();
-    let info = conn.info();
-    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
-    let (peer, local) = (canonical(info.remote), canonical(info.local));
+    let (peer, local) = (conn.info().remote, conn.info().local);
     let c = sink::read_and_check(&mut conn, TAPS_FILL_BYTE, IDLE_TIMEOUT).await;
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.close()).await;
-    let record = SinkRecord {
-        protocol: Proto::Sctp,
-        peer,
-        local,
-        bytes: c.bytes,
-        mismatched: c.mismatched,
-        clean_close: c.clean_close,
-        duration: start.elapsed(),
-    };
+    let record = SinkRecord::new(Proto::Sctp, peer, local, c, start);
     println!("{}", record_to_json(&record));
 }
 

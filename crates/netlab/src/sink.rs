@@ -38,6 +38,29 @@ pub struct SinkRecord {
     pub duration: Duration,
 }
 
+impl SinkRecord {
+    /// The record of a connection over `protocol` between `peer` and `local` (both shown
+    /// canonical: IPv4 as IPv4, not mapped), read as `c` from `start` until now.
+    pub fn new(
+        protocol: Proto,
+        peer: SocketAddr,
+        local: SocketAddr,
+        c: Checked,
+        start: Instant,
+    ) -> SinkRecord {
+        let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+        SinkRecord {
+            protocol,
+            peer: canonical(peer),
+            local: canonical(local),
+            bytes: c.bytes,
+            mismatched: c.mismatched,
+            clean_close: c.clean_close,
+            duration: start.elapsed(),
+        }
+    }
+}
+
 /// A running sink. Stops when dropped.
 #[derive(Debug)]
 pub struct Sink {
@@ -150,20 +173,8 @@ async fn serve(
     records: Arc<Mutex<Vec<SinkRecord>>>,
 ) {
     let start = Instant::now();
-    let local = stream
-        .local_addr()
-        .map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()))
-        .unwrap_or(peer);
-    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+    let local = stream.local_addr().unwrap_or(peer);
     let c = read_and_check(&mut stream, pattern, IDLE_TIMEOUT).await;
     let _ = stream.shutdown().await;
-    lock(&records).push(SinkRecord {
-        protocol: Proto::Tcp,
-        peer,
-        local,
-        bytes: c.bytes,
-        mismatched: c.mismatched,
-        clean_close: c.clean_close,
-        duration: start.elapsed(),
-    });
+    lock(&records).push(SinkRecord::new(Proto::Tcp, peer, local, c, start));
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use taps_core::candidates::{Availability, Plan, Security, Stack};
+use taps_core::candidates::{Availability, Candidate, Plan, Security, Stack};
 use taps_core::policy::{Cib, OutcomeKey, Pib};
 use taps_core::properties::{Preference, Protocol, TransportProperties};
 use taps_core::race::{Action, Race, RaceConfig};
@@ -110,23 +110,7 @@ fn race(c: &mut Criterion) {
             race.on_candidates(Family::V6, v6.candidates.clone(), now);
             race.on_candidates(Family::V4, v4.candidates.clone(), now);
             race.on_dns_complete(now);
-            let mut won = false;
-            while !won {
-                let Some(action) = race.poll_action() else {
-                    break;
-                };
-                match action {
-                    Action::Start { id, candidate } => {
-                        if candidate.remote.is_ipv6() {
-                            race.on_attempt_failed(id, "connection refused".into(), now);
-                        } else {
-                            race.on_attempt_connected(id, now);
-                        }
-                    }
-                    Action::Won { .. } => won = true,
-                    _ => {}
-                }
-            }
+            play_until_won(&mut race, now, |c| c.remote.is_ipv6());
             black_box(race.report().attempts.len())
         })
     });
@@ -146,23 +130,7 @@ fn race(c: &mut Criterion) {
             let mut race = Race::new(RaceConfig::default(), now);
             race.on_candidates(Family::V4, sctp_tcp.candidates.clone(), now);
             race.on_dns_complete(now);
-            let mut won = false;
-            while !won {
-                let Some(action) = race.poll_action() else {
-                    break;
-                };
-                match action {
-                    Action::Start { id, candidate } => {
-                        if candidate.stack.protocol == Protocol::Sctp {
-                            race.on_attempt_failed(id, "connection refused".into(), now);
-                        } else {
-                            race.on_attempt_connected(id, now);
-                        }
-                    }
-                    Action::Won { .. } => won = true,
-                    _ => {}
-                }
-            }
+            play_until_won(&mut race, now, |c| c.stack.protocol == Protocol::Sctp);
             black_box(race.report().attempts.len())
         })
     });
@@ -196,6 +164,21 @@ fn race(c: &mut Criterion) {
             black_box(race.is_finished())
         })
     });
+}
+
+/// Answers the race's starts at `now` until one wins: candidates `refused` picks fail
+/// with "connection refused", the others connect.
+fn play_until_won(race: &mut Race, now: Instant, refused: impl Fn(&Candidate) -> bool) {
+    while let Some(action) = race.poll_action() {
+        match action {
+            Action::Start { id, candidate } if refused(&candidate) => {
+                race.on_attempt_failed(id, "connection refused".into(), now)
+            }
+            Action::Start { id, .. } => race.on_attempt_connected(id, now),
+            Action::Won { .. } => return,
+            _ => {}
+        }
+    }
 }
 
 criterion_group!(benches, properties, plan_and_gather, race);

@@ -77,6 +77,17 @@ impl Variant {
         }
     }
 
+    /// The client's target: this variant over `proto` against `server`.
+    fn target(self, proto: Proto, server: &Server) -> worker::Target {
+        worker::Target {
+            imp: self.imp(),
+            proto,
+            port: server.port,
+            udp_port: server.udp_port,
+            mapping: self.mapping(proto),
+        }
+    }
+
     /// The variants run for `proto`, in trial order.
     pub fn all(proto: Proto) -> &'static [Variant] {
         match proto {
@@ -279,6 +290,24 @@ pub struct ConnectSide {
     pub first_error: Option<String>,
 }
 
+/// What failed on one side of a point: failed flows and the first error.
+pub trait Failures {
+    /// Failed flows (all repetitions) and the first error.
+    fn failures(&self) -> (usize, Option<String>);
+}
+
+impl Failures for ConnectSide {
+    fn failures(&self) -> (usize, Option<String>) {
+        (self.failed, self.first_error.clone())
+    }
+}
+
+impl Failures for TransferSide {
+    fn failures(&self) -> (usize, Option<String>) {
+        (self.failed, self.first_error.clone())
+    }
+}
+
 /// One taps variant against raw at one flow count (medians of per-repetition figures).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ConnectRatios {
@@ -405,12 +434,8 @@ pub fn run_connect(
                 };
                 let mut server = Server::start(launcher, spec)?;
                 let client = ClientSpec::Connect {
-                    imp: v.imp(),
-                    proto,
-                    port: server.port,
-                    udp_port: server.udp_port,
+                    target: v.target(proto, &server),
                     flows: n,
-                    mapping: v.mapping(proto),
                 };
                 let none = Expect {
                     accepted: 0,
@@ -569,13 +594,9 @@ pub fn run_transfer(
                     ));
                     let server = &mut servers[usize::from(v.imp() == Impl::Raw)];
                     let client = ClientSpec::Transfer {
-                        imp: v.imp(),
-                        proto,
-                        port: server.port,
-                        udp_port: server.udp_port,
+                        target: v.target(proto, server),
                         flows,
                         bytes,
-                        mapping: v.mapping(proto),
                     };
                     let setup = Expect {
                         accepted: flows as u64,

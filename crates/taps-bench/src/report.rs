@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::experiments::{
-    human_bytes, ConnectPoint, HePoint, HeVariant, Proto, Summary, TransferPoint,
+    human_bytes, ConnectPoint, Failures, HePoint, HeVariant, Proto, Summary, TransferPoint,
 };
 use crate::svg::{render, Chart, Line, Scale};
 use crate::Results;
@@ -466,16 +466,9 @@ fn connect_section(s: &mut String, r: &Results, proto: Proto, plots: &[&str]) {
     }
     failures_note(
         s,
-        points.iter().flat_map(|p| {
-            let mut v = vec![
-                (p.taps.failed, p.taps.first_error.clone()),
-                (p.raw.failed, p.raw.first_error.clone()),
-            ];
-            if let Some(m) = &p.taps_mapped {
-                v.push((m.failed, m.first_error.clone()));
-            }
-            v
-        }),
+        points
+            .iter()
+            .flat_map(|p| side_failures(&p.taps, &p.raw, p.taps_mapped.as_ref())),
     );
     for what in ["cpu", "rss", "delay"] {
         img(s, plots, &plot_name("connect", proto, what));
@@ -551,20 +544,25 @@ fn transfer_section(s: &mut String, r: &Results, proto: Proto, plots: &[&str]) {
     }
     failures_note(
         s,
-        points.iter().flat_map(|p| {
-            let mut v = vec![
-                (p.taps.failed, p.taps.first_error.clone()),
-                (p.raw.failed, p.raw.first_error.clone()),
-            ];
-            if let Some(m) = &p.taps_mapped {
-                v.push((m.failed, m.first_error.clone()));
-            }
-            v
-        }),
+        points
+            .iter()
+            .flat_map(|p| side_failures(&p.taps, &p.raw, p.taps_mapped.as_ref())),
     );
     for what in ["sender", "receiver", "mapping"] {
         img(s, plots, &plot_name("transfer", proto, what));
     }
+}
+
+/// Failed flows and the first error of a point's taps, raw and (SCTP) mapped sides.
+fn side_failures<'a, S: Failures>(
+    taps: &'a S,
+    raw: &'a S,
+    mapped: Option<&'a S>,
+) -> impl Iterator<Item = (usize, Option<String>)> + 'a {
+    [Some(taps), Some(raw), mapped]
+        .into_iter()
+        .flatten()
+        .map(Failures::failures)
 }
 
 /// The Markdown report; `plots` are the SVG file names written beside it.

@@ -181,42 +181,22 @@ fn yes() -> bool {
 pub enum ClientSpec {
     /// Experiment 1: from context creation to the last of `flows` concurrent connects.
     Connect {
-        /// Implementation.
-        imp: Impl,
-        /// Protocol.
-        #[serde(default)]
-        proto: Proto,
-        /// Server port on 127.0.0.1 (TCP port, or SCTP port).
-        port: u16,
-        /// The server's SCTP encapsulation UDP port (SCTP only).
-        #[serde(default)]
-        udp_port: u16,
+        /// What to connect to, and how.
+        #[serde(flatten)]
+        target: Target,
         /// Concurrent flows.
         flows: usize,
-        /// taps over SCTP: map the flows onto streams of one association.
-        #[serde(default = "yes")]
-        mapping: bool,
     },
     /// Experiment 2: `flows` connected before the window; in it each sends `bytes`,
     /// closes and waits for the receiver to close.
     Transfer {
-        /// Implementation.
-        imp: Impl,
-        /// Protocol.
-        #[serde(default)]
-        proto: Proto,
-        /// Server port on 127.0.0.1.
-        port: u16,
-        /// The server's SCTP encapsulation UDP port (SCTP only).
-        #[serde(default)]
-        udp_port: u16,
+        /// What to connect to, and how.
+        #[serde(flatten)]
+        target: Target,
         /// Concurrent flows.
         flows: usize,
         /// Bytes per flow.
         bytes: u64,
-        /// taps over SCTP: map the flows onto streams of one association.
-        #[serde(default = "yes")]
-        mapping: bool,
     },
     /// Experiment 3: `count` connections one after the other, each closed at once.
     Handshakes {
@@ -863,41 +843,12 @@ fn client_main(spec: ClientSpec) -> Result<(), String> {
     let rt = runtime()?;
     let result = rt.block_on(async move {
         match spec {
-            ClientSpec::Connect {
-                imp,
-                proto,
-                port,
-                udp_port,
-                flows,
-                mapping,
-            } => {
-                let target = Target {
-                    imp,
-                    proto,
-                    port,
-                    udp_port,
-                    mapping,
-                };
-                connect_client(target, flows).await
-            }
+            ClientSpec::Connect { target, flows } => connect_client(target, flows).await,
             ClientSpec::Transfer {
-                imp,
-                proto,
-                port,
-                udp_port,
+                target,
                 flows,
                 bytes,
-                mapping,
-            } => {
-                let target = Target {
-                    imp,
-                    proto,
-                    port,
-                    udp_port,
-                    mapping,
-                };
-                transfer_client(target, flows, bytes).await
-            }
+            } => transfer_client(target, flows, bytes).await,
             ClientSpec::Handshakes {
                 client,
                 port,
@@ -1059,13 +1010,21 @@ fn preconnection(
 }
 
 /// What the clients of experiments 1 and 2 connect to, and how.
-#[derive(Debug, Clone, Copy)]
-struct Target {
-    imp: Impl,
-    proto: Proto,
-    port: u16,
-    udp_port: u16,
-    mapping: bool,
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Target {
+    /// Implementation.
+    pub imp: Impl,
+    /// Protocol.
+    #[serde(default)]
+    pub proto: Proto,
+    /// Server port on 127.0.0.1 (TCP port, or SCTP port).
+    pub port: u16,
+    /// The server's SCTP encapsulation UDP port (SCTP only).
+    #[serde(default)]
+    pub udp_port: u16,
+    /// taps over SCTP: map the flows onto streams of one association.
+    #[serde(default = "yes")]
+    pub mapping: bool,
 }
 
 async fn connect_client(t: Target, flows: usize) -> Result<(), String> {
