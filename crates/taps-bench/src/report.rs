@@ -5,7 +5,8 @@
 use std::fmt::Write;
 
 use crate::experiments::{
-    human_bytes, ConnectPoint, Failures, HePoint, HeVariant, Proto, Summary, TransferPoint,
+    human_bytes, ConnectPoint, ConnectSide, Failures, HePoint, HeVariant, Proto, Summary,
+    TransferPoint,
 };
 use crate::svg::{render, Chart, Line, Scale};
 use crate::Results;
@@ -42,6 +43,9 @@ fn plot_name(experiment: &str, proto: Proto, what: &str) -> String {
     }
 }
 
+/// One plotted figure of a connect side: its legend suffix and how to read it.
+type Figure = (&'static str, fn(&ConnectSide) -> f64);
+
 fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
     let points: Vec<&ConnectPoint> = r.connect.iter().filter(|p| p.protocol == proto).collect();
     if points.is_empty() {
@@ -56,6 +60,29 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
     let mapped = points.iter().any(|p| p.taps_mapped.is_some());
     let taps = if mapped { "taps, mapping off" } else { "taps" };
     let x_label = format!("concurrent {proto} flows");
+    // Two figures of every side: taps solid, raw dashed, then taps with mapping (SCTP).
+    let lines_of = |figures: [Figure; 2]| {
+        let mut lines = Vec::new();
+        for (label, f) in figures {
+            lines.push(Line::solid(
+                format!("{taps} {label}"),
+                pts(&|p| Some(f(&p.taps))),
+            ));
+            lines.push(Line::dashed(
+                format!("raw {label}"),
+                pts(&|p| Some(f(&p.raw))),
+            ));
+        }
+        if mapped {
+            for (label, f) in figures {
+                lines.push(Line::solid(
+                    format!("taps, mapping on {label}"),
+                    pts(&|p| p.taps_mapped.as_ref().map(f)),
+                ));
+            }
+        }
+        lines
+    };
     let title = format!("Connection establishment ({proto}): CPU time (median)");
     let chart = Chart {
         title: &title,
@@ -64,34 +91,10 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         x_scale: Scale::Log,
         x_tick: int_tick,
     };
-    let mut lines = vec![
-        Line::solid(
-            format!("{taps} client"),
-            pts(&|p| Some(p.taps.client_cpu_us.median / 1e3)),
-        ),
-        Line::dashed(
-            "raw client",
-            pts(&|p| Some(p.raw.client_cpu_us.median / 1e3)),
-        ),
-        Line::solid(
-            format!("{taps} server"),
-            pts(&|p| Some(p.taps.server_cpu_us.median / 1e3)),
-        ),
-        Line::dashed(
-            "raw server",
-            pts(&|p| Some(p.raw.server_cpu_us.median / 1e3)),
-        ),
-    ];
-    if mapped {
-        lines.push(Line::solid(
-            "taps, mapping on client",
-            pts(&|p| p.taps_mapped.as_ref().map(|m| m.client_cpu_us.median / 1e3)),
-        ));
-        lines.push(Line::solid(
-            "taps, mapping on server",
-            pts(&|p| p.taps_mapped.as_ref().map(|m| m.server_cpu_us.median / 1e3)),
-        ));
-    }
+    let lines = lines_of([
+        ("client", |s| s.client_cpu_us.median / 1e3),
+        ("server", |s| s.server_cpu_us.median / 1e3),
+    ]);
     out.push((plot_name("connect", proto, "cpu"), render(&chart, &lines)));
 
     let title = format!("Connection establishment ({proto}): RSS growth (median)");
@@ -100,35 +103,10 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         y_label: "RSS growth, KiB",
         ..chart
     };
-    let mut lines = vec![
-        Line::solid(
-            format!("{taps} client"),
-            pts(&|p| Some(p.taps.rss_growth_kib.median)),
-        ),
-        Line::dashed("raw client", pts(&|p| Some(p.raw.rss_growth_kib.median))),
-        Line::solid(
-            format!("{taps} server"),
-            pts(&|p| Some(p.taps.server_rss_growth_kib.median)),
-        ),
-        Line::dashed(
-            "raw server",
-            pts(&|p| Some(p.raw.server_rss_growth_kib.median)),
-        ),
-    ];
-    if mapped {
-        lines.push(Line::solid(
-            "taps, mapping on client",
-            pts(&|p| p.taps_mapped.as_ref().map(|m| m.rss_growth_kib.median)),
-        ));
-        lines.push(Line::solid(
-            "taps, mapping on server",
-            pts(&|p| {
-                p.taps_mapped
-                    .as_ref()
-                    .map(|m| m.server_rss_growth_kib.median)
-            }),
-        ));
-    }
+    let lines = lines_of([
+        ("client", |s| s.rss_growth_kib.median),
+        ("server", |s| s.server_rss_growth_kib.median),
+    ]);
     out.push((plot_name("connect", proto, "rss"), render(&chart, &lines)));
 
     let title = format!("Connection establishment ({proto}): per-flow connect delay");
@@ -137,35 +115,10 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         y_label: "delay, ms",
         ..chart
     };
-    let mut lines = vec![
-        Line::solid(
-            format!("{taps} median"),
-            pts(&|p| Some(p.taps.delay_median_us.median / 1e3)),
-        ),
-        Line::dashed(
-            "raw median",
-            pts(&|p| Some(p.raw.delay_median_us.median / 1e3)),
-        ),
-        Line::solid(
-            format!("{taps} max"),
-            pts(&|p| Some(p.taps.delay_max_us.median / 1e3)),
-        ),
-        Line::dashed("raw max", pts(&|p| Some(p.raw.delay_max_us.median / 1e3))),
-    ];
-    if mapped {
-        lines.push(Line::solid(
-            "taps, mapping on median",
-            pts(&|p| {
-                p.taps_mapped
-                    .as_ref()
-                    .map(|m| m.delay_median_us.median / 1e3)
-            }),
-        ));
-        lines.push(Line::solid(
-            "taps, mapping on max",
-            pts(&|p| p.taps_mapped.as_ref().map(|m| m.delay_max_us.median / 1e3)),
-        ));
-    }
+    let lines = lines_of([
+        ("median", |s| s.delay_median_us.median / 1e3),
+        ("max", |s| s.delay_max_us.median / 1e3),
+    ]);
     out.push((plot_name("connect", proto, "delay"), render(&chart, &lines)));
 }
 
