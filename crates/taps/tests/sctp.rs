@@ -2,25 +2,14 @@
 //! TCP, listening on both at once, flow mapping onto streams, and cleanup of losers.
 //! Every test uses its own UDP encapsulation port so tests run in parallel.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener, UdpSocket as StdUdp};
+mod common;
+use common::{sctp_context, sctp_then_tcp};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
 use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
 use taps::taps_core::race::RaceEvent;
 use taps::{Context, Listener, Preconnection, Preference, RemoteEndpoint, TransportProperties};
-
-/// A context with an unused UDP encapsulation port and no DNS (literal addresses).
-fn context(flow_mapping: bool) -> Context {
-    let udp = StdUdp::bind("127.0.0.1:0").unwrap();
-    let port = udp.local_addr().unwrap().port();
-    drop(udp);
-    Context::builder()
-        .name_servers(vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9))])
-        .sctp_udp_port(port)
-        .flow_mapping(flow_mapping)
-        .build()
-        .unwrap()
-}
 
 fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
@@ -32,10 +21,6 @@ fn free_port() -> u16 {
 
 fn only(p: Protocol) -> TransportProperties {
     TransportProperties::new().protocols(Preference::Require, [p])
-}
-
-fn sctp_then_tcp() -> TransportProperties {
-    TransportProperties::new().protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
 }
 
 async fn listen(ctx: &Context, props: TransportProperties, port: u16) -> Listener {
@@ -65,7 +50,7 @@ fn echo(mut listener: Listener) -> tokio::task::JoinHandle<()> {
 
 #[tokio::test]
 async fn sctp_only_connects_and_carries_messages() {
-    let ctx = context(true);
+    let ctx = sctp_context(true);
     let port = free_port();
     let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
@@ -86,7 +71,7 @@ async fn sctp_only_connects_and_carries_messages() {
 
 #[tokio::test]
 async fn sctp_wins_against_tcp_when_both_listen_on_the_port() {
-    let ctx = context(false);
+    let ctx = sctp_context(false);
     let port = free_port();
     let listener = listen(&ctx, sctp_then_tcp(), port).await;
     let stacks: Vec<Protocol> = listener
@@ -159,7 +144,7 @@ async fn accept_counting(mut listener: Listener, n: usize) -> (usize, Listener) 
 
 #[tokio::test]
 async fn flow_mapping_puts_many_flows_on_one_association() {
-    let ctx = context(true);
+    let ctx = sctp_context(true);
     let port = free_port();
     let listener = listen(&ctx, only(Protocol::Sctp), port).await;
     let server = tokio::spawn(accept_counting(listener, 32));
@@ -174,7 +159,7 @@ async fn flow_mapping_puts_many_flows_on_one_association() {
 
 #[tokio::test]
 async fn without_flow_mapping_each_flow_is_an_association() {
-    let ctx = context(false);
+    let ctx = sctp_context(false);
     let port = free_port();
     let listener = listen(&ctx, only(Protocol::Sctp), port).await;
     let server = tokio::spawn(accept_counting(listener, 8));
@@ -186,7 +171,7 @@ async fn without_flow_mapping_each_flow_is_an_association() {
 
 #[tokio::test]
 async fn clone_flow_is_a_new_stream_the_peer_accepts() {
-    let ctx = context(true);
+    let ctx = sctp_context(true);
     let port = free_port();
     let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
@@ -205,7 +190,7 @@ async fn clone_flow_is_a_new_stream_the_peer_accepts() {
 async fn each_side_opens_streams_of_its_own_parity() {
     // The initiator opens odd stream ids, the accepting side even ones, so streams both
     // open at the same moment never share an id.
-    let ctx = context(true);
+    let ctx = sctp_context(true);
     let port = free_port();
     let mut listener = listen(&ctx, only(Protocol::Sctp), port).await;
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
@@ -228,7 +213,7 @@ async fn each_side_opens_streams_of_its_own_parity() {
 
 #[tokio::test]
 async fn scheduler_property_is_accepted() {
-    let ctx = context(false);
+    let ctx = sctp_context(false);
     let port = free_port();
     let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
     for word in [
@@ -278,7 +263,7 @@ fn byte_echo(mut listener: Listener) -> tokio::task::JoinHandle<()> {
 #[tokio::test]
 async fn shutdown_ends_a_mapped_flow_like_a_fin_and_the_association_outlives_it() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let ctx = context(true);
+    let ctx = sctp_context(true);
     let port = free_port();
     let server = byte_echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())

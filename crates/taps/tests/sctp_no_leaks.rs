@@ -2,33 +2,19 @@
 //! socket behind. In its own test binary: usrsctp's socket count is per process, and
 //! other tests' associations would blur it.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket as StdUdp};
+mod common;
+use common::{sctp_context, sctp_then_tcp};
+use std::net::UdpSocket as StdUdp;
 use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
 use taps::taps_core::race::AttemptOutcome;
-use taps::{Context, Preconnection, Preference, RemoteEndpoint, TransportProperties};
+use taps::{Preconnection, RemoteEndpoint};
 use usrsctp::SctpStack;
-
-fn context() -> Context {
-    let udp = StdUdp::bind("127.0.0.1:0").unwrap();
-    let port = udp.local_addr().unwrap().port();
-    drop(udp);
-    Context::builder()
-        .name_servers(vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9))])
-        .sctp_udp_port(port)
-        .flow_mapping(false)
-        .build()
-        .unwrap()
-}
-
-fn sctp_then_tcp() -> TransportProperties {
-    TransportProperties::new().protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
-}
 
 #[tokio::test]
 async fn tcp_only_server_tcp_wins_and_the_sctp_attempt_leaves_nothing() {
-    let ctx = context();
+    let ctx = sctp_context(false);
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
     let server = tokio::spawn(async move {

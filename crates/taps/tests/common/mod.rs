@@ -1,0 +1,24 @@
+//! Helpers shared by the SCTP integration tests (each test file is its own binary).
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket as StdUdp};
+
+use taps::taps_core::properties::Protocol;
+use taps::{Context, Preference, TransportProperties};
+
+/// A context with an unused UDP encapsulation port and no DNS (literal addresses).
+pub fn sctp_context(flow_mapping: bool) -> Context {
+    let udp = StdUdp::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    drop(udp);
+    Context::builder()
+        .name_servers(vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9))])
+        .sctp_udp_port(port)
+        .flow_mapping(flow_mapping)
+        .build()
+        .unwrap()
+}
+
+/// NEAT's `transport: ["SCTP", "TCP"]`, one of them required, SCTP preferred.
+pub fn sctp_then_tcp() -> TransportProperties {
+    TransportProperties::new().protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
+}
