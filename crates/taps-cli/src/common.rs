@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use taps::{Context, Properties, TransportProperties};
 
 /// A command's failure: the message and the exit code (2 for bad input, 1 otherwise).
-pub struct CliError {
+pub(crate) struct CliError {
     message: String,
     usage: bool,
 }
 
 impl CliError {
     /// Bad input (exit code 2).
-    pub fn usage(message: impl Into<String>) -> CliError {
+    pub(crate) fn usage(message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
             usage: true,
@@ -21,7 +21,7 @@ impl CliError {
     }
 
     /// A runtime failure (exit code 1).
-    pub fn failure(message: impl Into<String>) -> CliError {
+    pub(crate) fn failure(message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
             usage: false,
@@ -29,7 +29,7 @@ impl CliError {
     }
 
     /// The exit code for this error.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if self.usage {
             2
         } else {
@@ -59,7 +59,7 @@ impl From<taps::Error> for CliError {
 
 /// Options shared by commands that build a context and properties.
 #[derive(clap::Args, Clone)]
-pub struct ContextArgs {
+pub(crate) struct ContextArgs {
     /// Transport properties in NEAT's JSON format, or @FILE to read them from a file.
     #[arg(long, value_name = "JSON|@FILE")]
     pub props: Option<String>,
@@ -83,7 +83,7 @@ pub struct ContextArgs {
 
 impl ContextArgs {
     /// Builds the context.
-    pub fn context(&self) -> Result<Context, CliError> {
+    pub(crate) fn context(&self) -> Result<Context, CliError> {
         let mut b = Context::builder();
         if !self.name_servers.is_empty() {
             b = b.name_servers(self.name_servers.clone());
@@ -101,7 +101,7 @@ impl ContextArgs {
     }
 
     /// Parses and compiles `--props` over `base`.
-    pub fn properties(&self, base: TransportProperties) -> Result<Properties, CliError> {
+    pub(crate) fn properties(&self, base: TransportProperties) -> Result<Properties, CliError> {
         let Some(text) = &self.props else {
             return Ok(base.compile().map_err(taps::Error::from)?);
         };

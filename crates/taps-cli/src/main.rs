@@ -1,5 +1,8 @@
 //! The `taps` command line: show candidates, connect, listen, trace a race.
 
+// The one unsafe call is the SIGPIPE reset in `main`; everything else is safe code.
+#![deny(unsafe_code)]
+
 mod cmd;
 mod common;
 
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     // tools, instead of a panic in println!. Sockets are unaffected: Rust's socket writes
     // pass MSG_NOSIGNAL and UDP never raises SIGPIPE.
     // SAFETY: setting a signal disposition before any thread starts.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

@@ -12,6 +12,8 @@
 //!   ranked list of candidate stacks, with the reasons for each decision.
 //! - [`race`]: the Happy Eyeballs state machine that races the candidates.
 
+#![forbid(unsafe_code)]
+
 pub mod candidates;
 pub mod net;
 pub mod policy;

@@ -9,7 +9,7 @@ use crate::common::CliError;
 
 /// Arguments of `taps bench`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     command: BenchCommand,
 }
@@ -62,7 +62,7 @@ struct Options {
 }
 
 /// Runs the command.
-pub async fn run(args: Args) -> Result<(), CliError> {
+pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let (experiment, opts) = match args.command {
         BenchCommand::Worker { role, spec } => {
             // A worker builds its own runtime: run it on a thread outside this one.

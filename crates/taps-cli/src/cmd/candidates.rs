@@ -11,7 +11,7 @@ use crate::common::{CliError, ContextArgs};
 
 /// Arguments of `taps candidates`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Remote host name or address.
     host: String,
     /// Remote port.
@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 /// Runs the command.
-pub async fn run(args: Args) -> Result<(), CliError> {
+pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let ctx = args.ctx.context()?;
     let props = args.ctx.properties(TransportProperties::new())?;
     let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new(&args.host, args.port));
@@ -50,7 +50,7 @@ fn security(s: Security) -> &'static str {
 }
 
 /// One candidate as JSON (also used by `connect --json`).
-pub fn candidate_json(c: &Candidate) -> Value {
+pub(crate) fn candidate_json(c: &Candidate) -> Value {
     json!({
         "stack": c.stack.to_string(),
         "protocol": c.stack.protocol.as_str(),

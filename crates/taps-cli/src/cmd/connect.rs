@@ -18,7 +18,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Arguments of `taps connect`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Remote host name or address.
     host: String,
     /// Remote port.
@@ -52,7 +52,7 @@ struct FlowResult {
 }
 
 /// Runs the command.
-pub async fn run(args: Args) -> Result<(), CliError> {
+pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     if args.flows == 0 {
         return Err(CliError::usage("--flows must be at least 1"));
     }

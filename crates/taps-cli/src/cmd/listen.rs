@@ -16,7 +16,7 @@ const DATAGRAM_IDLE: Duration = Duration::from_secs(2);
 
 /// Arguments of `taps listen`.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Port to listen on (every allowed protocol uses it).
     port: u16,
     #[command(flatten)]
@@ -47,7 +47,7 @@ struct Totals {
 }
 
 /// Runs the command.
-pub async fn run(args: Args) -> Result<(), CliError> {
+pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let ctx = args.ctx.context()?;
     let props = args.ctx.properties(TransportProperties::for_listener())?;
     let local = SocketAddr::new(

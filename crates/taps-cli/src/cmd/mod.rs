@@ -1,6 +1,6 @@
 //! One module per subcommand.
 
-pub mod bench;
-pub mod candidates;
-pub mod connect;
-pub mod listen;
+pub(crate) mod bench;
+pub(crate) mod candidates;
+pub(crate) mod connect;
+pub(crate) mod listen;

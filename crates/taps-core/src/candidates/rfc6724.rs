@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 /// Precedence from the RFC 6724 default policy table.
-pub fn precedence(addr: &IpAddr) -> u8 {
+pub(crate) fn precedence(addr: &IpAddr) -> u8 {
     let v6 = match addr {
         IpAddr::V4(_) => return 35,
         IpAddr::V6(v6) => v6,
@@ -30,7 +30,7 @@ pub fn precedence(addr: &IpAddr) -> u8 {
 }
 
 /// Scope (RFC 4007 values): 2 link-local, 5 site, 14 global.
-pub fn scope(addr: &IpAddr) -> u8 {
+pub(crate) fn scope(addr: &IpAddr) -> u8 {
     match addr {
         IpAddr::V4(v4) if v4.is_loopback() || v4.is_link_local() => 2,
         IpAddr::V4(_) => 14,
@@ -41,7 +41,7 @@ pub fn scope(addr: &IpAddr) -> u8 {
 }
 
 /// Sort key: smaller sorts first.
-pub fn sort_key(addr: &IpAddr) -> (std::cmp::Reverse<u8>, u8) {
+pub(crate) fn sort_key(addr: &IpAddr) -> (std::cmp::Reverse<u8>, u8) {
     (std::cmp::Reverse(precedence(addr)), scope(addr))
 }
 

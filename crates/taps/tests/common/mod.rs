@@ -6,7 +6,7 @@ use taps::taps_core::properties::Protocol;
 use taps::{Context, Preference, TransportProperties};
 
 /// A context with an unused UDP encapsulation port and no DNS (literal addresses).
-pub fn sctp_context(flow_mapping: bool) -> Context {
+pub(crate) fn sctp_context(flow_mapping: bool) -> Context {
     let udp = StdUdp::bind("127.0.0.1:0").unwrap();
     let port = udp.local_addr().unwrap().port();
     drop(udp);
@@ -19,6 +19,6 @@ pub fn sctp_context(flow_mapping: bool) -> Context {
 }
 
 /// NEAT's `transport: ["SCTP", "TCP"]`, one of them required, SCTP preferred.
-pub fn sctp_then_tcp() -> TransportProperties {
+pub(crate) fn sctp_then_tcp() -> TransportProperties {
     TransportProperties::new().protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
 }
