@@ -19,5 +19,7 @@ pub mod net;
 pub mod policy;
 pub mod properties;
 pub mod race;
+pub mod stack;
 
 pub use net::{Family, Interface, InterfaceAddress, InterfaceKind};
+pub use stack::{Provides, Security, Stack};

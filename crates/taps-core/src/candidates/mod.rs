@@ -16,9 +16,8 @@
 //! families (First Address Family Count).
 
 mod rfc6724;
-mod stacks;
 
-pub use stacks::{Provides, Security, Stack};
+pub use crate::stack::{Provides, Security, Stack};
 
 use std::collections::HashMap;
 use std::fmt;

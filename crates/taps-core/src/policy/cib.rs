@@ -13,9 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::candidates::{Security, Stack};
 use crate::net::{Family, Interface};
 use crate::properties::Protocol;
+use crate::stack::{Security, Stack};
 
 /// Default lifetime of a cached outcome (NEAT's 10 minutes).
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(600);
