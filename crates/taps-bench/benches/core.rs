@@ -11,7 +11,7 @@ use taps_core::candidates::{Availability, Candidate, Plan, Security, Stack};
 use taps_core::policy::{Cib, OutcomeKey, Pib};
 use taps_core::properties::{Preference, Protocol, TransportProperties};
 use taps_core::race::{Action, Race, RaceConfig};
-use taps_core::Family;
+use taps_core::{AttemptCause, Family};
 
 const NEAT_JSON: &str = r#"{"transport": {"value": ["SCTP", "TCP"], "precedence": 2},
  "preserveMsgBoundaries": {"value": true, "precedence": 1}, "low_latency": true}"#;
@@ -71,7 +71,7 @@ fn plan_and_gather(c: &mut Criterion) {
             remote: SocketAddr::new(ip, 7400),
         };
         if ip.is_ipv6() {
-            seeded.record_failure(key, "connection refused", now);
+            seeded.record_failure(key, AttemptCause::Refused, now);
         } else {
             seeded.record_success(key, Duration::from_micros(60), now);
         }
@@ -172,7 +172,7 @@ fn play_until_won(race: &mut Race, now: Instant, refused: impl Fn(&Candidate) ->
     while let Some(action) = race.poll_action() {
         match action {
             Action::Start { id, candidate } if refused(&candidate) => {
-                race.on_attempt_failed(id, "connection refused".into(), now)
+                race.on_attempt_failed(id, AttemptCause::Refused, now)
             }
             Action::Start { id, .. } => race.on_attempt_connected(id, now),
             Action::Won { .. } => return,

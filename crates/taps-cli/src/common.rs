@@ -48,7 +48,11 @@ impl From<taps::Error> for CliError {
     fn from(e: taps::Error) -> CliError {
         let usage = matches!(
             e,
-            taps::Error::Properties(_) | taps::Error::Unsatisfiable(_) | taps::Error::Config(_)
+            taps::Error::Setup(
+                taps::SetupError::Properties(_)
+                    | taps::SetupError::Unsatisfiable(_)
+                    | taps::SetupError::Config(_)
+            )
         );
         CliError {
             message: e.to_string(),

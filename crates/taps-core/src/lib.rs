@@ -15,11 +15,13 @@
 #![forbid(unsafe_code)]
 
 pub mod candidates;
+pub mod failure;
 pub mod net;
 pub mod policy;
 pub mod properties;
 pub mod race;
 pub mod stack;
 
+pub use failure::{AttemptCause, DnsFailure};
 pub use net::{Family, Interface, InterfaceAddress, InterfaceKind};
 pub use stack::{Provides, Security, Stack};

@@ -33,7 +33,7 @@ use crate::Error;
 
 /// Largest message [`Connection::send`] and [`Connection::receive`] accept on a framed
 /// byte stream (16 MiB), so a corrupt length cannot make the receiver allocate gigabytes.
-pub const MAX_MESSAGE: usize = 16 << 20;
+pub(crate) const MAX_MESSAGE: usize = 16 << 20;
 
 /// What was established and how.
 #[derive(Debug, Clone)]
@@ -273,7 +273,7 @@ impl Connection {
         match &self.io {
             Io::Sctp(f) => {
                 let flow = SctpFlow::open_sibling(f.shared()).await?.map_err(|why| {
-                    Error::Usage(match why {
+                    Error::usage(match why {
                         NoSibling::ShuttingDown => "the SCTP association is shutting down",
                         NoSibling::StreamsInUse => {
                             "every SCTP stream this side may open on the association is in use"
@@ -284,7 +284,7 @@ impl Connection {
                 c.info.candidate = self.info.candidate.clone();
                 Ok(c)
             }
-            _ => Err(Error::Usage(
+            _ => Err(Error::usage(
                 "only SCTP connections can be cloned (a new stream of the association)",
             )),
         }

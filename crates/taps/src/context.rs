@@ -109,7 +109,7 @@ impl ContextBuilder {
 
     /// Builds the context: reads interfaces once, loads PIB and CIB files.
     pub fn build(self) -> Result<Context, Error> {
-        let resolver = Resolver::new(self.resolver).map_err(|e| Error::Config(e.to_string()))?;
+        let resolver = Resolver::new(self.resolver).map_err(Error::config)?;
         // The built-in PIB is parsed once per process and shared by every context.
         let pib = match (&self.pib_dir, self.no_builtin_pib) {
             (None, false) => Pib::shared_builtin(),
@@ -120,10 +120,7 @@ impl ContextBuilder {
                 } else {
                     Pib::builtin()
                 };
-                Arc::new(
-                    base.load_dir(dir)
-                        .map_err(|e| Error::Config(e.to_string()))?,
-                )
+                Arc::new(base.load_dir(dir).map_err(Error::config)?)
             }
         };
         let mut cib = Cib::new(self.cib_config);

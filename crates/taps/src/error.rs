@@ -1,45 +1,28 @@
-//! The one error type of the taps API.
+//! The errors of the taps API, split the way quinn splits its own: what can go wrong
+//! before any I/O ([`SetupError`]: configuration, properties, usage), what can go wrong
+//! while establishing a connection ([`EstablishError`]: names, candidates, the race), and
+//! what can go wrong on an established connection (I/O, message size). [`Error`] holds
+//! any of them, so `?` works across the API. Every cause is data; text exists only as
+//! `Display`, rendered when shown.
 
-use taps_core::candidates::Unsatisfiable;
+use std::fmt;
+
+use taps_core::candidates::{PrunedCandidate, Unsatisfiable};
+use taps_core::failure::AttemptCause;
 use taps_core::properties::PropertyError;
-use taps_core::Family;
-
-use crate::resolver::DnsError;
+use taps_core::race::RaceError;
+use taps_core::{DnsFailure, Family};
 
 /// Everything that can go wrong, each with a message that says what and why.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// Bad configuration (PIB directory, resolver settings, ...).
-    #[error("configuration: {0}")]
-    Config(String),
-    /// Bad transport properties.
+    /// Before any I/O: bad configuration, properties or usage.
     #[error(transparent)]
-    Properties(#[from] PropertyError),
-    /// No stack satisfies the properties.
+    Setup(#[from] SetupError),
+    /// Establishing a connection failed: the name, the candidates or the race.
     #[error(transparent)]
-    Unsatisfiable(#[from] Unsatisfiable),
-    /// The name did not resolve to any address.
-    #[error("{host} does not resolve: {}", causes.iter().map(|(f, e)| format!("{} {e}", if *f == Family::V4 { "A:" } else { "AAAA:" })).collect::<Vec<_>>().join("; "))]
-    Resolve {
-        /// The name.
-        host: String,
-        /// Each family's answer.
-        causes: Vec<(Family, DnsError)>,
-    },
-    /// Every candidate was pruned for the resolved addresses.
-    #[error("no candidate left for {host}: {reasons}")]
-    NoCandidates {
-        /// The name.
-        host: String,
-        /// Why each was dropped.
-        reasons: String,
-    },
-    /// The race failed: every attempt's cause.
-    #[error(transparent)]
-    Race(#[from] taps_core::race::RaceError),
-    /// The preconnection lacks what the call needs.
-    #[error("{0}")]
-    Usage(&'static str),
+    Establish(#[from] EstablishError),
     /// A socket error after establishment.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -51,4 +34,124 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+}
+
+/// An error found before any I/O: nothing was sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// Bad configuration (PIB directory, resolver settings, listener addresses, ...).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// Bad transport properties.
+    #[error(transparent)]
+    Properties(#[from] PropertyError),
+    /// No stack satisfies the properties.
+    #[error(transparent)]
+    Unsatisfiable(#[from] Unsatisfiable),
+    /// The call lacks what it needs (e.g. initiate without a remote endpoint).
+    #[error("{0}")]
+    Usage(&'static str),
+}
+
+/// Establishing a connection failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EstablishError {
+    /// The name did not resolve to any address: each family's cause.
+    #[error("{host} does not resolve: {}", DnsCauses(causes))]
+    Resolve {
+        /// The name.
+        host: String,
+        /// Each family's failure.
+        causes: Vec<(Family, DnsFailure)>,
+    },
+    /// Every candidate was ruled out for the resolved addresses: each one with why.
+    #[error("no candidate left for {host}: {}", PrunedList(pruned))]
+    NoCandidates {
+        /// The name.
+        host: String,
+        /// The candidates ruled out, with their violations.
+        pruned: Vec<PrunedCandidate>,
+    },
+    /// The race failed: every attempt with its typed cause.
+    #[error(transparent)]
+    Race(#[from] RaceError),
+}
+
+impl Error {
+    /// A usage error (the call lacks what it needs).
+    pub(crate) fn usage(what: &'static str) -> Error {
+        Error::Setup(SetupError::Usage(what))
+    }
+
+    /// A configuration error.
+    pub(crate) fn config(what: impl fmt::Display) -> Error {
+        Error::Setup(SetupError::Config(what.to_string()))
+    }
+
+    /// The failed race, if this is one.
+    pub fn race(&self) -> Option<&RaceError> {
+        match self {
+            Error::Establish(EstablishError::Race(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The typed cause of every failed attempt, if this is a failed race (empty
+    /// otherwise). Cost: a scan of the race's report.
+    pub fn attempt_causes(&self) -> Vec<AttemptCause> {
+        self.race()
+            .map(|r| r.attempts().map(|a| a.cause).collect())
+            .unwrap_or_default()
+    }
+}
+
+impl From<PropertyError> for Error {
+    fn from(e: PropertyError) -> Self {
+        Error::Setup(e.into())
+    }
+}
+
+impl From<Unsatisfiable> for Error {
+    fn from(e: Unsatisfiable) -> Self {
+        Error::Setup(e.into())
+    }
+}
+
+impl From<RaceError> for Error {
+    fn from(e: RaceError) -> Self {
+        Error::Establish(e.into())
+    }
+}
+
+/// `A: cause; AAAA: cause`, rendered when shown.
+struct DnsCauses<'a>(&'a [(Family, DnsFailure)]);
+
+impl fmt::Display for DnsCauses<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (family, cause)) in self.0.iter().enumerate() {
+            let rr = if *family == Family::V4 { "A" } else { "AAAA" };
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{rr}: {cause}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `<stack> <remote>: <violation>, ...; ...`, rendered when shown.
+struct PrunedList<'a>(&'a [PrunedCandidate]);
+
+impl fmt::Display for PrunedList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{} {}: ", p.stack, p.remote)?;
+            for (j, v) in p.violations.iter().enumerate() {
+                let sep = if j == 0 { "" } else { ", " };
+                write!(f, "{sep}{v}")?;
+            }
+        }
+        Ok(())
+    }
 }

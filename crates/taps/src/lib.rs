@@ -17,21 +17,26 @@
 //! # Ok(()) }
 //! ```
 
-pub mod connection;
-pub mod context;
-pub mod error;
+mod connection;
+mod context;
+mod endpoint;
+mod error;
 pub mod interfaces;
-pub mod listener;
-pub mod preconnection;
+mod listener;
+mod preconnection;
 mod racing;
 pub mod resolver;
 mod sctp_flow;
-pub mod transport;
+mod transport;
 
 pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
-pub use error::Error;
+pub use endpoint::RemoteEndpoint;
+pub use error::{Error, EstablishError, SetupError};
 pub use listener::Listener;
-pub use preconnection::{Preconnection, RemoteEndpoint};
+pub use preconnection::{CandidateListing, Preconnection};
 pub use taps_core;
+pub use taps_core::failure::{AttemptCause, DnsFailure};
 pub use taps_core::properties::{Preference, Properties, Protocol, TransportProperties};
+pub use taps_core::race::{RaceError, RaceReport};
+pub use transport::sctp::kernel_sctp_available;

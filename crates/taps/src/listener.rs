@@ -18,13 +18,14 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use taps_core::candidates::Stack;
+use taps_core::candidates::{Plan, Stack};
 use taps_core::properties::Protocol;
 
 use crate::connection::{Connection, Io};
 use crate::sctp_flow::{SctpFlow, SharedAssociation};
 use crate::transport;
-use crate::{Error, Preconnection};
+use crate::transport::SocketOptions;
+use crate::Error;
 
 /// How many accepted connections may wait for [`Listener::accept`].
 const BACKLOG: usize = 1024;
@@ -60,11 +61,13 @@ impl Listener {
     /// Stops listening (same as dropping).
     pub fn stop(self) {}
 
-    pub(crate) async fn start(pre: &Preconnection) -> Result<Listener, Error> {
-        let plan = pre.plan()?;
-        let local = pre.local.ok_or(Error::Usage(
-            "listen needs a local endpoint (address or port)",
-        ))?;
+    /// Listens on `local` with every runnable stack of `plan` and both families when
+    /// `local` is unspecified.
+    pub(crate) async fn start(
+        local: SocketAddr,
+        plan: &Plan,
+        opts: Arc<SocketOptions>,
+    ) -> Result<Listener, Error> {
         let addrs: Vec<SocketAddr> = if local.ip().is_unspecified() {
             vec![
                 SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), local.port()),
@@ -73,7 +76,6 @@ impl Listener {
         } else {
             vec![local]
         };
-        let opts = pre.socket_options();
         let runnable: Vec<Stack> = plan
             .stacks()
             .iter()
@@ -145,7 +147,7 @@ impl Listener {
                     None => s.stack.to_string(),
                 })
                 .collect();
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "nothing to listen on: allowed stacks {}; {}",
                 stacks.join(", "),
                 if errors.is_empty() {

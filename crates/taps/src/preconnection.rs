@@ -2,7 +2,6 @@
 //! (RFC 9622 section 6). The candidate plan is computed once, on first use, and shared by
 //! every connection initiated from it.
 
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -12,50 +11,14 @@ use taps_core::properties::Properties;
 use taps_core::Family;
 
 use crate::connection::Io;
-use crate::resolver::DnsError;
+use crate::endpoint::RemoteEndpoint;
+use crate::error::EstablishError;
+use crate::racing::RaceInput;
+use crate::resolver::DnsFailure;
 use crate::sctp_flow::SctpFlow;
 use crate::transport::SocketOptions;
 use crate::{racing, Connection, Context, Error, Listener};
 use taps_core::properties::Protocol;
-
-/// Where to connect: a host name or address literal, and a port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteEndpoint {
-    /// Host name or address literal (`::1` or `[::1]`).
-    pub host: String,
-    /// Port.
-    pub port: u16,
-}
-
-impl RemoteEndpoint {
-    /// A remote endpoint by name or literal address.
-    pub fn new(host: impl Into<String>, port: u16) -> RemoteEndpoint {
-        RemoteEndpoint {
-            host: host.into(),
-            port,
-        }
-    }
-
-    /// A remote endpoint by socket address.
-    pub fn addr(addr: SocketAddr) -> RemoteEndpoint {
-        RemoteEndpoint::new(addr.ip().to_string(), addr.port())
-    }
-
-    /// The key the CIB files outcomes under (`host:port`).
-    pub fn key(&self) -> Arc<str> {
-        format!("{}:{}", self.host.trim_matches(['[', ']']), self.port).into()
-    }
-}
-
-impl fmt::Display for RemoteEndpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') && !self.host.starts_with('[') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
 
 /// Endpoints and properties, ready to initiate or listen.
 pub struct Preconnection {
@@ -75,7 +38,7 @@ pub struct CandidateListing {
     /// The stack plan (allowed and pruned stacks).
     pub plan: Arc<Plan>,
     /// Each family's DNS answer: addresses or the error.
-    pub dns: Vec<(Family, Result<Vec<IpAddr>, DnsError>)>,
+    pub dns: Vec<(Family, Result<Vec<IpAddr>, DnsFailure>)>,
     /// Ranked and pruned candidates.
     pub gathered: Gathered,
 }
@@ -140,7 +103,7 @@ impl Preconnection {
         let remote = self
             .remote
             .as_ref()
-            .ok_or(Error::Usage("candidates need a remote endpoint"))?;
+            .ok_or(Error::usage("candidates need a remote endpoint"))?;
         let plan = self.plan()?;
         let mut resolution = self.ctx.resolver().resolve(&remote.host);
         let mut dns = Vec::new();
@@ -152,13 +115,14 @@ impl Preconnection {
             dns.push((answer.family, answer.result));
         }
         if addrs.is_empty() {
-            return Err(Error::Resolve {
+            return Err(EstablishError::Resolve {
                 host: remote.host.clone(),
                 causes: dns
                     .into_iter()
-                    .map(|(f, r)| (f, r.err().unwrap_or(DnsError::NoRecords)))
+                    .map(|(f, r)| (f, r.err().unwrap_or(DnsFailure::NoRecords)))
                     .collect(),
-            });
+            }
+            .into());
         }
         let gathered = {
             let cib = self.ctx.cib();
@@ -184,7 +148,7 @@ impl Preconnection {
         let remote = self
             .remote
             .as_ref()
-            .ok_or(Error::Usage("initiate needs a remote endpoint"))?;
+            .ok_or(Error::usage("initiate needs a remote endpoint"))?;
         let plan = self.plan()?;
         let maps = self.ctx.flow_mapping() && crate::transport::sctp::plan_runs_sctp(&plan);
         if !maps {
@@ -228,7 +192,15 @@ impl Preconnection {
         let opts = self.socket_options();
         let config = racing::race_config(&self.props);
         let key = self.remote_key(remote);
-        let won = racing::race(&self.ctx, remote, key, plan, config, &opts).await?;
+        let won = racing::race(RaceInput {
+            ctx: &self.ctx,
+            remote,
+            key,
+            plan,
+            config,
+            opts: &opts,
+        })
+        .await?;
         let stack = won.candidate.stack;
         Ok(Connection::from_established(
             won.established,
@@ -240,7 +212,11 @@ impl Preconnection {
 
     /// Listens on the local endpoint with every stack and family the properties allow.
     pub async fn listen(&self) -> Result<Listener, Error> {
-        Listener::start(self).await
+        let plan = self.plan()?;
+        let local = self.local.ok_or(Error::usage(
+            "listen needs a local endpoint (address or port)",
+        ))?;
+        Listener::start(local, &plan, self.socket_options()).await
     }
 
     pub(crate) fn socket_options(&self) -> Arc<SocketOptions> {

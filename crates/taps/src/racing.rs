@@ -5,6 +5,9 @@
 //! dropping it, which closes its socket at once. When the winner is returned, every
 //! other attempt has already been dropped, so nothing of a loser outlives the race.
 //! Each wake-up polls the few live attempts (bounded by `max_alive`).
+//!
+//! Time comes from tokio's clock ([`tokio::time::Instant`]), so a test with a paused
+//! runtime clock runs a whole race over real sockets in virtual time.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -13,25 +16,34 @@ use std::task::Poll;
 use std::time::Instant;
 
 use taps_core::candidates::{Candidate, Plan, PrunedCandidate};
-use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceReport};
+use taps_core::failure::AttemptCause;
+use taps_core::properties::Properties;
+use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceError, RaceReport};
+use taps_core::{DnsFailure, Family};
 use tokio::sync::mpsc;
 
-use crate::preconnection::RemoteEndpoint;
-use crate::resolver::DnsError;
+use crate::context::Context;
+use crate::endpoint::RemoteEndpoint;
+use crate::error::{Error, EstablishError};
+use crate::resolver::{DnsAnswer, Resolution};
 use crate::transport::{self, AttemptError, Established, SocketOptions};
-use crate::{Context, Error};
 
 type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + Send>>;
 
 /// What a won race hands to the connection.
 pub(crate) struct Won {
-    pub established: Established,
-    pub candidate: Candidate,
-    pub report: RaceReport,
+    pub(crate) established: Established,
+    pub(crate) candidate: Candidate,
+    pub(crate) report: RaceReport,
+}
+
+/// Now, on tokio's clock (virtual when the runtime's clock is paused).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// The race settings for a property set.
-pub(crate) fn race_config(props: &taps_core::properties::Properties) -> RaceConfig {
+pub(crate) fn race_config(props: &Properties) -> RaceConfig {
     let c = props.compiled();
     let mut config = RaceConfig::default();
     if let Some(d) = c.attempt_delay {
@@ -43,166 +55,273 @@ pub(crate) fn race_config(props: &taps_core::properties::Properties) -> RaceConf
     config
 }
 
-/// Races the candidates for `remote` and returns the winner.
-pub(crate) async fn race(
-    ctx: &Context,
-    remote: &RemoteEndpoint,
-    key: Arc<str>,
-    plan: &Arc<Plan>,
-    config: RaceConfig,
-    opts: &Arc<SocketOptions>,
-) -> Result<Won, Error> {
-    let start = Instant::now();
-    let mut race = Race::new(config, start);
-    if let Some(family) = ctx.cib().best_family(&key, start) {
-        race.expect_family(family, start);
+/// What one race needs from its preconnection.
+pub(crate) struct RaceInput<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) remote: &'a RemoteEndpoint,
+    /// The remote's CIB key (`host:port`).
+    pub(crate) key: Arc<str>,
+    pub(crate) plan: &'a Arc<Plan>,
+    pub(crate) config: RaceConfig,
+    pub(crate) opts: &'a Arc<SocketOptions>,
+}
+
+/// Races the candidates for the remote and returns the winner.
+pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
+    let start = now();
+    let mut config = input.config.clone();
+    if let Some(family) = input.ctx.cib().best_family(&input.key, start) {
+        config.awaited_family = family;
     }
-    let mut resolution = ctx.resolver().resolve(&remote.host);
-    let mut dns_done = false;
-    // Few entries (bounded by the attempts alive at once): vectors, not maps.
-    let mut attempts: Vec<(AttemptId, Attempt)> = Vec::new();
-    let mut connected: Vec<(AttemptId, Established)> = Vec::new();
-    // Kept to turn a race with nothing to try into the error that explains it.
-    let mut dns_causes: Vec<(taps_core::Family, DnsError)> = Vec::new();
-    // Candidates the properties ruled out, kept as data: their reasons are only put into
-    // words if nothing else was left to try.
-    let mut pruned: Vec<PrunedCandidate> = Vec::new();
-    let mut any_address = false;
-    // Attempts say "the remote answered" here (SCTP INIT-ACK) before they connect; only
-    // races with SCTP candidates pay for the channel.
-    let (reach_tx, mut reach_rx) = if transport::sctp::plan_runs_sctp(plan) {
-        let (tx, rx) = mpsc::unbounded_channel::<AttemptId>();
-        (Some(tx), Some(rx))
-    } else {
-        (None, None)
+    let driver = Driver {
+        race: Race::new(config, start),
+        resolution: input.ctx.resolver().resolve(&input.remote.host),
+        dns_done: false,
+        attempts: Vec::new(),
+        connected: Vec::new(),
+        dns_causes: Vec::new(),
+        pruned: Vec::new(),
+        any_address: false,
+        reach: Reach::for_plan(input.plan),
+        input,
     };
-    // One timer for the whole race, moved only when the race's next deadline changes:
-    // registering a tokio timer takes the timer wheel's lock (and may wake the driver),
-    // so a fresh one per wake-up would cost every flow a few contended locks.
-    let timer = tokio::time::sleep_until(start.into());
-    tokio::pin!(timer);
-    let mut armed: Option<Instant> = None;
-    loop {
-        while let Some(action) = race.poll_action() {
-            match action {
-                Action::Start { id, candidate } => {
-                    let opts = opts.clone();
-                    let reach = reach_tx.clone();
-                    let reachable = move || {
-                        if let Some(reach) = reach {
-                            let _ = reach.send(id);
-                        }
-                    };
-                    attempts.push((
-                        id,
-                        Box::pin(async move {
-                            transport::connect_signalling(&candidate, &opts, reachable).await
-                        }),
-                    ));
-                }
-                Action::Cancel { id } => {
-                    attempts.retain(|(i, _)| *i != id);
-                    connected.retain(|(i, _)| *i != id);
-                }
-                Action::Won { id } => {
-                    attempts.clear();
-                    let established = take(&mut connected, id)
-                        .expect("the race names a connected attempt as winner");
-                    connected.clear();
-                    let report = race.into_report();
-                    report.record_outcomes(&mut ctx.cib(), &key);
-                    let candidate = report
-                        .attempt(id)
-                        .expect("the winner has a report entry")
-                        .candidate
-                        .clone();
-                    return Ok(Won {
-                        established,
-                        candidate,
-                        report,
-                    });
-                }
-                Action::Failed(err) => {
-                    attempts.clear();
-                    race.report().record_outcomes(&mut ctx.cib(), &key);
-                    let nothing_tried = err.kind == FailureKind::NoCandidates;
-                    if nothing_tried && !any_address {
-                        return Err(Error::Resolve {
-                            host: remote.host.clone(),
-                            causes: std::mem::take(&mut dns_causes),
-                        });
-                    }
-                    if nothing_tried && err.attempts.is_empty() && !pruned.is_empty() {
-                        return Err(Error::NoCandidates {
-                            host: remote.host.clone(),
-                            reasons: pruned
-                                .iter()
-                                .map(|p| {
-                                    let why: Vec<String> =
-                                        p.violations.iter().map(|v| v.to_string()).collect();
-                                    format!("{} {}: {}", p.stack, p.remote, why.join(", "))
-                                })
-                                .collect::<Vec<_>>()
-                                .join("; "),
-                        });
-                    }
-                    return Err(Error::Race(err));
-                }
+    driver.run(start).await
+}
+
+/// The channel on which attempts say "the remote answered" (SCTP INIT-ACK) before they
+/// connect; only races with SCTP candidates pay for it.
+struct Reach {
+    tx: Option<mpsc::UnboundedSender<AttemptId>>,
+    rx: Option<mpsc::UnboundedReceiver<AttemptId>>,
+}
+
+impl Reach {
+    fn for_plan(plan: &Plan) -> Reach {
+        if transport::sctp::plan_runs_sctp(plan) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            Reach {
+                tx: Some(tx),
+                rx: Some(rx),
             }
+        } else {
+            Reach { tx: None, rx: None }
         }
-        let deadline = race.poll_timeout();
-        if deadline != armed {
-            if let Some(d) = deadline {
-                timer.as_mut().reset(d.into());
-            }
-            armed = deadline;
+    }
+
+    /// The next attempt whose peer answered (never, without a channel).
+    async fn next(&mut self) -> Option<AttemptId> {
+        match &mut self.rx {
+            Some(rx) => rx.recv().await,
+            None => std::future::pending().await,
         }
-        tokio::select! {
-            answer = resolution.next(), if !dns_done => {
-                let now = Instant::now();
-                match answer {
-                    None => {
-                        dns_done = true;
-                        race.on_dns_complete(now);
-                    }
-                    Some(a) => match a.result {
-                        Ok(addrs) => {
-                            any_address = true;
-                            let mut gathered =
-                                plan.gather(&key, remote.port, &addrs, &ctx.cib(), now);
-                            pruned.append(&mut gathered.pruned);
-                            race.on_candidates(a.family, gathered.candidates, now);
-                        }
-                        Err(e) => {
-                            race.on_dns_failed(a.family, e.to_string(), now);
-                            dns_causes.push((a.family, e));
-                        }
-                    },
+    }
+}
+
+/// One race in progress: the core's state machine and the I/O it asked for.
+struct Driver<'a> {
+    input: RaceInput<'a>,
+    race: Race,
+    resolution: Resolution,
+    dns_done: bool,
+    /// Live attempts. Few entries (bounded by the attempts alive at once): vectors, not
+    /// maps.
+    attempts: Vec<(AttemptId, Attempt)>,
+    /// Attempts that connected, until the race names the winner.
+    connected: Vec<(AttemptId, Established)>,
+    /// Kept to turn a race with nothing to try into the error that explains it.
+    dns_causes: Vec<(Family, DnsFailure)>,
+    /// Candidates the properties ruled out, kept as data: put into words only if nothing
+    /// else was left to try, and only when shown.
+    pruned: Vec<PrunedCandidate>,
+    any_address: bool,
+    reach: Reach,
+}
+
+/// How the race ended.
+enum Decided {
+    Won(AttemptId),
+    Failed(RaceError),
+}
+
+/// What woke the driver.
+enum Wake {
+    Dns(Option<DnsAnswer>),
+    Attempt(AttemptId, Result<Established, AttemptError>),
+    Reachable(AttemptId),
+    Timer,
+}
+
+impl Driver<'_> {
+    /// Executes the race's actions and feeds it events until it decides.
+    async fn run(mut self, start: Instant) -> Result<Won, Error> {
+        // One timer for the whole race, moved only when the race's next deadline changes:
+        // registering a tokio timer takes the timer wheel's lock (and may wake the
+        // driver), so a fresh one per wake-up would cost every flow a few contended locks.
+        let timer = tokio::time::sleep_until(start.into());
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
+        loop {
+            while let Some(action) = self.race.poll_action() {
+                match self.execute(action) {
+                    None => {}
+                    Some(Decided::Won(id)) => return self.finish_won(id),
+                    Some(Decided::Failed(err)) => return Err(self.finish_failed(err)),
                 }
             }
-            (id, result) = next_outcome(&mut attempts), if !attempts.is_empty() => {
-                let now = Instant::now();
-                attempts.retain(|(i, _)| *i != id);
+            let deadline = self.race.poll_timeout();
+            if deadline != armed {
+                if let Some(d) = deadline {
+                    timer.as_mut().reset(d.into());
+                }
+                armed = deadline;
+            }
+            let wake = tokio::select! {
+                answer = self.resolution.next(), if !self.dns_done => Wake::Dns(answer),
+                (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
+                    Wake::Attempt(id, r)
+                }
+                Some(id) = self.reach.next() => Wake::Reachable(id),
+                _ = &mut timer, if armed.is_some() => {
+                    // Fired: re-armed above if the race still has a deadline.
+                    armed = None;
+                    Wake::Timer
+                }
+            };
+            self.feed(wake, now());
+        }
+    }
+
+    /// Carries out one action; returns the decision when the race made one.
+    fn execute(&mut self, action: Action) -> Option<Decided> {
+        match action {
+            Action::Start { id, candidate } => self.start_attempt(id, candidate),
+            Action::Cancel { id } => {
+                // Dropping the attempt's future closes its socket.
+                self.attempts.retain(|(i, _)| *i != id);
+                self.connected.retain(|(i, _)| *i != id);
+            }
+            Action::Won { id } => return Some(Decided::Won(id)),
+            Action::Failed(err) => return Some(Decided::Failed(err)),
+            _ => {}
+        }
+        None
+    }
+
+    /// Starts connecting `candidate` as attempt `id` (polled from the next wake-up on).
+    fn start_attempt(&mut self, id: AttemptId, candidate: Candidate) {
+        let opts = self.input.opts.clone();
+        let reach = self.reach.tx.clone();
+        let reachable = move || {
+            if let Some(reach) = reach {
+                let _ = reach.send(id);
+            }
+        };
+        self.attempts.push((
+            id,
+            Box::pin(
+                async move { transport::connect_signalling(&candidate, &opts, reachable).await },
+            ),
+        ));
+    }
+
+    /// Hands one event to the race.
+    fn feed(&mut self, wake: Wake, now: Instant) {
+        match wake {
+            Wake::Dns(None) => {
+                self.dns_done = true;
+                self.race.on_dns_complete(now);
+            }
+            Wake::Dns(Some(answer)) => self.on_dns_answer(answer, now),
+            Wake::Attempt(id, result) => {
+                self.attempts.retain(|(i, _)| *i != id);
                 match result {
                     Ok(est) => {
-                        connected.push((id, est));
-                        race.on_attempt_connected(id, now);
+                        self.connected.push((id, est));
+                        self.race.on_attempt_connected(id, now);
                     }
-                    Err(e) => race.on_attempt_failed(id, e.to_string(), now),
+                    Err(e) => self.race.on_attempt_failed(id, AttemptCause::from(e), now),
                 }
             }
-            Some(id) = async {
-                match &mut reach_rx {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => race.on_attempt_reachable(id, Instant::now()),
-            _ = &mut timer, if armed.is_some() => {
-                // Fired: re-armed above if the race still has a deadline.
-                armed = None;
-                race.handle_timeout(Instant::now());
+            Wake::Reachable(id) => self.race.on_attempt_reachable(id, now),
+            Wake::Timer => self.race.handle_timeout(now),
+        }
+    }
+
+    /// One family's DNS answer: its candidates join the race (scored once per answer
+    /// and preconnection, see `Preconnection`), or its failure is kept for the error.
+    fn on_dns_answer(&mut self, answer: DnsAnswer, now: Instant) {
+        match answer.result {
+            Ok(addrs) => {
+                self.any_address = true;
+                let input = &self.input;
+                let mut gathered =
+                    input
+                        .plan
+                        .gather(&input.key, input.remote.port, &addrs, &input.ctx.cib(), now);
+                self.pruned.append(&mut gathered.pruned);
+                self.race
+                    .on_candidates(answer.family, gathered.candidates, now);
+            }
+            Err(e) => {
+                self.race.on_dns_failed(answer.family, e.clone(), now);
+                self.dns_causes.push((answer.family, e));
             }
         }
+    }
+
+    /// The race named `id` the winner: every other attempt is dropped here, the CIB
+    /// learns every outcome, and the winner's connection is handed on.
+    fn finish_won(mut self, id: AttemptId) -> Result<Won, Error> {
+        self.attempts.clear();
+        let established = take(&mut self.connected, id);
+        self.connected.clear();
+        let report = self.race.into_report();
+        self.input
+            .ctx
+            .cib()
+            .learn(&self.input.key, report.learned());
+        let candidate = report.attempt(id).map(|a| a.candidate.clone());
+        match (established, candidate) {
+            (Some(established), Some(candidate)) => Ok(Won {
+                established,
+                candidate,
+                report,
+            }),
+            // The core names only a connected attempt it reported as the winner.
+            _ => Err(Error::Io(std::io::Error::other(format!(
+                "race named {id} the winner but it did not connect"
+            )))),
+        }
+    }
+
+    /// The race failed: the CIB learns every outcome, and the error says why in the
+    /// most telling terms (the name did not resolve, every candidate was ruled out, or
+    /// each attempt's cause).
+    fn finish_failed(mut self, err: RaceError) -> Error {
+        self.attempts.clear();
+        self.input
+            .ctx
+            .cib()
+            .learn(&self.input.key, err.report().learned());
+        let host = || self.input.remote.host.clone();
+        let nothing_tried = err.kind() == FailureKind::NoCandidates;
+        if nothing_tried && !self.any_address {
+            let causes = std::mem::take(&mut self.dns_causes);
+            return EstablishError::Resolve {
+                host: host(),
+                causes,
+            }
+            .into();
+        }
+        if nothing_tried && err.attempts().next().is_none() && !self.pruned.is_empty() {
+            let pruned = std::mem::take(&mut self.pruned);
+            return EstablishError::NoCandidates {
+                host: host(),
+                pruned,
+            }
+            .into();
+        }
+        err.into()
     }
 }
 

@@ -7,7 +7,7 @@
 //! [`Resolver::resolve`] then costs two spawned tasks and, on a cache miss, two queries.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), taps::resolver::ResolveError> {
+//! # async fn demo() -> Result<(), taps::resolver::ResolverConfigError> {
 //! use taps::resolver::{Resolver, ResolverConfig};
 //! let resolver = Resolver::new(ResolverConfig::default())?;
 //! let mut resolution = resolver.resolve("example.org");
@@ -29,6 +29,7 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::net::NetError;
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
+pub use taps_core::DnsFailure;
 use taps_core::Family;
 use tokio::task::{Id, JoinSet};
 
@@ -71,43 +72,25 @@ impl Default for ResolverConfig {
     }
 }
 
-/// Why a [`Resolver`] could not be built.
+/// Why a [`Resolver`] could not be built from its configuration (not a lookup failure:
+/// those are [`DnsFailure`]s).
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ResolveError {
+pub enum ResolverConfigError {
     /// [`NameServers::Custom`] with an empty list.
     #[error("no name servers configured")]
     NoNameServers,
 }
 
-/// Why one family's lookup gave no address. Messages read well after a record type,
-/// e.g. `AAAA: name does not exist`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DnsError {
-    /// The name exists but has no record of the asked type (NOERROR, empty answer).
-    #[error("no record of that type")]
-    NoRecords,
-    /// The name does not exist (NXDOMAIN).
-    #[error("name does not exist")]
-    NxDomain,
-    /// No server answered in time, after every attempt.
-    #[error("timed out")]
-    Timeout,
-    /// Anything else: server failure, refusal, unreachable servers, invalid name, ...
-    #[error("{0}")]
-    Other(String),
-}
-
-impl DnsError {
-    fn from_net(err: &NetError) -> DnsError {
-        if err.is_nx_domain() {
-            DnsError::NxDomain
-        } else if err.is_no_records_found() {
-            DnsError::NoRecords
-        } else if matches!(err, NetError::Timeout) {
-            DnsError::Timeout
-        } else {
-            DnsError::Other(err.to_string())
-        }
+/// Turns hickory's error into the typed cause the race and the errors carry.
+fn dns_failure(err: &NetError) -> DnsFailure {
+    if err.is_nx_domain() {
+        DnsFailure::NxDomain
+    } else if err.is_no_records_found() {
+        DnsFailure::NoRecords
+    } else if matches!(err, NetError::Timeout) {
+        DnsFailure::Timeout
+    } else {
+        DnsFailure::Other(err.to_string().into())
     }
 }
 
@@ -119,29 +102,29 @@ pub struct DnsAnswer {
     pub family: Family,
     /// The addresses, in the server's order without duplicates (never empty), or why
     /// there are none.
-    pub result: Result<Vec<IpAddr>, DnsError>,
+    pub result: Result<Vec<IpAddr>, DnsFailure>,
 }
 
 /// A DNS resolver shared by all flows of a context. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct Resolver {
-    inner: Arc<Lazy>,
+    inner: Arc<LazyResolver>,
 }
 
 /// The resolver's configuration, and the hickory resolver built from it on the first name
 /// lookup: contexts that only ever connect to address literals never pay for it (reading
 /// `/etc/resolv.conf` and `/etc/hosts`, setting up caches).
-struct Lazy {
+struct LazyResolver {
     config: ResolverConfig,
     built: OnceLock<Result<Arc<TokioResolver>, String>>,
 }
 
-impl Lazy {
-    fn get(&self) -> Result<Arc<TokioResolver>, DnsError> {
+impl LazyResolver {
+    fn get(&self) -> Result<Arc<TokioResolver>, DnsFailure> {
         self.built
             .get_or_init(|| build(&self.config))
             .clone()
-            .map_err(DnsError::Other)
+            .map_err(|e| DnsFailure::Other(e.into()))
     }
 }
 
@@ -182,12 +165,12 @@ impl Resolver {
     /// the resolver proper (`/etc/resolv.conf` for [`NameServers::System`], `/etc/hosts`
     /// if `use_hosts_file`, its cache) is set up on the first name lookup, so contexts
     /// that only connect to address literals never pay for it. Needs no tokio runtime.
-    pub fn new(config: ResolverConfig) -> Result<Resolver, ResolveError> {
+    pub fn new(config: ResolverConfig) -> Result<Resolver, ResolverConfigError> {
         if config.name_servers == NameServers::Custom(Vec::new()) {
-            return Err(ResolveError::NoNameServers);
+            return Err(ResolverConfigError::NoNameServers);
         }
         Ok(Resolver {
-            inner: Arc::new(Lazy {
+            inner: Arc::new(LazyResolver {
                 config,
                 built: OnceLock::new(),
             }),
@@ -280,7 +263,9 @@ impl Resolution {
                     .map_or(Family::V4, |(_, f)| *f);
                 Some(DnsAnswer {
                     family,
-                    result: Err(DnsError::Other(format!("lookup task failed: {err}"))),
+                    result: Err(DnsFailure::Other(
+                        format!("lookup task failed: {err}").into(),
+                    )),
                 })
             }
         }
@@ -292,7 +277,7 @@ async fn lookup(
     resolver: &TokioResolver,
     name: &str,
     family: Family,
-) -> Result<Vec<IpAddr>, DnsError> {
+) -> Result<Vec<IpAddr>, DnsFailure> {
     let record_type = match family {
         Family::V4 => RecordType::A,
         Family::V6 => RecordType::AAAA,
@@ -300,7 +285,7 @@ async fn lookup(
     let lookup = resolver
         .lookup(name, record_type)
         .await
-        .map_err(|e| DnsError::from_net(&e))?;
+        .map_err(|e| dns_failure(&e))?;
     let mut addrs: Vec<IpAddr> = Vec::new();
     for record in lookup.answers() {
         let ip = match &record.data {
@@ -314,7 +299,7 @@ async fn lookup(
         }
     }
     if addrs.is_empty() {
-        return Err(DnsError::NoRecords);
+        return Err(DnsFailure::NoRecords);
     }
     Ok(addrs)
 }
@@ -391,9 +376,9 @@ mod tests {
 
     #[test]
     fn messages() {
-        assert_eq!(DnsError::NxDomain.to_string(), "name does not exist");
-        assert_eq!(DnsError::NoRecords.to_string(), "no record of that type");
-        assert_eq!(DnsError::Timeout.to_string(), "timed out");
+        assert_eq!(DnsFailure::NxDomain.to_string(), "name does not exist");
+        assert_eq!(DnsFailure::NoRecords.to_string(), "no record of that type");
+        assert_eq!(DnsFailure::Timeout.to_string(), "timed out");
     }
 
     #[test]
@@ -404,7 +389,7 @@ mod tests {
         };
         assert!(matches!(
             Resolver::new(config),
-            Err(ResolveError::NoNameServers)
+            Err(ResolverConfigError::NoNameServers)
         ));
     }
 }

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
 use taps::taps_core::race::AttemptOutcome;
-use taps::{Context, Error, Preconnection, RemoteEndpoint, TransportProperties};
+use taps::{
+    AttemptCause, Context, Error, EstablishError, Preconnection, RemoteEndpoint,
+    TransportProperties,
+};
 use taps_testkit::{Blackhole, DnsServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -37,7 +40,10 @@ async fn refused_ipv6_starts_ipv4_at_once() {
     let attempts = &report.attempts;
     assert_eq!(attempts.len(), 2, "{report:?}");
     assert!(attempts[0].candidate.remote.is_ipv6());
-    assert!(matches!(attempts[0].outcome, AttemptOutcome::Failed(ref c) if c.contains("refused")));
+    assert!(matches!(
+        attempts[0].outcome,
+        AttemptOutcome::Failed(AttemptCause::Refused)
+    ));
     let gap = attempts[1].start - attempts[0].end.unwrap();
     assert!(
         gap < Duration::from_millis(20),
@@ -96,10 +102,12 @@ async fn every_candidate_ruled_out_says_why_for_each() {
         .unwrap();
     let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("::1", 80));
     let err = pre.initiate().await.unwrap_err();
-    let Error::NoCandidates { reasons, .. } = &err else {
+    let Error::Establish(EstablishError::NoCandidates { pruned, .. }) = &err else {
         panic!("{err}")
     };
-    assert!(reasons.contains("TCP [::1]:80"), "{reasons}");
+    assert_eq!(pruned.len(), 1, "{err}");
+    assert_eq!(pruned[0].remote.to_string(), "[::1]:80");
+    assert!(err.to_string().contains("TCP [::1]:80"), "{err}");
     assert!(err.to_string().contains("::1"), "{err}");
 }
 
@@ -122,9 +130,15 @@ async fn all_refused_lists_every_cause() {
         "{:?}",
         started.elapsed()
     );
-    let Error::Race(race) = &err else {
+    let Some(race) = err.race() else {
         panic!("{err}")
     };
+    // The causes are data: each attempt was refused, no text to match.
+    assert_eq!(
+        err.attempt_causes(),
+        [AttemptCause::Refused, AttemptCause::Refused],
+        "{err}"
+    );
     let text = race.to_string();
     assert!(text.contains(&format!("[::1]:{port}")), "{text}");
     assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
@@ -225,4 +239,40 @@ async fn udp_message_flow_through_listener() {
     assert_eq!(accepted.receive().await.unwrap().unwrap(), b"ping");
     accepted.send(b"pong").await.unwrap();
     assert_eq!(c.receive().await.unwrap().unwrap(), b"pong");
+}
+
+/// A whole race over real sockets in virtual time: the runtime's clock is paused, so the
+/// 30 s establishment timeout passes as soon as nothing else can happen, and the cause
+/// says exactly how long the silent attempt ran.
+#[tokio::test(start_paused = true)]
+async fn blackholed_address_times_out_with_a_timeout_cause_in_virtual_time() {
+    let ctx = Context::builder().build().unwrap();
+    let dead = Blackhole::v6().unwrap();
+    let pre = Preconnection::new(&ctx, tcp().compile().unwrap())
+        .remote(RemoteEndpoint::addr(dead.addr()));
+    let wall = std::time::Instant::now();
+    let virtual_start = tokio::time::Instant::now();
+    let err = pre.initiate().await.unwrap_err();
+    assert_eq!(
+        tokio::time::Instant::now() - virtual_start,
+        Duration::from_secs(30),
+        "{err}"
+    );
+    assert!(
+        wall.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        wall.elapsed()
+    );
+    assert_eq!(
+        err.attempt_causes(),
+        [AttemptCause::TimedOut {
+            after: Some(Duration::from_secs(30))
+        }],
+        "{err}"
+    );
+    assert!(err.attempt_causes()[0].is_timeout());
+    assert!(
+        err.to_string().contains("timed out after 30000 ms"),
+        "{err}"
+    );
 }

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use taps::resolver::{
-    DnsAnswer, DnsError, NameServers, Resolution, ResolveError, Resolver, ResolverConfig,
+    DnsAnswer, DnsFailure, NameServers, Resolution, Resolver, ResolverConfig, ResolverConfigError,
 };
 use taps_core::Family;
 use taps_testkit::DnsServer;
@@ -66,7 +66,7 @@ async fn answers(resolver: &Resolver, host: &str) -> Vec<DnsAnswer> {
         .collect()
 }
 
-fn of(answers: &[DnsAnswer], family: Family) -> &Result<Vec<IpAddr>, DnsError> {
+fn of(answers: &[DnsAnswer], family: Family) -> &Result<Vec<IpAddr>, DnsFailure> {
     let mut it = answers.iter().filter(|a| a.family == family);
     let answer = it.next().unwrap_or_else(|| panic!("no {family} answer"));
     assert!(it.next().is_none(), "one {family} answer only");
@@ -99,16 +99,16 @@ async fn aaaa_only_and_a_only_names() {
     let resolver = resolver(&dns);
     let got = answers(&resolver, "v6only.test").await;
     assert_eq!(of(&got, Family::V6), &Ok(vec![ip("2001:db8::6")]));
-    assert_eq!(of(&got, Family::V4), &Err(DnsError::NoRecords));
+    assert_eq!(of(&got, Family::V4), &Err(DnsFailure::NoRecords));
 
     let got = answers(&resolver, "v4only.test").await;
     assert_eq!(of(&got, Family::V4), &Ok(vec![ip("192.0.2.4")]));
-    assert_eq!(of(&got, Family::V6), &Err(DnsError::NoRecords));
+    assert_eq!(of(&got, Family::V6), &Err(DnsFailure::NoRecords));
 
     // An empty non-terminal exists: NOERROR, no records.
     let got = answers(&resolver, "sub.test").await;
-    assert_eq!(of(&got, Family::V4), &Err(DnsError::NoRecords));
-    assert_eq!(of(&got, Family::V6), &Err(DnsError::NoRecords));
+    assert_eq!(of(&got, Family::V4), &Err(DnsFailure::NoRecords));
+    assert_eq!(of(&got, Family::V6), &Err(DnsFailure::NoRecords));
 }
 
 #[tokio::test]
@@ -117,9 +117,9 @@ async fn nxdomain_for_both_families() {
     let resolver = resolver(&dns);
     let got = answers(&resolver, "nope.test").await;
     assert_eq!(got.len(), 2);
-    assert_eq!(of(&got, Family::V4), &Err(DnsError::NxDomain));
-    assert_eq!(of(&got, Family::V6), &Err(DnsError::NxDomain));
-    assert_eq!(DnsError::NxDomain.to_string(), "name does not exist");
+    assert_eq!(of(&got, Family::V4), &Err(DnsFailure::NxDomain));
+    assert_eq!(of(&got, Family::V6), &Err(DnsFailure::NxDomain));
+    assert_eq!(DnsFailure::NxDomain.to_string(), "name does not exist");
 }
 
 #[tokio::test]
@@ -291,7 +291,7 @@ async fn unreachable_server_fails_within_the_timeout() {
     for answer in &got {
         let err = answer.result.as_ref().unwrap_err();
         assert!(
-            matches!(err, DnsError::Timeout | DnsError::Other(_)),
+            matches!(err, DnsFailure::Timeout | DnsFailure::Other(_)),
             "{err:?}"
         );
         assert!(!err.to_string().is_empty());
@@ -306,6 +306,6 @@ async fn unreachable_server_fails_within_the_timeout() {
 #[test]
 fn empty_custom_list_is_rejected() {
     let err = Resolver::new(config(Vec::new())).unwrap_err();
-    assert!(matches!(err, ResolveError::NoNameServers));
+    assert!(matches!(err, ResolverConfigError::NoNameServers));
     assert_eq!(err.to_string(), "no name servers configured");
 }

@@ -2,9 +2,9 @@
 //! SCTP was tried first.
 
 use serde_json::{json, Value};
-use taps::preconnection::CandidateListing;
 use taps::taps_core::candidates::{Candidate, Security};
 use taps::taps_core::Family;
+use taps::CandidateListing;
 use taps::{Preconnection, RemoteEndpoint, TransportProperties};
 
 use crate::common::{CliError, ContextArgs};

@@ -143,11 +143,10 @@ async fn flow(pre: &Preconnection, bytes: Option<u64>, message: Option<String>) 
             // closes, instead of an ABORT on drop), bounded like the drain.
             let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn.close()).await;
         }
-        Err(taps::Error::Race(e)) => {
-            r.report = Some(e.report().clone());
+        Err(e) => {
+            r.report = e.race().map(|race| race.report().clone());
             r.error = Some(e.to_string());
         }
-        Err(e) => r.error = Some(e.to_string()),
     }
     r.elapsed = t0.elapsed();
     r
@@ -215,7 +214,7 @@ fn winner_json(conn: &Connection) -> Value {
 fn outcome(o: &AttemptOutcome) -> (&'static str, Option<String>) {
     match o {
         AttemptOutcome::Won => ("won", None),
-        AttemptOutcome::Failed(cause) => ("failed", Some(cause.clone())),
+        AttemptOutcome::Failed(cause) => ("failed", Some(cause.to_string())),
         AttemptOutcome::Cancelled => ("cancelled", None),
         AttemptOutcome::Skipped(why) => ("skipped", Some(why.to_string())),
         AttemptOutcome::Pending => ("pending", None),

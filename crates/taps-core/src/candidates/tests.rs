@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::failure::AttemptCause;
 use crate::policy::CibConfig;
 use crate::properties::TransportProperties;
 
@@ -252,7 +253,7 @@ fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
         .find(|c| c.stack.protocol == Protocol::Tcp && c.family() == Family::V4)
         .unwrap()
         .clone();
-    cib.record_failure(tcp_v4.outcome_key(&endpoint()), "refused", now);
+    cib.record_failure(tcp_v4.outcome_key(&endpoint()), AttemptCause::Refused, now);
     let second = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
     assert_eq!(second.candidates.len(), first.candidates.len());
     let again = second
@@ -320,7 +321,7 @@ fn history_moves_failures_back_and_fast_paths_forward() {
         stack: Stack::plain(Protocol::Tcp),
         remote: SocketAddr::new(ip(a), 8080),
     };
-    cib.record_failure(key("::1"), "timed out", now);
+    cib.record_failure(key("::1"), AttemptCause::TimedOut { after: None }, now);
     let g = gather(&tcp_only(), &["::1", "127.0.0.1"], &cib, now);
     assert_eq!(names(&g), ["TCP 127.0.0.1:8080", "TCP [::1]:8080"]);
     assert!(matches!(g.candidates[1].history, History::Failed { .. }));
@@ -340,7 +341,9 @@ fn history_moves_failures_back_and_fast_paths_forward() {
                 stack: Stack::plain(Protocol::Sctp),
                 remote: SocketAddr::new(ip(a), 8080),
             },
-            "no answer",
+            AttemptCause::Overtaken {
+                silent: Duration::from_millis(250),
+            },
             now,
         );
     }
@@ -606,7 +609,11 @@ mod cib {
             max_entries: 3,
         });
         for n in 0..5u16 {
-            cib.record_failure(key(n), "x", now + Duration::from_secs(n.into()));
+            cib.record_failure(
+                key(n),
+                AttemptCause::other("x"),
+                now + Duration::from_secs(n.into()),
+            );
         }
         assert_eq!(cib.len(), 3);
         assert_eq!(
@@ -625,7 +632,7 @@ mod cib {
         let wall = SystemTime::now();
         let mut cib = Cib::default();
         cib.record_success(key(1), Duration::from_millis(7), now);
-        cib.record_failure(key(2), "connection refused", now);
+        cib.record_failure(key(2), AttemptCause::Refused, now);
         let text = cib.to_json(now, wall);
 
         // A later process, 60 s on.
@@ -639,7 +646,7 @@ mod cib {
         );
         match loaded.history(&key(2), later) {
             History::Failed { cause, age } => {
-                assert_eq!(cause, "connection refused");
+                assert_eq!(cause, AttemptCause::Refused);
                 assert!(age >= Duration::from_secs(59) && age <= Duration::from_secs(61));
             }
             h => panic!("{h:?}"),

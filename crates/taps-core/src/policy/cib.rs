@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::failure::AttemptCause;
 use crate::net::{Family, Interface};
 use crate::properties::Protocol;
 use crate::stack::{Security, Stack};
@@ -40,7 +41,7 @@ pub struct Outcome {
     /// When it was last updated.
     pub at: Instant,
     /// Whether the last attempt succeeded; if not, its cause.
-    pub last: Result<(), String>,
+    pub last: Result<(), AttemptCause>,
     /// Recent connect times of successful attempts, newest last.
     pub rtt_samples: Vec<Duration>,
 }
@@ -60,7 +61,7 @@ pub enum History {
     /// Last attempt failed.
     Failed {
         /// Its cause.
-        cause: String,
+        cause: AttemptCause,
         /// How long ago.
         age: Duration,
     },
@@ -81,6 +82,20 @@ impl fmt::Display for History {
             }
         }
     }
+}
+
+/// One attempt's outcome as the CIB learns it (what a finished race yields, see
+/// `RaceReport::learned`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// The stack tried.
+    pub stack: Stack,
+    /// The remote address tried.
+    pub remote: SocketAddr,
+    /// When the attempt ended.
+    pub at: Instant,
+    /// Its connect time, or why it failed.
+    pub result: Result<Duration, AttemptCause>,
 }
 
 /// Limits of the outcome cache.
@@ -166,8 +181,25 @@ impl Cib {
     }
 
     /// Records a failed attempt.
-    pub fn record_failure(&mut self, key: OutcomeKey, cause: impl Into<String>, now: Instant) {
-        self.entry(key, now).last = Err(cause.into());
+    pub fn record_failure(&mut self, key: OutcomeKey, cause: AttemptCause, now: Instant) {
+        self.entry(key, now).last = Err(cause);
+    }
+
+    /// Learns what a race found out about `endpoint`: each record becomes a success or a
+    /// failure of its (stack, address), stamped with the record's time. Cost: one update
+    /// per record.
+    pub fn learn(&mut self, endpoint: &Arc<str>, records: impl IntoIterator<Item = AttemptRecord>) {
+        for r in records {
+            let key = OutcomeKey {
+                endpoint: endpoint.clone(),
+                stack: r.stack,
+                remote: r.remote,
+            };
+            match r.result {
+                Ok(connect_time) => self.record_success(key, connect_time, r.at),
+                Err(cause) => self.record_failure(key, cause, r.at),
+            }
+        }
     }
 
     /// The outcomes cached for `endpoint` (expired ones included).
@@ -315,7 +347,8 @@ impl Cib {
                 secure: k.stack.security != Security::None,
                 remote: k.remote,
                 at_unix_ms: wall_ms(o.at),
-                error: o.last.clone().err(),
+                error: o.last.as_ref().err().map(|c| c.to_string()),
+                cause: o.last.clone().err(),
                 rtt_us: o.rtt_samples.iter().map(|d| d.as_micros() as u64).collect(),
             })
             .collect();
@@ -373,7 +406,12 @@ impl Cib {
                 remote: e.remote,
             };
             let o = self.entry(key, at);
-            o.last = e.error.map_or(Ok(()), Err);
+            o.last = match (e.cause, e.error) {
+                (Some(cause), _) => Err(cause),
+                // Files written before causes were typed: the text is all there is.
+                (None, Some(text)) => Err(AttemptCause::Other(text.into())),
+                (None, None) => Ok(()),
+            };
             o.rtt_samples = e
                 .rtt_us
                 .into_iter()
@@ -425,8 +463,12 @@ struct Persisted {
     secure: bool,
     remote: SocketAddr,
     at_unix_ms: u64,
+    /// The cause in words (for people reading the file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// The cause as data (read back as the typed cause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cause: Option<AttemptCause>,
     #[serde(default)]
     rtt_us: Vec<u64>,
 }

@@ -10,7 +10,7 @@
 //! - Start as soon as the first family answers with candidates, except that an A answer
 //!   arriving while AAAA is outstanding waits up to the Resolution Delay for it. When
 //!   the CIB says this endpoint last connected fastest over IPv4
-//!   ([`Race::expect_family`]), the roles swap: an AAAA answer waits up to the
+//!   ([`RaceConfig::awaited_family`]), the roles swap: an AAAA answer waits up to the
 //!   Resolution Delay for A, so a second connection does not begin with the address
 //!   that was dead a moment ago just because its lookup returned first.
 //! - Later answers join the race: their candidates are merged into the queue of
@@ -48,9 +48,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::candidates::{order, Candidate};
+use crate::failure::{AttemptCause, DnsFailure};
 use crate::net::Family;
 use crate::policy::History;
-use report::ms;
 
 /// RFC 8305 default Connection Attempt Delay.
 pub const DEFAULT_ATTEMPT_DELAY: Duration = Duration::from_millis(250);
@@ -91,6 +91,10 @@ pub struct RaceConfig {
     /// Derive the stagger after a candidate with a known connect time from that time
     /// (`clamp(2 × rtt + 10 ms, 10 ms, attempt_delay)`). Default true.
     pub adaptive_delay: bool,
+    /// The family whose DNS answer an early answer of the other family waits for (up to
+    /// the Resolution Delay). Default IPv6 (RFC 8305); the caller sets IPv4 for a race
+    /// when the CIB knows the endpoint connected fastest over IPv4.
+    pub awaited_family: Family,
 }
 
 impl Default for RaceConfig {
@@ -102,6 +106,7 @@ impl Default for RaceConfig {
             timeout: DEFAULT_TIMEOUT,
             max_alive: DEFAULT_MAX_ALIVE,
             adaptive_delay: true,
+            awaited_family: Family::V6,
         }
     }
 }
@@ -143,8 +148,11 @@ impl fmt::Display for AttemptId {
     }
 }
 
-/// What the race asks the caller to do.
+/// What the race asks the caller to do. Every action must be carried out: dropping a
+/// `Start` leaves the race waiting for an attempt that never runs.
 #[derive(Debug, Clone)]
+#[must_use]
+#[non_exhaustive]
 pub enum Action {
     /// Start connecting `candidate`; report its progress with `id`
     /// (`on_attempt_reachable`, `on_attempt_connected`, `on_attempt_failed`).
@@ -164,7 +172,8 @@ pub enum Action {
         /// The winner.
         id: AttemptId,
     },
-    /// The race failed; the error lists every cause. Alive attempts were cancelled before.
+    /// The race failed; the error lists every cause and holds the race's report (the race
+    /// itself keeps an empty one). Alive attempts were cancelled before.
     Failed(RaceError),
 }
 
@@ -213,12 +222,16 @@ impl Race {
     /// the start of the establishment timeout. `config` is [`clamped`](RaceConfig::clamped).
     pub fn new(config: RaceConfig, now: Instant) -> Race {
         let config = config.clamped();
+        let mut report = RaceReport::new(now);
+        if config.awaited_family != Family::V6 {
+            report.log(now, RaceEvent::ExpectFamily(config.awaited_family));
+        }
         Race {
             deadline: now + config.timeout,
+            awaited: config.awaited_family,
             config,
             v6: Lookup::Pending,
             v4: Lookup::Pending,
-            awaited: Family::V6,
             other_answered_at: None,
             dns_complete: false,
             gate_open: false,
@@ -231,18 +244,7 @@ impl Race {
             finished: false,
             // Typically a start and the win: sized for that, grown if needed.
             actions: VecDeque::with_capacity(2),
-            report: RaceReport::new(now),
-        }
-    }
-
-    /// Makes `family` the one an early answer of the other family waits for (up to the
-    /// Resolution Delay). Default IPv6 (RFC 8305); the caller passes IPv4 when the CIB
-    /// knows this endpoint connected fastest over IPv4. Call before any DNS input.
-    /// Cost: constant.
-    pub fn expect_family(&mut self, family: Family, now: Instant) {
-        if self.awaited != family {
-            self.awaited = family;
-            self.report.log(now, RaceEvent::ExpectFamily(family));
+            report,
         }
     }
 
@@ -339,7 +341,7 @@ impl Race {
 
     /// The lookup for `family` failed; `cause` is kept for the report and the error.
     /// Cost: constant (plus whatever starts it allows).
-    pub fn on_dns_failed(&mut self, family: Family, cause: String, now: Instant) {
+    pub fn on_dns_failed(&mut self, family: Family, cause: DnsFailure, now: Instant) {
         if self.finished {
             return;
         }
@@ -423,7 +425,7 @@ impl Race {
 
     /// Attempt `id` failed with `cause`: the next candidate starts at once. Unknown or
     /// ended ids are ignored. Cost: O(alive) plus the start.
-    pub fn on_attempt_failed(&mut self, id: AttemptId, cause: String, now: Instant) {
+    pub fn on_attempt_failed(&mut self, id: AttemptId, cause: AttemptCause, now: Instant) {
         if self.finished || !self.is_alive(id) {
             return;
         }
@@ -466,7 +468,9 @@ impl Race {
         self.actions.pop_front()
     }
 
-    /// What happened so far (final once [`is_finished`](Self::is_finished)).
+    /// What happened so far (final once [`is_finished`](Self::is_finished); after a
+    /// failure the report has moved into the [`RaceError`] of [`Action::Failed`] and
+    /// this one is empty).
     pub fn report(&self) -> &RaceReport {
         &self.report
     }
@@ -686,7 +690,7 @@ impl Race {
                 .attempt(id)
                 .map(|a| now.saturating_duration_since(a.started_at))
                 .unwrap_or_default();
-            let cause = format!("timed out after {}", ms(ran));
+            let cause = AttemptCause::TimedOut { after: Some(ran) };
             self.end(id, AttemptOutcome::Failed(cause), now);
             self.report.log(now, RaceEvent::TimedOut(id));
             self.actions.push_back(Action::Cancel { id });
@@ -703,10 +707,17 @@ impl Race {
         self.finished = true;
         self.report.total = Some(self.report.offset(now));
         let not_started = std::mem::take(&mut self.queue);
-        let mut err = RaceError::new(kind, &self.report, not_started);
-        self.report.log(now, RaceEvent::RaceFailed(err.to_string()));
-        // The error's copy of the report includes that last line.
-        err.report = Box::new(self.report.clone());
+        self.report.log(
+            now,
+            RaceEvent::RaceFailed {
+                kind,
+                not_started: not_started.len(),
+            },
+        );
+        // The report moves into the error: a failed race is over, nothing reads it here.
+        let started = self.report.started;
+        let report = std::mem::replace(&mut self.report, RaceReport::new(started));
+        let err = RaceError::new(kind, report, not_started);
         self.actions.push_back(Action::Failed(err));
     }
 }

@@ -1,23 +1,24 @@
 //! What a race did: per-attempt outcomes, DNS events, a timeline for `--trace`, and the
 //! error returned when no attempt won.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::AttemptId;
 use crate::candidates::Candidate;
+use crate::failure::{AttemptCause, DnsFailure, Ms};
 use crate::net::Family;
-use crate::policy::Cib;
+use crate::policy::AttemptRecord;
 
 /// How one attempt (or skipped candidate) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptOutcome {
     /// It connected first and was chosen.
     Won,
-    /// It failed with this cause (including "timed out after N ms" when the race's
-    /// establishment timeout cut it off).
-    Failed(String),
+    /// It failed with this cause ([`AttemptCause::TimedOut`] with the time it ran when
+    /// the race's establishment timeout cut it off).
+    Failed(AttemptCause),
     /// Another attempt won, so it was cancelled.
     Cancelled,
     /// Never started: this build cannot run its stack, for this reason.
@@ -72,9 +73,9 @@ pub struct DnsEvent {
     pub family: Family,
     /// When the race was told, since it began.
     pub at: Duration,
-    /// Number of distinct addresses answered (0: no record of this family), or the
-    /// lookup error.
-    pub result: Result<usize, String>,
+    /// Number of distinct addresses answered (0: no record of this family), or why the
+    /// lookup failed.
+    pub result: Result<usize, DnsFailure>,
 }
 
 impl fmt::Display for DnsEvent {
@@ -157,8 +158,14 @@ pub enum RaceEvent {
     TimedOut(AttemptId),
     /// The attempt was cancelled.
     Cancelled(AttemptId),
-    /// The race failed with this error (formatted once, on the failure path).
-    RaceFailed(String),
+    /// The race failed: why, and how many candidates were still queued (the attempts,
+    /// their causes and the DNS events are in the report).
+    RaceFailed {
+        /// Why the race ended.
+        kind: FailureKind,
+        /// Candidates never attempted.
+        not_started: usize,
+    },
 }
 
 /// A [`RaceEvent`] in words, rendered against the report it belongs to (see
@@ -237,7 +244,7 @@ impl fmt::Display for EventText<'_> {
             }
             RaceEvent::Failed(id) | RaceEvent::TimedOut(id) => {
                 let cause = attempt(id).and_then(|a| match &a.outcome {
-                    AttemptOutcome::Failed(c) => Some(c.as_str()),
+                    AttemptOutcome::Failed(c) => Some(c),
                     _ => None,
                 });
                 match (self.event, cause) {
@@ -248,7 +255,10 @@ impl fmt::Display for EventText<'_> {
                 }
             }
             RaceEvent::Cancelled(id) => write!(f, "cancel {id}"),
-            RaceEvent::RaceFailed(err) => write!(f, "race failed: {err}"),
+            RaceEvent::RaceFailed { kind, not_started } => {
+                f.write_str("race failed: ")?;
+                write_failure(f, *kind, r, *not_started)
+            }
         }
     }
 }
@@ -321,44 +331,46 @@ impl RaceReport {
         out
     }
 
-    /// Writes what this race learned into the CIB: each attempt that won records a
-    /// success with connect time end - start, each that failed records its cause, both
-    /// stamped with the attempt's end. An attempt cancelled because one started after
-    /// it connected first is recorded as failed ("no answer in N ms (overtaken)"): its
-    /// head start was not enough, so the next race should not lead with it. Other
-    /// cancelled, skipped and pending attempts say nothing about their path and are not
-    /// recorded. Cost: one CIB update per ended attempt.
-    pub fn record_outcomes(&self, cib: &mut Cib, endpoint: &Arc<str>) {
+    /// What this race learned, for the CIB ([`Cib::learn`](crate::policy::Cib::learn)):
+    /// each attempt that won is a success with connect time end - start, each that
+    /// failed its cause, both stamped with the attempt's end. An attempt cancelled because
+    /// one started after it connected first counts as failed
+    /// ([`AttemptCause::Overtaken`]): its head start was not enough, so the next race
+    /// should not lead with it. Other cancelled, skipped and pending attempts say nothing
+    /// about their path and yield nothing. Cost: no allocation; the causes are cloned
+    /// (at most an `Arc`).
+    pub fn learned(&self) -> impl Iterator<Item = AttemptRecord> + '_ {
         let winner_started = self
             .winner
             .and_then(|w| self.attempt(w))
             .map(|w| w.started_at);
-        for a in &self.attempts {
-            let Some(ended_at) = a.ended_at else { continue };
-            let key = a.candidate.outcome_key(endpoint);
-            match &a.outcome {
-                AttemptOutcome::Won => {
-                    let connect_time = ended_at.saturating_duration_since(a.started_at);
-                    cib.record_success(key, connect_time, ended_at);
-                }
-                AttemptOutcome::Failed(cause) => cib.record_failure(key, cause.clone(), ended_at),
-                // Started before the winner and still silent when it connected: the
-                // path is dead or slower than the winner's by more than the head start.
+        self.attempts.iter().filter_map(move |a| {
+            let ended_at = a.ended_at?;
+            let ran = ended_at.saturating_duration_since(a.started_at);
+            let result = match &a.outcome {
+                AttemptOutcome::Won => Ok(ran),
+                AttemptOutcome::Failed(cause) => Err(cause.clone()),
+                // Started before the winner and still silent when it connected.
                 AttemptOutcome::Cancelled if winner_started.is_some_and(|w| a.started_at < w) => {
-                    let silent = ended_at.saturating_duration_since(a.started_at);
-                    let cause = format!("no answer in {} (overtaken)", ms(silent));
-                    cib.record_failure(key, cause, ended_at)
+                    Err(AttemptCause::Overtaken { silent: ran })
                 }
                 AttemptOutcome::Cancelled
                 | AttemptOutcome::Skipped(_)
-                | AttemptOutcome::Pending => {}
-            }
-        }
+                | AttemptOutcome::Pending => return None,
+            };
+            Some(AttemptRecord {
+                stack: a.candidate.stack,
+                remote: a.candidate.remote,
+                at: ended_at,
+                result,
+            })
+        })
     }
 }
 
 /// Why a race ended without a winner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailureKind {
     /// DNS gave nothing to race (or every candidate was skipped).
     NoCandidates,
@@ -371,60 +383,69 @@ pub enum FailureKind {
     },
 }
 
-/// One candidate that did not connect, and why.
+/// One candidate that did not connect, and why (a view into the race's report).
 #[derive(Debug, Clone)]
-pub struct AttemptFailure {
+pub struct AttemptFailure<'a> {
     /// Its attempt id.
     pub id: AttemptId,
     /// The candidate.
-    pub candidate: Candidate,
-    /// The cause ("connection refused", "timed out after 2000 ms", "skipped: ...").
-    pub cause: String,
+    pub candidate: &'a Candidate,
+    /// The cause; [`AttemptCause::Unavailable`] for a candidate this build cannot run.
+    pub cause: AttemptCause,
 }
 
 /// A race that ended without a winner, with every cause. Display lists each attempt as
 /// `<candidate>: <cause>` and the DNS failures, so one message explains the whole race.
+/// Holds the race's report (moved, not copied, when the race failed).
 #[derive(Debug, Clone)]
 pub struct RaceError {
-    /// Why the race ended.
-    pub kind: FailureKind,
-    /// Every failed attempt and skipped candidate, in id order.
-    pub attempts: Vec<AttemptFailure>,
-    /// Candidates still queued when the timeout struck (never attempted).
-    pub not_started: Vec<Candidate>,
-    /// Every DNS event (answers with their counts, and failures).
-    pub dns: Vec<DnsEvent>,
-    pub(super) report: Box<RaceReport>,
+    kind: FailureKind,
+    not_started: Vec<Candidate>,
+    report: Box<RaceReport>,
 }
 
 impl RaceError {
-    pub(crate) fn new(kind: FailureKind, report: &RaceReport, not_started: Vec<Candidate>) -> Self {
-        let attempts = report
-            .attempts
-            .iter()
-            .filter_map(|a| {
-                let cause = match &a.outcome {
-                    AttemptOutcome::Failed(c) => c.clone(),
-                    AttemptOutcome::Skipped(why) => format!("skipped: {why}"),
-                    _ => return None,
-                };
-                Some(AttemptFailure {
-                    id: a.id,
-                    candidate: a.candidate.clone(),
-                    cause,
-                })
-            })
-            .collect();
+    pub(crate) fn new(kind: FailureKind, report: RaceReport, not_started: Vec<Candidate>) -> Self {
         RaceError {
             kind,
-            attempts,
             not_started,
-            dns: report.dns.clone(),
-            report: Box::new(report.clone()),
+            report: Box::new(report),
         }
     }
 
-    /// The full report of the failed race (a copy taken when it failed).
+    /// Why the race ended.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// Every failed attempt and skipped candidate, in id order, with its typed cause.
+    /// Cost: a scan of the report; causes are cloned (at most an `Arc`).
+    pub fn attempts(&self) -> impl Iterator<Item = AttemptFailure<'_>> + '_ {
+        self.report.attempts.iter().filter_map(|a| {
+            let cause = match &a.outcome {
+                AttemptOutcome::Failed(c) => c.clone(),
+                AttemptOutcome::Skipped(why) => AttemptCause::Unavailable(Cow::Borrowed(why)),
+                _ => return None,
+            };
+            Some(AttemptFailure {
+                id: a.id,
+                candidate: &a.candidate,
+                cause,
+            })
+        })
+    }
+
+    /// Candidates still queued when the race ended (never attempted).
+    pub fn not_started(&self) -> &[Candidate] {
+        &self.not_started
+    }
+
+    /// Every DNS event (answers with their counts, and failures).
+    pub fn dns(&self) -> &[DnsEvent] {
+        &self.report.dns
+    }
+
+    /// The full report of the failed race.
     pub fn report(&self) -> &RaceReport {
         &self.report
     }
@@ -432,74 +453,64 @@ impl RaceError {
 
 impl fmt::Display for RaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            FailureKind::NoCandidates => f.write_str("no candidate to race")?,
-            FailureKind::Exhausted => {
-                let skipped = |a: &&AttemptFailure| {
-                    self.report
-                        .attempt(a.id)
-                        .is_some_and(|r| matches!(r.outcome, AttemptOutcome::Skipped(_)))
-                };
-                match self.attempts.iter().filter(|a| !skipped(a)).count() {
-                    1 => f.write_str("the only attempt failed")?,
-                    n => write!(f, "all {n} attempts failed")?,
-                }
-            }
-            FailureKind::TimedOut { after } => write!(f, "timed out after {}", ms(after))?,
-        }
-        let mut items: Vec<String> = self
-            .attempts
-            .iter()
-            .map(|a| format!("{}: {}", a.candidate, a.cause))
-            .collect();
-        if !self.not_started.is_empty() {
-            items.push(format!(
-                "{} more candidate{} not attempted",
-                self.not_started.len(),
-                if self.not_started.len() == 1 { "" } else { "s" }
-            ));
-        }
-        for d in &self.dns {
-            // Empty answers only matter when nothing could be raced.
-            let show =
-                d.result.is_err() || (self.kind == FailureKind::NoCandidates && d.result == Ok(0));
-            if show {
-                items.push(d.to_string());
-            }
-        }
-        if !items.is_empty() {
-            write!(f, ": {}", items.join("; "))?;
-        }
-        Ok(())
+        write_failure(f, self.kind, &self.report, self.not_started.len())
     }
 }
 
 impl std::error::Error for RaceError {}
+
+/// The text of a failed race: the kind, then each failed attempt or skipped candidate
+/// with its cause, the candidates not attempted, and the DNS failures.
+fn write_failure(
+    f: &mut fmt::Formatter<'_>,
+    kind: FailureKind,
+    report: &RaceReport,
+    not_started: usize,
+) -> fmt::Result {
+    match kind {
+        FailureKind::NoCandidates => f.write_str("no candidate to race")?,
+        FailureKind::Exhausted => {
+            let tried = report
+                .attempts
+                .iter()
+                .filter(|a| matches!(a.outcome, AttemptOutcome::Failed(_)))
+                .count();
+            match tried {
+                1 => f.write_str("the only attempt failed")?,
+                n => write!(f, "all {n} attempts failed")?,
+            }
+        }
+        FailureKind::TimedOut { after } => write!(f, "timed out after {}", Ms(after))?,
+    }
+    let mut sep = ": ";
+    for a in &report.attempts {
+        match &a.outcome {
+            AttemptOutcome::Failed(cause) => write!(f, "{sep}{}: {cause}", a.candidate)?,
+            AttemptOutcome::Skipped(why) => write!(f, "{sep}{}: skipped: {why}", a.candidate)?,
+            _ => continue,
+        }
+        sep = "; ";
+    }
+    if not_started > 0 {
+        let s = if not_started == 1 { "" } else { "s" };
+        write!(f, "{sep}{not_started} more candidate{s} not attempted")?;
+        sep = "; ";
+    }
+    for d in &report.dns {
+        // Empty answers only matter when nothing could be raced.
+        let show = d.result.is_err() || (kind == FailureKind::NoCandidates && d.result == Ok(0));
+        if show {
+            write!(f, "{sep}{d}")?;
+            sep = "; ";
+        }
+    }
+    Ok(())
+}
 
 /// `AAAA` or `A`.
 fn record_type(family: Family) -> &'static str {
     match family {
         Family::V6 => "AAAA",
         Family::V4 => "A",
-    }
-}
-
-/// A duration as milliseconds: whole numbers without decimals ("250 ms"), else one
-/// decimal ("40.5 ms").
-pub(crate) fn ms(d: Duration) -> String {
-    Ms(d).to_string()
-}
-
-/// Displays a duration the way [`ms`] formats it, without allocating.
-pub(crate) struct Ms(pub(crate) Duration);
-
-impl fmt::Display for Ms {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.0;
-        if d.subsec_nanos() == d.subsec_millis() * 1_000_000 {
-            write!(f, "{} ms", d.as_millis())
-        } else {
-            write!(f, "{:.1} ms", d.as_secs_f64() * 1e3)
-        }
     }
 }

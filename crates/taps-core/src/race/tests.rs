@@ -52,11 +52,11 @@ enum Path {
 #[derive(Debug, Clone)]
 enum Input {
     Answer(Family, Vec<Candidate>),
-    DnsFailed(Family, String),
+    DnsFailed(Family, DnsFailure),
     DnsComplete,
     Reachable(AttemptId),
     Connected(AttemptId),
-    Failed(AttemptId, String),
+    Failed(AttemptId, AttemptCause),
 }
 
 impl Input {
@@ -126,7 +126,7 @@ fn sim() -> Sim {
 }
 
 impl Sim {
-    /// The family the CIB says connected fastest (see `Race::expect_family`).
+    /// The family the CIB says connected fastest (see `RaceConfig::awaited_family`).
     fn expect(mut self, family: Family) -> Sim {
         self.expect = Some(family);
         self
@@ -153,8 +153,10 @@ impl Sim {
     }
 
     fn dns_fail(mut self, at: u64, family: Family, cause: &str) -> Sim {
-        self.script
-            .push((ms(at), Input::DnsFailed(family, cause.into())));
+        self.script.push((
+            ms(at),
+            Input::DnsFailed(family, DnsFailure::Other(cause.into())),
+        ));
         self
     }
 
@@ -166,10 +168,11 @@ impl Sim {
     /// Runs until the race finishes; checks the invariants on the way and at the end.
     fn run(self) -> Run {
         let base = Instant::now();
-        let mut race = Race::new(self.config, base);
+        let mut config = self.config;
         if let Some(f) = self.expect {
-            race.expect_family(f, base);
+            config.awaited_family = f;
         }
+        let mut race = Race::new(config, base);
         let max = race.config().max_alive;
         // (time, sequence, input): ties go in script order, then in scheduling order.
         let mut events: Vec<(Duration, usize, Input)> = self
@@ -208,7 +211,7 @@ impl Sim {
                             match p {
                                 Path::Connects(t) => schedule(t, Input::Connected(id)),
                                 Path::Refused(t) => {
-                                    schedule(t, Input::Failed(id, "connection refused".into()))
+                                    schedule(t, Input::Failed(id, AttemptCause::Refused))
                                 }
                                 Path::Blackhole => {}
                                 Path::Reachable(t, then) => {
@@ -282,7 +285,11 @@ impl Sim {
             .cancels
             .iter()
             .all(|(t, _)| Some(*t) == end || commits.contains(t)));
-        assert_eq!(race.report().total, end);
+        let report = match &run.failed {
+            Some((_, err)) => err.report(),
+            None => race.report(),
+        };
+        assert_eq!(report.total, end);
         run.race = race;
         run
     }
@@ -398,22 +405,25 @@ fn everything_dead_fails_exactly_at_the_timeout_with_every_cause() {
     assert_eq!(run.start_times(), [0, 250, 500, 750]);
     let (at, err) = run.failed_at();
     assert_eq!(at, 2000);
-    assert_eq!(err.kind, FailureKind::TimedOut { after: ms(2000) });
+    assert_eq!(err.kind(), FailureKind::TimedOut { after: ms(2000) });
     assert_eq!(run.cancels.len(), 4);
-    let causes: Vec<(String, &str)> = err
-        .attempts
-        .iter()
-        .map(|a| (a.candidate.remote.to_string(), a.cause.as_str()))
+    let causes: Vec<(String, AttemptCause)> = err
+        .attempts()
+        .map(|a| (a.candidate.remote.to_string(), a.cause))
         .collect();
+    let timed_out = |after| AttemptCause::TimedOut {
+        after: Some(ms(after)),
+    };
     assert_eq!(
         causes,
         [
-            ("[2001:db8::1]:80".to_string(), "timed out after 2000 ms"),
-            ("192.0.2.1:80".to_string(), "timed out after 1750 ms"),
-            ("[2001:db8::2]:80".to_string(), "timed out after 1500 ms"),
-            ("192.0.2.2:80".to_string(), "timed out after 1250 ms"),
+            ("[2001:db8::1]:80".to_string(), timed_out(2000)),
+            ("192.0.2.1:80".to_string(), timed_out(1750)),
+            ("[2001:db8::2]:80".to_string(), timed_out(1500)),
+            ("192.0.2.2:80".to_string(), timed_out(1250)),
         ]
     );
+    assert_eq!(timed_out(1750).to_string(), "timed out after 1750 ms");
     let text = err.to_string();
     assert!(text.starts_with("timed out after 2000 ms: "), "{text}");
     for c in [
@@ -458,7 +468,7 @@ fn all_refused_quickly_fails_without_any_attempt_delay() {
     assert_eq!(run.start_times(), [0, 1, 2, 3]);
     let (at, err) = run.failed_at();
     assert_eq!(at, 4);
-    assert_eq!(err.kind, FailureKind::Exhausted);
+    assert_eq!(err.kind(), FailureKind::Exhausted);
     assert_eq!(
         err.to_string(),
         "all 4 attempts failed: TCP [2001:db8::1]:80: connection refused; \
@@ -516,7 +526,7 @@ fn cib_knowing_ipv4_is_faster_makes_an_early_aaaa_wait_for_a() {
     // good IPv4 address first, and connects in one RTT.
     let mut dead = cand("2001:db8::1");
     dead.history = History::Failed {
-        cause: "no answer in 300 ms (overtaken)".into(),
+        cause: AttemptCause::Overtaken { silent: ms(300) },
         age: ms(1000),
     };
     let mut good = cand("192.0.2.1");
@@ -592,7 +602,7 @@ fn no_candidates_at_all_says_so_with_the_dns_causes() {
         .run();
     let (at, err) = run.failed_at();
     assert_eq!(at, 10);
-    assert_eq!(err.kind, FailureKind::NoCandidates);
+    assert_eq!(err.kind(), FailureKind::NoCandidates);
     assert_eq!(
         err.to_string(),
         "no candidate to race: no AAAA record; A lookup failed: SERVFAIL"
@@ -741,8 +751,8 @@ fn max_alive_bounds_twenty_blackholed_candidates() {
     );
     let (at, err) = run.failed_at();
     assert_eq!(at, 5000);
-    assert_eq!(err.attempts.len(), 8);
-    assert_eq!(err.not_started.len(), 12);
+    assert_eq!(err.attempts().count(), 8);
+    assert_eq!(err.not_started().len(), 12);
     assert!(
         err.to_string()
             .ends_with("; 12 more candidates not attempted"),
@@ -772,7 +782,7 @@ fn max_alive_queued_candidates_start_when_a_slot_frees() {
     // 0, 250; the 500 ms start waits for a slot; each failure starts the next at once.
     assert_eq!(run.start_times(), [0, 250, 1000, 1250, 2000]);
     assert_eq!(run.failed_at().0, 3000);
-    assert_eq!(run.failed_at().1.attempts.len(), 5);
+    assert_eq!(run.failed_at().1.attempts().count(), 5);
 }
 
 #[test]
@@ -880,7 +890,7 @@ fn unavailable_candidates_are_skipped_and_reported() {
     let run = sim().aaaa(0, vec![sctp]).complete(0).run();
     let (at, err) = run.failed_at();
     assert_eq!(at, 0);
-    assert_eq!(err.kind, FailureKind::NoCandidates);
+    assert_eq!(err.kind(), FailureKind::NoCandidates);
     assert_eq!(
         err.to_string(),
         "no candidate to race: SCTP [2001:db8::1]:80: skipped: SCTP is not supported by this build"
@@ -906,7 +916,7 @@ fn later_reports_from_losers_are_ignored() {
         ]
     ));
     race.on_attempt_connected(AttemptId(1), base + ms(261));
-    race.on_attempt_failed(AttemptId(1), "late".into(), base + ms(262));
+    race.on_attempt_failed(AttemptId(1), AttemptCause::other("late"), base + ms(262));
     race.on_attempt_connected(AttemptId(7), base + ms(263));
     race.on_candidates(Family::V4, cands(&["192.0.2.9"]), base + ms(264));
     race.handle_timeout(base + ms(40_000));
@@ -954,7 +964,7 @@ fn trace_reads_like_the_study_tables() {
 }
 
 #[test]
-fn record_outcomes_writes_successes_and_failures_to_the_cib() {
+fn learned_outcomes_go_into_the_cib_as_successes_and_failures() {
     let endpoint: Arc<str> = "example.test:80".into();
     // IPv6 refused after 5 ms, IPv4 connects 50 ms after starting at once.
     let run = sim()
@@ -965,7 +975,7 @@ fn record_outcomes_writes_successes_and_failures_to_the_cib() {
         .run();
     assert_eq!(run.won_at(), (55, "192.0.2.1".into()));
     let mut cib = Cib::default();
-    run.race.report().record_outcomes(&mut cib, &endpoint);
+    cib.learn(&endpoint, run.race.report().learned());
     assert_eq!(cib.len(), 2);
     let at = run.base + ms(55);
     let v6 = cand("2001:db8::1").outcome_key(&endpoint);
@@ -973,7 +983,7 @@ fn record_outcomes_writes_successes_and_failures_to_the_cib() {
     assert_eq!(
         cib.history(&v6, at),
         History::Failed {
-            cause: "connection refused".into(),
+            cause: AttemptCause::Refused,
             age: ms(50)
         }
     );
@@ -994,11 +1004,12 @@ fn record_outcomes_writes_successes_and_failures_to_the_cib() {
         .a(0, cands(&["192.0.2.1"]))
         .run();
     let mut cib = Cib::default();
-    run.race.report().record_outcomes(&mut cib, &endpoint);
+    cib.learn(&endpoint, run.race.report().learned());
     assert_eq!(cib.len(), 2);
     match cib.history(&v6, run.base + ms(300)) {
         History::Failed { cause, .. } => {
-            assert_eq!(cause, "no answer in 300 ms (overtaken)")
+            assert_eq!(cause, AttemptCause::Overtaken { silent: ms(300) });
+            assert_eq!(cause.to_string(), "no answer in 300 ms (overtaken)")
         }
         other => panic!("{other:?}"),
     }
@@ -1013,7 +1024,7 @@ fn record_outcomes_writes_successes_and_failures_to_the_cib() {
         .run();
     assert_eq!(run.won_at(), (260, "2001:db8::1".into()));
     let mut cib = Cib::default();
-    run.race.report().record_outcomes(&mut cib, &endpoint);
+    cib.learn(&endpoint, run.race.report().learned());
     assert_eq!(cib.len(), 1, "{:?}", run.race.report().timeline);
     assert_eq!(cib.history(&v4, run.base + ms(300)), History::Unknown);
 }

@@ -17,7 +17,11 @@ const BACKLOG: i32 = 1024;
 /// has no MPTCP, or its MPTCP rejects one of `opts`, a plain TCP listener is opened
 /// instead. `opts` apply to the listener and are inherited by accepted sockets. Costs one
 /// socket and a few syscalls; must be called inside a tokio runtime with I/O enabled.
-pub fn listen_tcp(addr: SocketAddr, mptcp: bool, opts: &SocketOptions) -> io::Result<TcpListener> {
+pub(crate) fn listen_tcp(
+    addr: SocketAddr,
+    mptcp: bool,
+    opts: &SocketOptions,
+) -> io::Result<TcpListener> {
     if mptcp {
         match tcp_listener(addr, true, opts) {
             Err(AttemptError::Unsupported(why)) => {
@@ -51,7 +55,11 @@ fn tcp_listener(
 /// with `IPV6_V6ONLY` for IPv6, DSCP and (UDP-Lite) checksum coverage from `opts`. A
 /// kernel without UDP-Lite gives an `Unsupported` error. Costs one socket and a few
 /// syscalls; must be called inside a tokio runtime with I/O enabled.
-pub fn bind_udp(addr: SocketAddr, lite: bool, opts: &SocketOptions) -> io::Result<UdpSocket> {
+pub(crate) fn bind_udp(
+    addr: SocketAddr,
+    lite: bool,
+    opts: &SocketOptions,
+) -> io::Result<UdpSocket> {
     let socket = datagram_socket(Domain::for_address(addr), lite)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;

@@ -11,10 +11,10 @@ use super::AttemptError;
 
 /// Keep-alive idle time used when the properties ask for keep-alive without a value:
 /// the RFC 1122 minimum default of two hours.
-pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2 * 60 * 60);
+pub(crate) const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2 * 60 * 60);
 
 /// UDP-Lite coverage when full checksums are avoided or prohibited: the 8-byte header only.
-pub const HEADER_ONLY_COVERAGE: u16 = 8;
+pub(crate) const HEADER_ONLY_COVERAGE: u16 = 8;
 
 /// Longest congestion control name the kernel accepts (`TCP_CA_NAME_MAX` - 1).
 const TCP_CA_NAME_MAX: usize = 15;
@@ -23,7 +23,7 @@ const TCP_CA_NAME_MAX: usize = 15;
 /// shared by every attempt (cloning copies a short string at most). Applying them costs
 /// one `setsockopt` per option that is set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SocketOptions {
+pub(crate) struct SocketOptions {
     /// `TCP_NODELAY` (default true: taps frames messages itself, Nagle only delays them).
     pub nodelay: bool,
     /// DSCP code point (0..=63) marked with `IP_TOS` or `IPV6_TCLASS` (ECN bits left 0);
@@ -72,7 +72,7 @@ impl SocketOptions {
     /// capacity profile (0 = unmarked); keep-alive ([`DEFAULT_KEEPALIVE`]) when `keepAlive`
     /// is required or preferred; UDP-Lite header-only coverage when `fullChecksumSend` or
     /// `fullChecksumRecv` is avoided or prohibited. Cost: a few map lookups.
-    pub fn from_properties(props: &Properties) -> SocketOptions {
+    pub(crate) fn from_properties(props: &Properties) -> SocketOptions {
         let c = props.compiled();
         let dscp = c
             .dscp

@@ -17,19 +17,19 @@ use super::{AttemptError, Established, SocketOptions};
 /// Payload protocol identifier of the one-byte message that announces a flow opened on
 /// a new stream of an existing association, so the peer sees the new connection before
 /// its first data. Receivers drop these messages. (ASCII "TAPS".)
-pub const STREAM_OPEN_PPID: u32 = 0x5441_5053;
+pub(crate) const STREAM_OPEN_PPID: u32 = 0x5441_5053;
 
 /// Payload protocol identifier of the one-byte stand-in for an empty message, which
 /// SCTP cannot carry. Receivers deliver an empty message. (ASCII "TAP0".)
-pub const EMPTY_PPID: u32 = 0x5441_5030;
+pub(crate) const EMPTY_PPID: u32 = 0x5441_5030;
 
 /// Payload protocol identifier of the one-byte message that ends a flow's sending side
 /// (`AsyncWrite::poll_shutdown` or close): the peer reads end of stream, as after a TCP
 /// FIN, while the association and the flow's other direction stay up. (ASCII "TAPC".)
-pub const FLOW_END_PPID: u32 = 0x5441_5043;
+pub(crate) const FLOW_END_PPID: u32 = 0x5441_5043;
 
 /// Payload protocol identifier of application messages (0: unspecified, RFC 9260).
-pub const DATA_PPID: u32 = 0;
+pub(crate) const DATA_PPID: u32 = 0;
 
 /// Whether `plan` has an SCTP stack this build can run (flow mapping and the INIT-ACK
 /// signal are only set up for such plans). Cost: a scan of the plan's few stacks.

@@ -10,11 +10,11 @@ use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use socket2::SockRef;
-use taps::transport::{
+use crate::transport::{
     self, bind_udp, connect, is_mptcp, listen_tcp, tcp_info, AttemptError, DatagramKind,
     Established, SocketOptions, TcpFlavor,
 };
+use socket2::SockRef;
 use taps_core::candidates::{Candidate, LocalBinding, Security, Stack};
 use taps_core::policy::History;
 use taps_core::properties::{CapacityProfile, Name, Protocol, TransportProperties};
@@ -584,8 +584,11 @@ fn options_from_properties() {
         .compile()
         .unwrap();
     let opts = SocketOptions::from_properties(&props);
-    assert_eq!(opts.keepalive, Some(transport::DEFAULT_KEEPALIVE));
-    assert_eq!(opts.udplite_coverage, Some(transport::HEADER_ONLY_COVERAGE));
+    assert_eq!(opts.keepalive, Some(transport::options::DEFAULT_KEEPALIVE));
+    assert_eq!(
+        opts.udplite_coverage,
+        Some(transport::options::HEADER_ONLY_COVERAGE)
+    );
 }
 
 #[test]

@@ -1,0 +1,125 @@
+//! Why something did not connect, as data: the typed causes that travel from the I/O
+//! side through the race, its report, the CIB and the errors an application sees.
+//!
+//! A leaf module (it depends on nothing else of the crate), so the race, the policy
+//! manager and the candidates can all speak of causes without depending on each other.
+//! Text exists only as `Display`, rendered when shown.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Why one attempt (or skipped candidate) did not connect. Cheap to clone: no variant
+/// owns more than an `Arc<str>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "cause")]
+#[non_exhaustive]
+pub enum AttemptCause {
+    /// The peer answered with a reset or an abort (`ECONNREFUSED`, SCTP ABORT): nothing
+    /// listens there.
+    Refused,
+    /// The connection was reset during its handshake (`ECONNRESET`).
+    Reset,
+    /// No route to the network or host (`ENETUNREACH`, `EHOSTUNREACH`, ICMP unreachable).
+    Unreachable,
+    /// No answer in time: `after` is how long the attempt ran when the race's
+    /// establishment timeout cut it off; `None` when the operating system gave up on
+    /// its own (`ETIMEDOUT`: SYN retries, `TCP_USER_TIMEOUT`).
+    TimedOut {
+        /// How long the attempt ran, when the race cut it off.
+        after: Option<Duration>,
+    },
+    /// Started before the winner and still silent when the winner connected, for this
+    /// long: the path is dead or slower than the winner's by more than its head start.
+    /// Recorded in the CIB, never returned by a race.
+    Overtaken {
+        /// How long it had gone unanswered.
+        silent: Duration,
+    },
+    /// This build or host cannot run the candidate's stack (never started).
+    Unavailable(Cow<'static, str>),
+    /// The host cannot run what the attempt needs (protocol missing from the kernel,
+    /// unknown congestion control, a socket option it refuses, ...).
+    Unsupported(Arc<str>),
+    /// Any other error, in words.
+    Other(Arc<str>),
+}
+
+impl AttemptCause {
+    /// An [`AttemptCause::Other`] with this text. Cost: one allocation.
+    pub fn other(message: impl fmt::Display) -> AttemptCause {
+        AttemptCause::Other(message.to_string().into())
+    }
+
+    /// Whether the attempt got no answer in time (cut off by the race, the OS timeout,
+    /// or overtaken while silent).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            AttemptCause::TimedOut { .. } | AttemptCause::Overtaken { .. }
+        )
+    }
+}
+
+impl fmt::Display for AttemptCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttemptCause::Refused => f.write_str("connection refused"),
+            AttemptCause::Reset => f.write_str("connection reset"),
+            AttemptCause::Unreachable => f.write_str("network or host unreachable"),
+            AttemptCause::TimedOut { after: Some(d) } => write!(f, "timed out after {}", Ms(*d)),
+            AttemptCause::TimedOut { after: None } => f.write_str("timed out"),
+            AttemptCause::Overtaken { silent } => {
+                write!(f, "no answer in {} (overtaken)", Ms(*silent))
+            }
+            AttemptCause::Unavailable(why) => write!(f, "skipped: {why}"),
+            AttemptCause::Unsupported(why) | AttemptCause::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Why a DNS lookup of one family gave no address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DnsFailure {
+    /// The name exists but has no record of the asked type (NOERROR, empty answer).
+    NoRecords,
+    /// The name does not exist (NXDOMAIN).
+    NxDomain,
+    /// No server answered in time, after every attempt.
+    Timeout,
+    /// Anything else: server failure, refusal, unreachable servers, invalid name, ...
+    Other(Arc<str>),
+}
+
+impl fmt::Display for DnsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DnsFailure::NoRecords => f.write_str("no record of that type"),
+            DnsFailure::NxDomain => f.write_str("name does not exist"),
+            DnsFailure::Timeout => f.write_str("timed out"),
+            DnsFailure::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for DnsFailure {}
+
+/// Displays a duration as milliseconds: whole numbers without decimals ("250 ms"), else
+/// one decimal ("40.5 ms"). Formats only when displayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ms(pub Duration);
+
+impl fmt::Display for Ms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d.subsec_nanos() == d.subsec_millis() * 1_000_000 {
+            write!(f, "{} ms", d.as_millis())
+        } else {
+            write!(f, "{:.1} ms", d.as_secs_f64() * 1e3)
+        }
+    }
+}
