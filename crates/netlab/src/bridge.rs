@@ -79,12 +79,14 @@ impl Bridge {
     /// Starts bridging `client` and `server` (non-blocking TUN descriptors), with no rules
     /// (everything passes unchanged) and `seed` for loss and jitter.
     pub fn start(client: OwnedFd, server: OwnedFd, seed: u64) -> io::Result<Bridge> {
-        // SAFETY: eventfd has no preconditions; the result is checked.
+        // SAFETY: eventfd takes no pointers and touches no memory of ours; it returns a new
+        // descriptor or -1, which is checked below.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: efd is a fresh descriptor we own.
+        // SAFETY: efd is a valid descriptor (checked above) that eventfd just created and
+        // that nothing else owns or closes, so the OwnedFd becomes its only owner.
         let stop = unsafe { OwnedFd::from_raw_fd(efd) };
         let shared = Arc::new(Shared {
             rules: Mutex::new((0, Vec::new())),
@@ -149,7 +151,8 @@ impl Bridge {
     /// Stops both threads and closes both TUN devices (which removes them). Idempotent.
     pub fn stop(&mut self) {
         let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a u64 to our eventfd.
+        // SAFETY: the buffer is `one`, a live u64, and the length is its size, so write
+        // reads only that memory; the descriptor is our eventfd, open as long as `self`.
         unsafe {
             libc::write(
                 self.stop.as_raw_fd(),
@@ -234,7 +237,10 @@ fn pump(
             tv_nsec: d.subsec_nanos() as libc::c_long,
         });
         let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-        // SAFETY: fds and ts outlive the call.
+        // SAFETY: `fds` is a live array of exactly 2 pollfds (nfds = 2) that ppoll may
+        // write to; `ts_ptr` is null or points to `ts`, alive until after the call; the
+        // signal mask is null (left unchanged). `stop` stays open while this thread runs:
+        // `Bridge::stop` joins the threads before the Bridge drops the descriptor.
         let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, ts_ptr, std::ptr::null()) };
         if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return;
@@ -254,7 +260,8 @@ fn pump(
                 }
             }
             for _ in 0..READ_BURST {
-                // SAFETY: reads into our buffer, bounded by its length.
+                // SAFETY: `buf` is a live, exclusively borrowed buffer of `buf.len()` bytes
+                // and read writes at most that many; `input` is open for the call.
                 let n =
                     unsafe { libc::read(input.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
                 if n <= 0 {
@@ -297,7 +304,8 @@ fn pump(
 }
 
 fn write_out(output: &OwnedFd, pkt: &[u8], counters: &Counters) {
-    // SAFETY: writes one whole packet from a valid slice.
+    // SAFETY: `pkt` is a live slice and write reads at most `pkt.len()` bytes of it;
+    // `output` is open for the call.
     let n = unsafe { libc::write(output.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
     if n == pkt.len() as isize {
         counters.forwarded.fetch_add(1, Ordering::Relaxed);
