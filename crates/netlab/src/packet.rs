@@ -4,6 +4,8 @@
 //! walked to find the transport header. Non-first fragments and unknown protocols have no
 //! ports. Nothing is validated beyond what is needed to read these fields safely.
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// IP protocol numbers netlab names.

@@ -1,6 +1,8 @@
 //! Plain-socket probes run inside a namespace: TCP connect time, a timed bulk send, and
 //! a raw DNS query. They check the lab itself, independently of taps.
 
+#![forbid(unsafe_code)]
+
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};

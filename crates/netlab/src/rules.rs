@@ -6,6 +6,8 @@
 //! 50 ms round trip to that address. Rules are tried in order; the first match applies;
 //! a packet no rule matches passes unchanged.
 
+#![forbid(unsafe_code)]
+
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 

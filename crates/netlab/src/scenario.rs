@@ -6,6 +6,8 @@
 //! sets rules (and DNS delays), runs connections with [`Ctx::connect`] and records
 //! checks with [`Outcome::check`]; then list it in [`all`] with a name and a summary.
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

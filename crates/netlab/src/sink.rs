@@ -3,6 +3,8 @@
 //! server ([`crate::sctp_server`]) checks its connections with the same
 //! [`read_and_check`] and adds its records here too.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
