@@ -29,8 +29,20 @@ fn to_sctp_host(props: &str) -> Connect {
     c
 }
 
+/// `sctp-blocked`: SCTP's UDP port blackholed, so the first race falls back to TCP; the
+/// CIB learns it, and the second race skips SCTP.
 pub(super) fn sctp_blocked(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     let rtt = Duration::from_millis(50);
+    block_sctp(lab, out, rtt);
+    lab.sink().clear();
+    first_falls_back_to_tcp(lab, ctx, out, rtt)?;
+    cib_ranks_tcp_first(lab, ctx, out)?;
+    second_skips_sctp(lab, ctx, out, rtt)
+}
+
+/// Blackholes the SCTP server's UDP encapsulation port and sets `rtt` to every zone
+/// address.
+fn block_sctp(lab: &Lab, out: &mut Outcome, rtt: Duration) {
     let server = lab::sctp_server_addr();
     let mut rules = vec![Rule::new(Match::host(server).udp().port(SCTP_UDP_PORT)).blackhole()];
     rules.extend(rtt_rules(rtt, rtt));
@@ -43,9 +55,15 @@ pub(super) fn sctp_blocked(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<()
         "  properties: {SCTP_THEN_TCP} (default attempt delay {} ms)",
         ms_u(ATTEMPT_DELAY)
     ));
-    let host = fqdn(SCTP_HOST);
-    lab.sink().clear();
+}
 
+/// Connection #1: SCTP is tried first and never answers, TCP wins one attempt delay later.
+fn first_falls_back_to_tcp(
+    lab: &Lab,
+    ctx: &Ctx,
+    out: &mut Outcome,
+    rtt: Duration,
+) -> Result<(), String> {
     let first = ctx.connect(lab, to_sctp_host(SCTP_THEN_TCP))?;
     show(out, "#1", &first);
     let f = first.flow();
@@ -84,8 +102,13 @@ pub(super) fn sctp_blocked(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<()
         blackholed > 0,
         format!("the bridge blackholed {blackholed} packet(s) to UDP port {SCTP_UDP_PORT}"),
     );
+    Ok(())
+}
 
-    // What the CIB learned: the next race's order and each candidate's history.
+/// What the CIB learned from #1 (`taps candidates` with the same CIB file): SCTP failed and
+/// was overtaken, TCP connected and now ranks first.
+fn cib_ranks_tcp_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    let host = fqdn(SCTP_HOST);
     let ranked = lab.taps_candidates(&host, SERVICE_PORT, Some(SCTP_THEN_TCP), &ctx.cib)?;
     out.say("  CIB after #1 (`taps candidates` with the same CIB file): race order");
     for c in &ranked {
@@ -120,7 +143,12 @@ pub(super) fn sctp_blocked(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<()
             sctp_c.map_or(0, |c| c.rank)
         ),
     );
+    Ok(())
+}
 
+/// Connection #2 (same CIB): TCP within one RTT, no SCTP attempt; the server saw two TCP
+/// connections in all.
+fn second_skips_sctp(lab: &Lab, ctx: &Ctx, out: &mut Outcome, rtt: Duration) -> Result<(), String> {
     let second = ctx.connect(lab, to_sctp_host(SCTP_THEN_TCP))?;
     show(out, "#2 (same CIB)", &second);
     let f = second.flow();
