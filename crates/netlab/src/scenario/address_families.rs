@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use super::checks::{check_connected, ms, ms_u, show};
+use super::checks::{check_connected, millis_f64, millis_u64, show_connection};
 use super::runner::{Ctx, Outcome};
 use super::setup::{
-    answer_first, connect_one, describe_rules, rtt_rules, DNS_SKEW, RESOLUTION_DELAY,
+    answer_first, connect_tcp, describe_rules, rtt_rules, DNS_SKEW, RESOLUTION_DELAY,
 };
 use crate::dns::RecordType;
 use crate::lab::Lab;
@@ -21,12 +21,12 @@ pub(super) fn rd(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> 
     answer_first(lab, RecordType::A);
     out.say(format!(
         "  A answered first (AAAA held back {} ms)",
-        ms_u(DNS_SKEW)
+        millis_u64(DNS_SKEW)
     ));
-    let r = connect_one(lab, ctx, "rd");
+    let r = connect_tcp(lab, ctx, "rd");
     lab.dns().clear_delays();
     let r = r?;
-    show(out, "#1", &r);
+    show_connection(out, "#1", &r);
     check_connected(
         out,
         "#1",
@@ -42,8 +42,8 @@ pub(super) fn r6(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> 
     let rtt = Duration::from_millis(40);
     lab.set_rules(rtt_rules(rtt, rtt));
     out.say(describe_rules(rtt, rtt));
-    let r = connect_one(lab, ctx, "r6")?;
-    show(out, "#1", &r);
+    let r = connect_tcp(lab, ctx, "r6")?;
+    show_connection(out, "#1", &r);
     check_connected(
         out,
         "#1",
@@ -61,11 +61,14 @@ pub(super) fn aaaa_slow(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     lab.set_rules(rtt_rules(rtt4, rtt6));
     lab.dns().set_delay(RecordType::AAAA, slow);
     out.say(describe_rules(rtt4, rtt6));
-    out.say(format!("  DNS: AAAA answers delayed {} ms", ms_u(slow)));
-    let r = connect_one(lab, ctx, "rd");
+    out.say(format!(
+        "  DNS: AAAA answers delayed {} ms",
+        millis_u64(slow)
+    ));
+    let r = connect_tcp(lab, ctx, "rd");
     lab.dns().clear_delays();
     let r = r?;
-    show(out, "#1", &r);
+    show_connection(out, "#1", &r);
     let bound = RESOLUTION_DELAY + rtt4 + Duration::from_millis(20);
     let f = r.flow();
     check_connected(
@@ -83,7 +86,7 @@ pub(super) fn aaaa_slow(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
         .map(|a| a.start_ms)
         .fold(f64::NAN, f64::min);
     out.check(
-        v4_start >= ms(RESOLUTION_DELAY) - 5.0,
+        v4_start >= millis_f64(RESOLUTION_DELAY) - 5.0,
         format!(
             "#1 IPv4 attempt started at {v4_start:.1} ms, after the Resolution Delay (>= 45 ms)"
         ),

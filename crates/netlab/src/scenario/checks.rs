@@ -12,16 +12,18 @@ use crate::packet::Proto;
 use crate::sink::SinkRecord;
 use crate::taps::{Attempt, ConnectReport, FlowReport};
 
-pub(super) fn ms(d: Duration) -> f64 {
+/// `d` in milliseconds, with the fraction (for bounds on taps' `*_ms` numbers and logs).
+pub(super) fn millis_f64(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-pub(super) fn ms_u(d: Duration) -> u64 {
+/// `d` in whole milliseconds, rounded down (for log lines).
+pub(super) fn millis_u64(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-/// Logs one connection: result line, then each attempt.
-pub(super) fn show(out: &mut Outcome, label: &str, r: &ConnectReport) {
+/// Logs one connection (each flow): result line, then each attempt.
+pub(super) fn show_connection(out: &mut Outcome, label: &str, r: &ConnectReport) {
     for (i, f) in r.flows.iter().enumerate() {
         let label = if r.flows.len() > 1 {
             format!("{label} flow {}", i + 1)
@@ -40,12 +42,12 @@ fn show_flow(out: &mut Outcome, label: &str, f: &FlowReport, r: &ConnectReport) 
             w.stack,
             w.remote,
             f.total_ms,
-            ms(r.wall)
+            millis_f64(r.wall)
         )),
         (_, Some(e)) => out.say(format!(
             "  {label}: failed after {:.1} ms [process {:.1} ms]: {e}",
             f.total_ms,
-            ms(r.wall)
+            millis_f64(r.wall)
         )),
         (None, None) => out.say(format!("  {label}: no winner and no error?")),
     }
@@ -115,11 +117,11 @@ pub(super) fn check_connected(
         format!("{label} winner {} is a live address", w.remote),
     );
     ok &= out.check(
-        f.total_ms <= ms(bound),
+        f.total_ms <= millis_f64(bound),
         format!(
             "{label} time to connect {:.1} ms <= {} ms ({why})",
             f.total_ms,
-            ms_u(bound)
+            millis_u64(bound)
         ),
     );
     ok
@@ -146,12 +148,12 @@ pub(super) fn check_stack(out: &mut Outcome, label: &str, f: &FlowReport, stack:
 }
 
 /// The first attempt over `stack` that actually started.
-pub(super) fn started_over<'a>(f: &'a FlowReport, stack: &str) -> Option<&'a Attempt> {
+pub(super) fn first_started_over<'a>(f: &'a FlowReport, stack: &str) -> Option<&'a Attempt> {
     f.attempts.iter().find(|a| a.started() && a.stack == stack)
 }
 
 /// The protocols of sink records, for log lines (`TCP`, `SCTP`, `TCP+SCTP`, `none`).
-pub(super) fn protocols(recs: &[SinkRecord]) -> String {
+pub(super) fn protocol_names(recs: &[SinkRecord]) -> String {
     let mut names: Vec<&str> = recs
         .iter()
         .map(|r| match r.protocol {

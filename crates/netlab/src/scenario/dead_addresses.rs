@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use super::checks::{check_connected, ms, ms_u, show};
+use super::checks::{check_connected, millis_f64, millis_u64, show_connection};
 use super::runner::{Ctx, Outcome};
-use super::setup::{answer_first, connect_one, describe_rules, rtt_rules, ATTEMPT_DELAY, DNS_SKEW};
+use super::setup::{answer_first, connect_tcp, describe_rules, rtt_rules, ATTEMPT_DELAY, DNS_SKEW};
 use crate::dns::RecordType;
 use crate::lab::{addresses, fqdn, is_dead, Lab};
 use crate::taps::Connect;
@@ -41,11 +41,11 @@ fn dead_then_cached(
     ));
     out.say(format!(
         "  #1 and #2: AAAA answered first (A held back {} ms)",
-        ms_u(DNS_SKEW)
+        millis_u64(DNS_SKEW)
     ));
     answer_first(lab, RecordType::AAAA);
-    let first = connect_one(lab, ctx, name)?;
-    show(out, "#1", &first);
+    let first = connect_tcp(lab, ctx, name)?;
+    show_connection(out, "#1", &first);
     let bound = ATTEMPT_DELAY * delays + rtt + Duration::from_millis(20);
     let why = if delays == 1 {
         "attempt delay 250 + RTT 50 + 20".to_string()
@@ -58,11 +58,11 @@ fn dead_then_cached(
         if order == RecordType::A {
             out.say(format!(
                 "  #3: A answered first (AAAA held back {} ms)",
-                ms_u(DNS_SKEW)
+                millis_u64(DNS_SKEW)
             ));
         }
-        let again = connect_one(lab, ctx, name)?;
-        show(out, &format!("{label} (same CIB)"), &again);
+        let again = connect_tcp(lab, ctx, name)?;
+        show_connection(out, &format!("{label} (same CIB)"), &again);
         check_connected(
             out,
             label,
@@ -118,10 +118,10 @@ pub(super) fn rxxzz(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), Strin
     ));
     out.say(format!(
         "  establishment timeout (connTimeout) {} ms",
-        ms_u(timeout)
+        millis_u64(timeout)
     ));
     let r = ctx.connect(lab, c)?;
-    show(out, "#1", &r);
+    show_connection(out, "#1", &r);
     let f = r.flow();
     out.check(
         f.winner.is_none() && f.error.is_some() && r.exit_code.is_some_and(|c| c != 0),
@@ -129,11 +129,11 @@ pub(super) fn rxxzz(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), Strin
     );
     let bound = timeout + Duration::from_millis(50);
     out.check(
-        f.total_ms <= ms(bound),
+        f.total_ms <= millis_f64(bound),
         format!(
             "#1 failed after {:.1} ms <= {} ms (establishment timeout + 50)",
             f.total_ms,
-            ms_u(bound)
+            millis_u64(bound)
         ),
     );
     let failed: Vec<_> = f

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::checks::ms;
+use super::checks::millis_f64;
 use super::runner::{Ctx, Outcome};
 use super::setup::{describe_rules, rtt_rules, tcp_to};
 use crate::lab::Lab;
@@ -26,7 +26,7 @@ pub(super) fn load(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String
         .count();
     let mut times: Vec<f64> = connected.iter().map(|f| f.total_ms).collect();
     times.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
+    let percentile = |p: f64| {
         times
             .get(((times.len() as f64 - 1.0) * p).round() as usize)
             .copied()
@@ -35,9 +35,9 @@ pub(super) fn load(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String
     out.say(format!(
         "  {} of {FLOWS} flows connected ({v6} over IPv6); time to connect median {:.1} ms, max {:.1} ms [process {:.1} ms]",
         connected.len(),
-        pct(0.5),
-        pct(1.0),
-        ms(r.wall)
+        percentile(0.5),
+        percentile(1.0),
+        millis_f64(r.wall)
     ));
     out.check(
         r.flows.len() == FLOWS && connected.len() == FLOWS,

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use super::checks::{protocols, show};
+use super::checks::{protocol_names, show_connection};
 use super::runner::{Ctx, Outcome};
 use super::setup::tcp_to;
 use crate::lab::{self, fqdn, Lab, SCTP_HOST, SCTP_UDP_PORT};
@@ -66,7 +66,7 @@ fn transfer_over_loss(
     let started = Instant::now();
     let r = ctx.connect(lab, c)?;
     let took = started.elapsed();
-    show(out, "#1", &r);
+    show_connection(out, "#1", &r);
     let f = r.flow();
     out.check(
         f.winner.is_some() && f.error.is_none() && r.exit_code == Some(0),
@@ -99,7 +99,7 @@ fn transfer_over_loss(
             && recs.iter().all(|s| s.clean_close && s.protocol == protocol),
         format!(
             "server received {got} bytes over {} on {} connection(s), {bad} wrong, closed cleanly (expected {SIZE} over {stack}, 0 wrong)",
-            protocols(&recs),
+            protocol_names(&recs),
             recs.len()
         ),
     );

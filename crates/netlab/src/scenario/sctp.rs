@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use super::checks::{
-    check_connected, check_stack, ms, ms_u, protocols, show, show_timeline, started_over,
+    check_connected, check_stack, first_started_over, millis_f64, millis_u64, protocol_names,
+    show_connection, show_timeline,
 };
 use super::runner::{Ctx, Outcome};
 use super::setup::{describe_rules, rtt_rules, ATTEMPT_DELAY};
@@ -49,11 +50,11 @@ fn block_sctp(lab: &Lab, out: &mut Outcome, rtt: Duration) {
     lab.set_rules(rules);
     out.say(format!(
         "  rules: UDP port {SCTP_UDP_PORT} (SCTP inside UDP) of {server} blackholed; RTT {} ms to every zone address",
-        ms_u(rtt)
+        millis_u64(rtt)
     ));
     out.say(format!(
         "  properties: {SCTP_THEN_TCP} (default attempt delay {} ms)",
-        ms_u(ATTEMPT_DELAY)
+        millis_u64(ATTEMPT_DELAY)
     ));
 }
 
@@ -65,7 +66,7 @@ fn first_falls_back_to_tcp(
     rtt: Duration,
 ) -> Result<(), String> {
     let first = ctx.connect(lab, to_sctp_host(SCTP_THEN_TCP))?;
-    show(out, "#1", &first);
+    show_connection(out, "#1", &first);
     let f = first.flow();
     show_timeline(out, "#1", f);
     check_connected(
@@ -77,8 +78,8 @@ fn first_falls_back_to_tcp(
         "attempt delay 250 + RTT 50 + 20",
     );
     check_stack(out, "#1", f, "TCP");
-    let sctp = started_over(f, "SCTP");
-    let tcp_start = started_over(f, "TCP").map_or(f64::NAN, |a| a.start_ms);
+    let sctp = first_started_over(f, "SCTP");
+    let tcp_start = first_started_over(f, "TCP").map_or(f64::NAN, |a| a.start_ms);
     out.check(
         sctp.is_some_and(|a| a.start_ms < tcp_start && a.outcome == "cancelled")
             && f.event_at("reachable").is_none(),
@@ -150,7 +151,7 @@ fn cib_ranks_tcp_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
 /// connections in all.
 fn second_skips_sctp(lab: &Lab, ctx: &Ctx, out: &mut Outcome, rtt: Duration) -> Result<(), String> {
     let second = ctx.connect(lab, to_sctp_host(SCTP_THEN_TCP))?;
-    show(out, "#2 (same CIB)", &second);
+    show_connection(out, "#2 (same CIB)", &second);
     let f = second.flow();
     show_timeline(out, "#2", f);
     check_connected(
@@ -163,7 +164,7 @@ fn second_skips_sctp(lab: &Lab, ctx: &Ctx, out: &mut Outcome, rtt: Duration) -> 
     );
     check_stack(out, "#2", f, "TCP");
     out.check(
-        started_over(f, "SCTP").is_none(),
+        first_started_over(f, "SCTP").is_none(),
         format!(
             "#2 attempted no SCTP candidate (attempted: {})",
             f.attempts
@@ -174,7 +175,7 @@ fn second_skips_sctp(lab: &Lab, ctx: &Ctx, out: &mut Outcome, rtt: Duration) -> 
                 .join(", ")
         ),
     );
-    let tcp_history = started_over(f, "TCP").map_or("no TCP attempt", |a| a.history.as_str());
+    let tcp_history = first_started_over(f, "TCP").map_or("no TCP attempt", |a| a.history.as_str());
     out.check(
         tcp_history.starts_with("connected"),
         format!("#2 report: the TCP candidate came with the CIB's history \"{tcp_history}\""),
@@ -185,7 +186,7 @@ fn second_skips_sctp(lab: &Lab, ctx: &Ctx, out: &mut Outcome, rtt: Duration) -> 
         format!(
             "the server saw {} connection(s), over {} (expected 2, TCP)",
             recs.len(),
-            protocols(&recs)
+            protocol_names(&recs)
         ),
     );
     Ok(())
@@ -198,20 +199,20 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     out.say(describe_rules(rtt, rtt));
     let props = format!(
         r#"{{"transport": {{"value": ["SCTP", "TCP"], "precedence": 2}}, "__he_delay": {}}}"#,
-        ms_u(FAIR_ATTEMPT_DELAY)
+        millis_u64(FAIR_ATTEMPT_DELAY)
     );
     out.say(format!("  properties: {props}"));
     out.say(format!(
         "  expected: SCTP's INIT-ACK after 1 RTT (~{} ms), TCP's SYN-ACK would follow at ~{} ms, SCTP's COOKIE-ACK at ~{} ms",
-        ms_u(rtt),
-        ms_u(rtt + FAIR_ATTEMPT_DELAY),
-        ms_u(2 * rtt)
+        millis_u64(rtt),
+        millis_u64(rtt + FAIR_ATTEMPT_DELAY),
+        millis_u64(2 * rtt)
     ));
     lab.sink().clear();
     let mut c = to_sctp_host(&props);
     c.send_bytes = Some(BYTES);
     let r = ctx.connect(lab, c)?;
-    show(out, "#1", &r);
+    show_connection(out, "#1", &r);
     let f = r.flow();
     show_timeline(out, "#1", f);
     check_connected(
@@ -223,10 +224,10 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
         "2 RTT (INIT, COOKIE-ECHO) + 20",
     );
     check_stack(out, "#1", f, "SCTP");
-    let sctp_start = started_over(f, "SCTP").map_or(f64::NAN, |a| a.start_ms);
+    let sctp_start = first_started_over(f, "SCTP").map_or(f64::NAN, |a| a.start_ms);
     let reachable = f.event_at("reachable");
     out.check(
-        reachable.is_some_and(|at| at - sctp_start <= ms(rtt) + 20.0),
+        reachable.is_some_and(|at| at - sctp_start <= millis_f64(rtt) + 20.0),
         match reachable {
             Some(at) => format!(
                 "#1 SCTP reachable (INIT-ACK) at {at:.1} ms, {:.1} ms after its start (<= RTT 100 + 20): the race committed to it",
@@ -235,10 +236,10 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
             None => "#1 the timeline has no reachable event (SCTP's INIT-ACK)".to_string(),
         },
     );
-    let tcp = started_over(f, "TCP");
+    let tcp = first_started_over(f, "TCP");
     out.check(
         tcp.is_some_and(|a| {
-            a.outcome == "cancelled" && a.end_ms.is_some_and(|end| end < a.start_ms + ms(rtt))
+            a.outcome == "cancelled" && a.end_ms.is_some_and(|end| end < a.start_ms + millis_f64(rtt))
         }),
         match tcp {
             Some(a) => format!(
@@ -246,7 +247,7 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
                 a.start_ms,
                 a.outcome,
                 a.end_ms.unwrap_or(f64::NAN),
-                a.start_ms + ms(rtt)
+                a.start_ms + millis_f64(rtt)
             ),
             None => "#1 a TCP attempt started (it did not)".to_string(),
         },
@@ -262,7 +263,7 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
             && recs[0].clean_close,
         format!(
             "the server received {got} bytes over {} on {} connection(s), {bad} wrong (expected {BYTES} over SCTP on 1, 0 wrong, clean close)",
-            protocols(&recs),
+            protocol_names(&recs),
             recs.len()
         ),
     );

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::checks::ms_u;
+use super::checks::millis_u64;
 use super::runner::Ctx;
 use crate::dns::RecordType;
 use crate::lab::{self, fqdn, Lab};
@@ -53,8 +53,8 @@ pub(super) fn rtt_rules(rtt4: Duration, rtt6: Duration) -> Vec<Rule> {
 pub(super) fn describe_rules(rtt4: Duration, rtt6: Duration) -> String {
     format!(
         "  rules: RTT {} ms to IPv4 zone addresses, {} ms to IPv6; dead addresses blackholed",
-        ms_u(rtt4),
-        ms_u(rtt6)
+        millis_u64(rtt4),
+        millis_u64(rtt6)
     )
 }
 
@@ -65,6 +65,7 @@ pub(super) fn tcp_to(name: &str) -> Connect {
     c
 }
 
-pub(super) fn connect_one(lab: &Lab, ctx: &Ctx, name: &str) -> Result<ConnectReport, String> {
+/// Runs `taps connect` to zone name `name`, TCP only, with this run's CIB.
+pub(super) fn connect_tcp(lab: &Lab, ctx: &Ctx, name: &str) -> Result<ConnectReport, String> {
     ctx.connect(lab, tcp_to(name))
 }
