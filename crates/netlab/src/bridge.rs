@@ -1,5 +1,5 @@
 //! The bridge: two threads moving IP packets between the client's and the server's TUN
-//! device, each direction scheduled by a [`Shaper`] (delay, jitter, loss, rate limit,
+//! device, each direction scheduled by a `Shaper` (delay, jitter, loss, rate limit,
 //! blackhole) and released from a heap of release times.
 
 use std::cmp::Reverse;

@@ -288,7 +288,7 @@ fn run_ip(args: &[&str]) -> io::Result<()> {
     }
 }
 
-/// The outcome of a child process run with [`run_child`].
+/// The outcome of a child process run with [`Lab::run_child`](crate::Lab::run_child).
 #[derive(Debug, Clone)]
 pub struct Captured {
     /// Its exit status (`None` if it was killed at the time limit).
@@ -415,7 +415,7 @@ fn reader<R: Read + Send + 'static>(src: Option<R>) -> std::thread::JoinHandle<S
     })
 }
 
-/// What this process created and has not removed: namespaces named with [`prefix`],
+/// What this process created and has not removed: namespaces named `nl<pid>-...`,
 /// marker files naming this process, registered child processes, open TUN devices.
 /// Empty when everything was torn down.
 pub fn leftovers() -> Vec<String> {

@@ -1,4 +1,4 @@
-//! Rules the bridge applies, and the pure scheduling logic behind them ([`Shaper`]).
+//! Rules the bridge applies, and the pure scheduling logic behind them (`Shaper`).
 //!
 //! A rule matches packets by their **server-side** endpoint: for a packet from the client
 //! to the server that is its destination address and port, for a reply it is the source.

@@ -1,7 +1,7 @@
 //! The lab's TCP server: accepts, reads until the peer closes, checks every byte against
 //! an expected pattern, then closes. What each connection brought is recorded. The SCTP
 //! server ([`crate::sctp_server`]) checks its connections with the same
-//! [`read_and_check`] and adds its records here too.
+//! `read_and_check` and adds its records here too.
 
 #![forbid(unsafe_code)]
 
