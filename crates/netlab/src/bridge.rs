@@ -1,5 +1,5 @@
 //! The bridge: two threads moving IP packets between the client's and the server's TUN
-//! device, each direction scheduled by a [`Shaper`] (delay, jitter, loss, rate limit,
+//! device, each direction scheduled by a `Shaper` (delay, jitter, loss, rate limit,
 //! blackhole) and released from a heap of release times.
 
 use std::cmp::Reverse;
@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::packet;
 use crate::rules::{Direction, Rule, Shaper, Verdict};
@@ -79,12 +79,14 @@ impl Bridge {
     /// Starts bridging `client` and `server` (non-blocking TUN descriptors), with no rules
     /// (everything passes unchanged) and `seed` for loss and jitter.
     pub fn start(client: OwnedFd, server: OwnedFd, seed: u64) -> io::Result<Bridge> {
-        // SAFETY: eventfd has no preconditions; the result is checked.
+        // SAFETY: eventfd takes no pointers and touches no memory of ours; it returns a new
+        // descriptor or -1, which is checked below.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: efd is a fresh descriptor we own.
+        // SAFETY: efd is a valid descriptor (checked above) that eventfd just created and
+        // that nothing else owns or closes, so the OwnedFd becomes its only owner.
         let stop = unsafe { OwnedFd::from_raw_fd(efd) };
         let shared = Arc::new(Shared {
             rules: Mutex::new((0, Vec::new())),
@@ -149,7 +151,8 @@ impl Bridge {
     /// Stops both threads and closes both TUN devices (which removes them). Idempotent.
     pub fn stop(&mut self) {
         let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a u64 to our eventfd.
+        // SAFETY: the buffer is `one`, a live u64, and the length is its size, so write
+        // reads only that memory; the descriptor is our eventfd, open as long as `self`.
         unsafe {
             libc::write(
                 self.stop.as_raw_fd(),
@@ -217,73 +220,51 @@ fn pump(
         let timeout = heap
             .peek()
             .map(|q| q.0.at.saturating_duration_since(Instant::now()));
-        let mut fds = [
-            libc::pollfd {
-                fd: input.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-        // SAFETY: fds and ts outlive the call.
-        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, ts_ptr, std::ptr::null()) };
-        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return;
-        }
-        if fds[1].revents != 0 {
-            return;
-        }
-        if fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-            return;
-        }
-        if fds[0].revents & libc::POLLIN != 0 {
-            {
-                let r = shared.rules.lock().unwrap_or_else(|e| e.into_inner());
-                if r.0 != gen {
-                    gen = r.0;
-                    shaper.set_rules(r.1.clone());
+        match wait(input, stop, timeout) {
+            Wake::Stop => return,
+            Wake::Idle => {}
+            Wake::Readable => {
+                {
+                    let r = shared.rules.lock().unwrap_or_else(|e| e.into_inner());
+                    if r.0 != gen {
+                        gen = r.0;
+                        shaper.set_rules(r.1.clone());
+                    }
                 }
-            }
-            for _ in 0..READ_BURST {
-                // SAFETY: reads into our buffer, bounded by its length.
-                let n =
-                    unsafe { libc::read(input.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-                let pkt = &buf[..n as usize];
-                counters.received.fetch_add(1, Ordering::Relaxed);
-                let info = packet::parse(pkt);
-                let now = Instant::now();
-                match shaper.decide(info.as_ref(), pkt.len(), now) {
-                    Verdict::Release(at) if at <= now && heap.is_empty() => {
-                        write_out(output, pkt, counters);
+                for _ in 0..READ_BURST {
+                    // SAFETY: `buf` is a live, exclusively borrowed buffer of `buf.len()` bytes
+                    // and read writes at most that many; `input` is open for the call.
+                    let n = unsafe {
+                        libc::read(input.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                    };
+                    if n <= 0 {
+                        break;
                     }
-                    Verdict::Release(at) => {
-                        seq += 1;
-                        heap.push(Reverse(Queued {
-                            at,
-                            seq,
-                            data: pkt.to_vec(),
-                        }));
-                    }
-                    Verdict::Lost => {
-                        counters.lost.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Verdict::Blackholed => {
-                        counters.blackholed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Verdict::QueueFull => {
-                        counters.queue_full.fetch_add(1, Ordering::Relaxed);
+                    let pkt = &buf[..n as usize];
+                    counters.received.fetch_add(1, Ordering::Relaxed);
+                    let info = packet::parse(pkt);
+                    let now = Instant::now();
+                    match shaper.decide(info.as_ref(), pkt.len(), now) {
+                        Verdict::Release(at) if at <= now && heap.is_empty() => {
+                            write_out(output, pkt, counters);
+                        }
+                        Verdict::Release(at) => {
+                            seq += 1;
+                            heap.push(Reverse(Queued {
+                                at,
+                                seq,
+                                data: pkt.to_vec(),
+                            }));
+                        }
+                        Verdict::Lost => {
+                            counters.lost.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Verdict::Blackholed => {
+                            counters.blackholed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Verdict::QueueFull => {
+                            counters.queue_full.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
             }
@@ -296,8 +277,60 @@ fn pump(
     }
 }
 
+/// Why [`wait`] returned.
+enum Wake {
+    /// The bridge is stopping, or the input device failed: the thread ends.
+    Stop,
+    /// The input device has packets to read.
+    Readable,
+    /// The timeout passed (or a signal interrupted the wait): release what is due.
+    Idle,
+}
+
+/// Waits until `input` is readable, `stop` is signalled, or `timeout` (forever if `None`)
+/// passes.
+fn wait(input: &OwnedFd, stop: RawFd, timeout: Option<Duration>) -> Wake {
+    let mut fds = [
+        libc::pollfd {
+            fd: input.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: stop,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+    // SAFETY: `fds` is a live array of exactly 2 pollfds (nfds = 2) that ppoll may
+    // write to; `ts_ptr` is null or points to `ts`, alive until after the call; the
+    // signal mask is null (left unchanged). `stop` stays open while this thread runs:
+    // `Bridge::stop` joins the threads before the Bridge drops the descriptor.
+    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, ts_ptr, std::ptr::null()) };
+    if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+        return Wake::Stop;
+    }
+    if fds[1].revents != 0 {
+        return Wake::Stop;
+    }
+    if fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+        return Wake::Stop;
+    }
+    if fds[0].revents & libc::POLLIN != 0 {
+        Wake::Readable
+    } else {
+        Wake::Idle
+    }
+}
+
 fn write_out(output: &OwnedFd, pkt: &[u8], counters: &Counters) {
-    // SAFETY: writes one whole packet from a valid slice.
+    // SAFETY: `pkt` is a live slice and write reads at most `pkt.len()` bytes of it;
+    // `output` is open for the call.
     let n = unsafe { libc::write(output.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
     if n == pkt.len() as isize {
         counters.forwarded.fetch_add(1, Ordering::Relaxed);

@@ -7,6 +7,8 @@
 //! any other name answers `NXDOMAIN`. Each request is handled in its own task, so a
 //! delayed AAAA answer does not hold back the A answer.
 
+#![forbid(unsafe_code)]
+
 pub use taps_testkit::{DnsServer, QueryType, RecordType};
 
 /// TTL of every record of the lab's zone, in seconds (short: scenarios change nothing,

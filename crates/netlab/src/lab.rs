@@ -16,6 +16,8 @@
 //! configured on the server but blackholed by the bridge, so connection attempts to them
 //! get no answer at all (no RST, no ICMP), like a broken path.
 
+#![forbid(unsafe_code)]
+
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::Command;

@@ -24,8 +24,6 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod bridge;
 pub mod dns;
 pub mod lab;

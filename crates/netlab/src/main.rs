@@ -1,5 +1,7 @@
 //! The `netlab` command: run a scenario, bring a lab up by hand, list scenarios, clean up.
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;

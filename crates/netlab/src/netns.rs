@@ -48,7 +48,7 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 }
 
 /// The name prefix of everything this process creates: `nl<pid>-`.
-pub fn prefix() -> String {
+pub(crate) fn prefix() -> String {
     format!("nl{}-", std::process::id())
 }
 
@@ -104,8 +104,9 @@ pub fn teardown_all() -> Vec<String> {
 fn teardown_entry(e: LabEntry) -> Vec<String> {
     let mut problems = Vec::new();
     for pid in &e.pids {
-        // Still our unreaped child (the registry drops pids before reaping), so the pid
-        // cannot have been reused.
+        // SAFETY: kill takes no pointers and touches no memory of ours. (It also hits the
+        // right process: the pid is still our unreaped child, since the registry drops
+        // pids before reaping them, so it cannot have been reused.)
         unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
     }
     let own = prefix();
@@ -141,7 +142,7 @@ fn delete_namespace(ns: &str) -> io::Result<()> {
 /// Installs (once) a panic hook that tears down the labs owned by the panicking thread
 /// before the previous hook runs; `Drop` would do it too while unwinding, but not when
 /// panics abort or a drop panics. Other threads' labs are left alone.
-pub fn install_panic_hook() {
+pub(crate) fn install_panic_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
@@ -249,7 +250,9 @@ impl Netns {
             let t = std::thread::Builder::new()
                 .name(format!("netns-{}", self.name))
                 .spawn_scoped(s, || {
-                    // SAFETY: setns on this thread only, with a namespace fd we opened.
+                    // SAFETY: setns takes no pointers; `handle` is a namespace file we opened
+                    // and keep open for the call. It moves only this new, scoped thread into
+                    // the namespace; no other thread or descriptor changes.
                     if unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                         return Err(io::Error::last_os_error());
                     }
@@ -285,7 +288,7 @@ fn run_ip(args: &[&str]) -> io::Result<()> {
     }
 }
 
-/// The outcome of a child process run with [`run_child`].
+/// The outcome of a child process run with [`Lab::run_child`](crate::Lab::run_child).
 #[derive(Debug, Clone)]
 pub struct Captured {
     /// Its exit status (`None` if it was killed at the time limit).
@@ -380,8 +383,11 @@ impl Drop for ChildGuard<'_> {
 
 /// Whether child `pid` has exited, without reaping it.
 fn exited(pid: u32) -> io::Result<bool> {
-    // SAFETY: waitid with WNOWAIT only inspects; siginfo is plain data.
+    // SAFETY: siginfo_t is a plain C struct of integers (and unions of integers), for which
+    // all zeros is a valid value.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a live, exclusively borrowed siginfo_t that waitid fills; with
+    // WNOWAIT the child is only inspected, not reaped, so its pid stays ours.
     let rc = unsafe {
         libc::waitid(
             libc::P_PID,
@@ -393,7 +399,9 @@ fn exited(pid: u32) -> io::Result<bool> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: si_pid is valid for the SIGCHLD-style info waitid fills.
+    // SAFETY: waitid succeeded, so `info` is either still all zeros (WNOHANG and no child
+    // exited) or a SIGCHLD-style siginfo for our child; either way the fields si_pid reads
+    // are initialized and laid out as si_pid expects.
     Ok(unsafe { info.si_pid() } != 0)
 }
 
@@ -407,7 +415,7 @@ fn reader<R: Read + Send + 'static>(src: Option<R>) -> std::thread::JoinHandle<S
     })
 }
 
-/// What this process created and has not removed: namespaces named with [`prefix`],
+/// What this process created and has not removed: namespaces named `nl<pid>-...`,
 /// marker files naming this process, registered child processes, open TUN devices.
 /// Empty when everything was torn down.
 pub fn leftovers() -> Vec<String> {
@@ -465,6 +473,8 @@ fn markers() -> Vec<(String, u32)> {
 pub fn cleanup_stale() -> Vec<String> {
     let mut done = Vec::new();
     for (name, pid) in markers() {
+        // SAFETY: kill with signal 0 takes no pointers and sends nothing; it only checks
+        // whether `pid` exists.
         let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
             || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
         if alive || !name.starts_with(&format!("nl{pid}-")) {
@@ -493,7 +503,7 @@ pub fn cleanup_stale() -> Vec<String> {
 
 /// Why netlab cannot run here, if it cannot: not root, no `/dev/net/tun`, no `ip`.
 pub fn unsupported_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
+    // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.
     if unsafe { libc::geteuid() } != 0 {
         return Some("netlab needs root (network namespaces and TUN devices)".into());
     }

@@ -4,6 +4,8 @@
 //! walked to find the transport header. Non-first fragments and unknown protocols have no
 //! ports. Nothing is validated beyond what is needed to read these fields safely.
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// IP protocol numbers netlab names.
@@ -45,7 +47,7 @@ impl Proto {
 
 /// What the bridge needs to know about one IP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PacketInfo {
+pub(crate) struct PacketInfo {
     /// Source address.
     pub src: IpAddr,
     /// Destination address.
@@ -60,7 +62,7 @@ pub struct PacketInfo {
 
 /// Parses the IP header of `pkt` (a raw IPv4 or IPv6 packet, as read from a TUN device
 /// opened with `IFF_NO_PI`). `None` if it is too short or not IPv4/IPv6.
-pub fn parse(pkt: &[u8]) -> Option<PacketInfo> {
+pub(crate) fn parse(pkt: &[u8]) -> Option<PacketInfo> {
     match pkt.first()? >> 4 {
         4 => parse_v4(pkt),
         6 => parse_v6(pkt),
@@ -161,7 +163,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A minimal IPv4 packet with a transport header carrying `sport` and `dport`.
-    pub fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> Vec<u8> {
+    pub(crate) fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> Vec<u8> {
         let mut p = vec![0u8; 40];
         p[0] = 0x45;
         p[2..4].copy_from_slice(&40u16.to_be_bytes());
@@ -174,7 +176,7 @@ pub(crate) mod tests {
     }
 
     /// A minimal IPv6 packet, optionally with a hop-by-hop header before the transport.
-    pub fn v6(
+    pub(crate) fn v6(
         src: Ipv6Addr,
         dst: Ipv6Addr,
         proto: u8,

@@ -1,6 +1,8 @@
 //! Plain-socket probes run inside a namespace: TCP connect time, a timed bulk send, and
 //! a raw DNS query. They check the lab itself, independently of taps.
 
+#![forbid(unsafe_code)]
+
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
@@ -23,7 +25,12 @@ pub fn tcp_connect_time(ns: &Netns, addr: SocketAddr, limit: Duration) -> io::Re
 /// Connects to `addr` from inside `ns`, sends `bytes` bytes of the sink's pattern, closes
 /// its side and waits for the server to close. Returns the time from the connection's
 /// establishment to the server's close (all bytes received), at most `limit`.
-pub fn tcp_send(ns: &Netns, addr: SocketAddr, bytes: u64, limit: Duration) -> io::Result<Duration> {
+pub fn tcp_send_time(
+    ns: &Netns,
+    addr: SocketAddr,
+    bytes: u64,
+    limit: Duration,
+) -> io::Result<Duration> {
     ns.run(|| {
         let mut s = TcpStream::connect_timeout(&addr, limit)?;
         s.set_write_timeout(Some(limit))?;

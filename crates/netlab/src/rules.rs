@@ -1,10 +1,12 @@
-//! Rules the bridge applies, and the pure scheduling logic behind them ([`Shaper`]).
+//! Rules the bridge applies, and the pure scheduling logic behind them (`Shaper`).
 //!
 //! A rule matches packets by their **server-side** endpoint: for a packet from the client
 //! to the server that is its destination address and port, for a reply it is the source.
 //! So one rule for `192.0.2.11` with a 25 ms delay delays both directions and gives a
 //! 50 ms round trip to that address. Rules are tried in order; the first match applies;
 //! a packet no rule matches passes unchanged.
+
+#![forbid(unsafe_code)]
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -22,7 +24,7 @@ pub enum Direction {
 
 impl Direction {
     /// Index 0 for [`Direction::ToServer`], 1 for [`Direction::ToClient`].
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         match self {
             Direction::ToServer => 0,
             Direction::ToClient => 1,
@@ -95,7 +97,7 @@ impl Match {
     }
 
     /// Whether `pkt`, travelling `dir`, matches.
-    pub fn matches(&self, pkt: &PacketInfo, dir: Direction) -> bool {
+    pub(crate) fn matches(&self, pkt: &PacketInfo, dir: Direction) -> bool {
         let (addr, port) = match dir {
             Direction::ToServer => (pkt.dst, pkt.dst_port),
             Direction::ToClient => (pkt.src, pkt.src_port),
@@ -117,7 +119,7 @@ impl Match {
 }
 
 /// Whether `addr` lies in `net/len` (never across families).
-pub fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
+pub(crate) fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     match (addr, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {
             let len = u32::from(len.min(32));
@@ -225,7 +227,7 @@ impl Rule {
 
 /// What the shaper decided for one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Forward it at this instant.
     Release(Instant),
     /// Dropped by a blackhole rule.
@@ -239,16 +241,16 @@ pub enum Verdict {
 /// A small, fast, seeded pseudo-random generator (SplitMix64): losses and jitter repeat
 /// from run to run with the same seed.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// A generator from a seed.
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -257,7 +259,7 @@ impl Rng {
     }
 
     /// A uniform number in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
+    pub(crate) fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
@@ -274,7 +276,7 @@ struct Lane {
 /// The scheduling logic of one direction of the bridge, without I/O: given a packet and
 /// the current time, decides whether and when it leaves. Deterministic for a seed.
 #[derive(Debug, Clone)]
-pub struct Shaper {
+pub(crate) struct Shaper {
     dir: Direction,
     rules: Vec<Rule>,
     lanes: Vec<Lane>,
@@ -284,7 +286,7 @@ pub struct Shaper {
 
 impl Shaper {
     /// A shaper for `dir` with `rules` (first match wins) and a seed.
-    pub fn new(dir: Direction, rules: Vec<Rule>, seed: u64) -> Shaper {
+    pub(crate) fn new(dir: Direction, rules: Vec<Rule>, seed: u64) -> Shaper {
         let lanes = vec![Lane::default(); rules.len()];
         Shaper {
             dir,
@@ -296,13 +298,13 @@ impl Shaper {
     }
 
     /// Replaces the rules, resetting per-rule queues (the random sequence continues).
-    pub fn set_rules(&mut self, rules: Vec<Rule>) {
+    pub(crate) fn set_rules(&mut self, rules: Vec<Rule>) {
         self.lanes = vec![Lane::default(); rules.len()];
         self.rules = rules;
     }
 
     /// The index of the first rule matching `pkt`, if any.
-    pub fn rule_for(&self, pkt: &PacketInfo) -> Option<usize> {
+    pub(crate) fn rule_for(&self, pkt: &PacketInfo) -> Option<usize> {
         self.rules
             .iter()
             .position(|r| r.matcher.matches(pkt, self.dir))
@@ -310,7 +312,7 @@ impl Shaper {
 
     /// Decides the fate of a packet of `len` bytes (`pkt` is `None` when it could not be
     /// parsed: such packets pass unchanged) arriving at `now`.
-    pub fn decide(&mut self, pkt: Option<&PacketInfo>, len: usize, now: Instant) -> Verdict {
+    pub(crate) fn decide(&mut self, pkt: Option<&PacketInfo>, len: usize, now: Instant) -> Verdict {
         let idx = pkt.and_then(|p| self.rule_for(p));
         let (effect, lane) = match idx {
             Some(i) => (self.rules[i].effect, &mut self.lanes[i]),

@@ -25,6 +25,8 @@
 //! then one JSON object per finished connection: peer, local, bytes, mismatched,
 //! clean_close, duration_us.
 
+#![forbid(unsafe_code)]
+
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -1,7 +1,9 @@
 //! The lab's TCP server: accepts, reads until the peer closes, checks every byte against
 //! an expected pattern, then closes. What each connection brought is recorded. The SCTP
 //! server ([`crate::sctp_server`]) checks its connections with the same
-//! [`read_and_check`] and adds its records here too.
+//! `read_and_check` and adds its records here too.
+
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -41,7 +43,7 @@ pub struct SinkRecord {
 impl SinkRecord {
     /// The record of a connection over `protocol` between `peer` and `local` (both shown
     /// canonical: IPv4 as IPv4, not mapped), read as `c` from `start` until now.
-    pub fn new(
+    pub(crate) fn new(
         protocol: Proto,
         peer: SocketAddr,
         local: SocketAddr,
@@ -71,7 +73,7 @@ pub struct Sink {
 impl Sink {
     /// Serves `listener` (already bound, e.g. on `[::]:80` in the server namespace),
     /// expecting every byte to be `pattern`. Must be called within a tokio runtime.
-    pub fn start(listener: std::net::TcpListener, pattern: u8) -> std::io::Result<Sink> {
+    pub(crate) fn start(listener: std::net::TcpListener, pattern: u8) -> std::io::Result<Sink> {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let records = Arc::new(Mutex::new(Vec::new()));
@@ -132,7 +134,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// What reading one connection to its end brought.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Checked {
+pub(crate) struct Checked {
     /// Bytes received.
     pub bytes: u64,
     /// Bytes that differed from the expected pattern.
@@ -143,7 +145,7 @@ pub struct Checked {
 
 /// Reads `stream` to its end (or an error, or `idle` without data), checking every byte
 /// against `pattern`.
-pub async fn read_and_check<R: AsyncRead + Unpin>(
+pub(crate) async fn read_and_check<R: AsyncRead + Unpin>(
     stream: &mut R,
     pattern: u8,
     idle: Duration,

@@ -1,6 +1,8 @@
 //! Running `taps connect --json` (and `taps candidates --json`) in the client namespace
 //! and reading their reports.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -23,13 +23,17 @@ pub fn create(name: &str) -> io::Result<OwnedFd> {
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open("/dev/net/tun")?;
-    // SAFETY: ifreq is plain data; the name fits (checked above) and stays NUL-terminated.
+    // SAFETY: ifreq is a plain C struct (a byte array and a union of integers and raw
+    // pointers), for which all zeros is a valid value (raw pointers become null).
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    // The name fits (checked above), so the last byte of ifr_name stays 0 (NUL).
     for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *dst = src as libc::c_char;
     }
     req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
-    // SAFETY: TUNSETIFF reads and writes the ifreq we own.
+    // SAFETY: TUNSETIFF reads and writes one struct ifreq through the pointer, and `req` is
+    // a live, exclusively borrowed ifreq; its name is NUL-terminated (see above) and
+    // `file` is open for the call.
     if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -1,0 +1,131 @@
+//! Scenarios: a lab, rules, `taps connect` runs (or plain-socket probes) and the bounds
+//! they must meet. [`run`] builds a fresh lab, runs one scenario, tears the lab down and
+//! returns what happened and which checks passed.
+//!
+//! The scenarios live one group per file (address families, dead addresses, loss, load,
+//! SCTP, the plain-socket probe); `runner` runs one and records its checks, `setup` and
+//! `checks` hold what the groups share (rules, connections; log lines, bounds).
+//!
+//! To add a scenario: write a `fn(&Lab, &Ctx, &mut Outcome) -> Result<(), String>` that
+//! sets rules (and DNS delays), runs connections with `Ctx::connect` and records checks
+//! with `Outcome::check`; then list it in [`all`] with a name and a summary.
+
+#![forbid(unsafe_code)]
+
+mod address_families;
+mod checks;
+mod dead_addresses;
+mod load;
+mod loss;
+mod plain_sockets;
+mod runner;
+mod sctp;
+mod setup;
+
+use crate::lab::Lab;
+use runner::Ctx;
+pub use runner::{run, Check, Outcome, RunOptions};
+
+/// A named scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// Its name, for `netlab run NAME`.
+    pub name: &'static str,
+    /// One line on what it shows.
+    pub summary: &'static str,
+    /// Whether it runs the `taps` binary (the probes do not).
+    pub needs_taps: bool,
+    body: fn(&Lab, &Ctx, &mut Outcome) -> Result<(), String>,
+}
+
+/// Every scenario, in the order the suite runs them.
+pub fn all() -> &'static [Scenario] {
+    const ALL: &[Scenario] = &[
+        Scenario {
+            name: "probe",
+            summary: "plain sockets: 50 ms each way gives a 100 ms TCP connect; blackhole, DNS delay, rate limit and loss work",
+            needs_taps: false,
+            body: plain_sockets::probe,
+        },
+        Scenario {
+            name: "rd",
+            summary: "TCP, both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 10 ms",
+            needs_taps: true,
+            body: address_families::rd,
+        },
+        Scenario {
+            name: "r6",
+            summary: "TCP, IPv6 only, RTT 40 ms: connects within RTT + 10 ms",
+            needs_taps: true,
+            body: address_families::r6,
+        },
+        Scenario {
+            name: "rx",
+            summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+            needs_taps: true,
+            body: dead_addresses::rx,
+        },
+        Scenario {
+            name: "rxxx",
+            summary: "TCP, three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+            needs_taps: true,
+            body: dead_addresses::rxxx,
+        },
+        Scenario {
+            name: "rxz4",
+            summary: "TCP, one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+            needs_taps: true,
+            body: dead_addresses::rxz4,
+        },
+        Scenario {
+            name: "rxxzz",
+            summary: "TCP, two dead of each family: failure within the establishment timeout, listing four causes",
+            needs_taps: true,
+            body: dead_addresses::rxxzz,
+        },
+        Scenario {
+            name: "aaaa-slow",
+            summary: "TCP, AAAA answers delayed 300 ms: connects over IPv4 after the Resolution Delay, not after 300 ms",
+            needs_taps: true,
+            body: address_families::aaaa_slow,
+        },
+        Scenario {
+            name: "loss",
+            summary: "2% loss, 100 ms RTT: a 10 MB transfer over TCP completes, bytes verified",
+            needs_taps: true,
+            body: loss::loss,
+        },
+        Scenario {
+            name: "load",
+            summary: "TCP, 50 flows at once to rd (RTT 40/50 ms): all connect over IPv6",
+            needs_taps: true,
+            body: load::load,
+        },
+        // SCTP (user-space, inside UDP port 9899, RFC 6951) against the lab's SCTP
+        // server on r4 (192.0.2.61), with SCTP preferred over TCP.
+        Scenario {
+            name: "sctp-blocked",
+            summary: "SCTP preferred but UDP 9899 blackholed, RTT 50 ms: TCP wins within attempt delay + RTT + 20 ms; again (same CIB) the CIB skips SCTP: within RTT + 10 ms",
+            needs_taps: true,
+            body: sctp::sctp_blocked,
+        },
+        Scenario {
+            name: "sctp-fair",
+            summary: "SCTP preferred, TCP 30 ms later, RTT 100 ms: SCTP wins on its INIT-ACK (1 RTT), TCP cancelled, connected within 2 RTT + 20 ms",
+            needs_taps: true,
+            body: sctp::sctp_fair,
+        },
+        Scenario {
+            name: "sctp-loss",
+            summary: "2% loss, 100 ms RTT: a 10 MB transfer over SCTP completes, bytes verified",
+            needs_taps: true,
+            body: loss::sctp_loss,
+        },
+    ];
+    ALL
+}
+
+/// The scenario called `name`.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    all().iter().find(|s| s.name == name)
+}
