@@ -1,25 +1,28 @@
 //! Process measurements: CPU time from `getrusage(RUSAGE_SELF)` (microseconds, user and
-//! system separately), resident set size from `/proc/self/status`, and small statistics.
+//! system separately; the call itself is in [`crate::rusage`]), resident set size from
+//! `/proc/self/status`, and small statistics.
+
+#![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
 
 /// CPU time used by this process so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Cpu {
+pub(crate) struct Cpu {
     /// User time, microseconds.
-    pub user_us: u64,
+    pub(crate) user_us: u64,
     /// System time, microseconds.
-    pub sys_us: u64,
+    pub(crate) sys_us: u64,
 }
 
 impl Cpu {
     /// User plus system, microseconds.
-    pub fn total_us(&self) -> u64 {
+    pub(crate) fn total_us(&self) -> u64 {
         self.user_us + self.sys_us
     }
 
     /// The CPU used between `earlier` and `self`.
-    pub fn since(&self, earlier: &Cpu) -> Cpu {
+    pub(crate) fn since(&self, earlier: &Cpu) -> Cpu {
         Cpu {
             user_us: self.user_us.saturating_sub(earlier.user_us),
             sys_us: self.sys_us.saturating_sub(earlier.sys_us),
@@ -28,30 +31,22 @@ impl Cpu {
 }
 
 /// This process's CPU time (every thread), from `getrusage(RUSAGE_SELF)`.
-pub fn process_cpu() -> Cpu {
-    // SAFETY: `usage` is a valid, writable rusage; getrusage only writes into it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; RUSAGE_SELF is always valid.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    if rc != 0 {
-        return Cpu::default();
-    }
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Cpu {
-        user_us: us(usage.ru_utime),
-        sys_us: us(usage.ru_stime),
+pub(crate) fn process_cpu() -> Cpu {
+    match crate::rusage::self_user_sys_us() {
+        Some((user_us, sys_us)) => Cpu { user_us, sys_us },
+        None => Cpu::default(),
     }
 }
 
 /// This process's resident set size in KiB (`VmRSS` of `/proc/self/status`), 0 if
 /// unreadable.
-pub fn rss_kib() -> u64 {
+pub(crate) fn rss_kib() -> u64 {
     status_field("/proc/self/status", "VmRSS:").unwrap_or(0)
 }
 
 /// The anonymous part of this process's RSS in KiB (`RssAnon`: heap and stacks, without
 /// the code and files mapped in), 0 if unreadable.
-pub fn anon_kib() -> u64 {
+pub(crate) fn anon_kib() -> u64 {
     status_field("/proc/self/status", "RssAnon:").unwrap_or(0)
 }
 
@@ -62,7 +57,7 @@ fn status_field(path: &str, field: &str) -> Option<u64> {
 }
 
 /// Median of `values` (mean of the middle two for an even count); 0 when empty.
-pub fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
@@ -77,12 +72,12 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 /// Largest of `values`; 0 when empty.
-pub fn max(values: &[f64]) -> f64 {
+pub(crate) fn max(values: &[f64]) -> f64 {
     values.iter().copied().fold(0.0, f64::max)
 }
 
 /// `a / b`, or NaN-free 0 when `b` is 0.
-pub fn ratio(a: f64, b: f64) -> f64 {
+pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
         a / b
     } else {
@@ -93,16 +88,16 @@ pub fn ratio(a: f64, b: f64) -> f64 {
 /// A small deterministic PRNG (xorshift64*) for exponential inter-arrival times and
 /// cache-hit patterns; no dependency, reproducible runs.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// Seeded generator (a zero seed is replaced).
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed.max(1))
     }
 
     /// Uniform in (0, 1].
-    pub fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -111,14 +106,14 @@ impl Rng {
     }
 
     /// Exponentially distributed with the given mean.
-    pub fn exponential(&mut self, mean: f64) -> f64 {
+    pub(crate) fn exponential(&mut self, mean: f64) -> f64 {
         -mean * self.uniform().ln()
     }
 }
 
 /// Whether request `i` (0-based) of a sequence is a cache hit when the hit ratio is
 /// `percent`: hits are spread evenly (Bresenham), so every prefix has the ratio.
-pub fn is_hit(i: usize, percent: u32) -> bool {
+pub(crate) fn is_hit(i: usize, percent: u32) -> bool {
     let p = percent.min(100) as usize;
     (i + 1) * p / 100 > i * p / 100
 }

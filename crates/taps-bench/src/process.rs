@@ -1,5 +1,7 @@
 //! Starting and talking to worker processes (see [`crate::worker`] for the protocol).
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::worker::{ClientResult, ClientSpec, ServerSpec, ServerStats};
 
 /// How long to wait for a worker's line before giving up on it (longer than a server's
-/// [`crate::worker::STATS_WAIT`]; the longest healthy trial takes a few seconds).
+/// [`crate::worker::protocol::STATS_WAIT`]; the longest healthy trial takes a few seconds).
 const LINE_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// How to start a worker process: a program and the arguments that select worker mode
@@ -49,7 +51,7 @@ struct Worker {
 
 /// Why a worker stopped talking.
 #[derive(Debug, Clone)]
-pub enum WorkerError {
+pub(crate) enum WorkerError {
     /// The process ended (exited with an error, or killed by a signal: a crash), or
     /// stopped answering within [`LINE_TIMEOUT`] (a hang; it is killed).
     Died(String),
@@ -59,7 +61,7 @@ pub enum WorkerError {
 
 impl WorkerError {
     /// The message.
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             WorkerError::Died(m) | WorkerError::Other(m) => m,
         }
@@ -210,22 +212,20 @@ impl Drop for Worker {
 }
 
 /// A server worker.
-pub struct Server {
+pub(crate) struct Server {
     worker: Worker,
     /// The port it listens on (on 127.0.0.1, and on ::1 for a dual server): the TCP port
     /// and the SCTP port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The UDP port its SCTP is encapsulated in (0: it does not listen on SCTP).
-    pub udp_port: u16,
-    /// Its spec.
-    pub spec: ServerSpec,
+    pub(crate) udp_port: u16,
     /// The counters of the last `stats` answer.
-    last: ServerStats,
+    last_stats: ServerStats,
 }
 
 impl Server {
     /// Starts a server and waits until it listens.
-    pub fn start(launcher: &Launcher, spec: ServerSpec) -> Result<Server, String> {
+    pub(crate) fn start(launcher: &Launcher, spec: ServerSpec) -> Result<Server, String> {
         let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
         let what = format!(
             "server worker {:?}/{:?}/{:?}",
@@ -242,25 +242,24 @@ impl Server {
             worker,
             port,
             udp_port,
-            spec,
-            last: ServerStats::default(),
+            last_stats: ServerStats::default(),
         })
     }
 
     /// Re-reads the server's counters (after a trial that failed half-way, so the next
     /// trial's expectations start from what the server has now seen).
-    pub fn resync(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn resync(&mut self) -> Result<(), WorkerError> {
         self.stats(0, 0).map(|_| ())
     }
 
     /// The server's counters and resource use, once it has accepted at least
     /// `accepted` and closed at least `closed` connections (or the wait timed out).
-    pub fn stats(&mut self, accepted: u64, closed: u64) -> Result<ServerStats, WorkerError> {
+    pub(crate) fn stats(&mut self, accepted: u64, closed: u64) -> Result<ServerStats, WorkerError> {
         self.worker.send(&format!("stats {accepted} {closed}"))?;
         let json = self.worker.expect("STATS")?;
         let stats: ServerStats =
             serde_json::from_str(&json).map_err(|e| format!("server stats: {e}"))?;
-        self.last = stats.clone();
+        self.last_stats = stats.clone();
         Ok(stats)
     }
 }
@@ -274,27 +273,27 @@ impl Drop for Server {
 
 /// What the server has to have done before the window's server measurement ends.
 #[derive(Debug, Clone, Copy)]
-pub struct Expect {
+pub(crate) struct Expect {
     /// New connections accepted.
-    pub accepted: u64,
+    pub(crate) accepted: u64,
     /// New connections closed.
-    pub closed: u64,
+    pub(crate) closed: u64,
 }
 
 /// One trial: the client's result and the server's resource use over the same window.
 #[derive(Debug, Clone)]
-pub struct Trial {
+pub(crate) struct Trial {
     /// What the client measured.
-    pub client: ClientResult,
+    pub(crate) client: ClientResult,
     /// Server CPU during the window, microseconds.
-    pub server_cpu_us: u64,
+    pub(crate) server_cpu_us: u64,
     /// Server RSS growth during the window, KiB (may be negative).
-    pub server_rss_growth_kib: i64,
+    pub(crate) server_rss_growth_kib: i64,
     /// Whether the server did not reach the expected counters in time.
-    pub server_timed_out: bool,
+    pub(crate) server_timed_out: bool,
     /// The client failed after its result (crashed or errored in teardown, or had to
     /// be killed): the measurement stands, the failure must be reported.
-    pub teardown_error: Option<String>,
+    pub(crate) teardown_error: Option<String>,
 }
 
 /// Runs one client trial against `server`: client setup, server snapshot (once the
@@ -302,7 +301,7 @@ pub struct Trial {
 /// server snapshot once it has seen what `expect` derives from the client's result,
 /// client teardown. A client that dies (crash, error exit) is a [`WorkerError::Died`]
 /// naming its exit status and the last lines of its stderr.
-pub fn trial(
+pub(crate) fn trial(
     launcher: &Launcher,
     server: &mut Server,
     spec: &ClientSpec,
@@ -312,7 +311,7 @@ pub fn trial(
     let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
     let mut client = Worker::spawn(launcher, "client", json, "client worker".into())?;
     client.expect("READY")?;
-    let (a, c) = (server.last.accepted, server.last.closed);
+    let (a, c) = (server.last_stats.accepted, server.last_stats.closed);
     let before = server.stats(a + setup.accepted, c + setup.closed)?;
     client.send("go")?;
     let result = client.expect("RESULT")?;

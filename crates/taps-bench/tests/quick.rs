@@ -1,6 +1,8 @@
 //! Runs the quick matrix in-process (workers are the `taps-bench-worker` binary), over
 //! TCP and SCTP, and checks only that results are produced and sane — never timing goals.
 
+#![forbid(unsafe_code)]
+
 use taps_bench::experiments::HeVariant;
 use taps_bench::{Config, Experiment, Launcher, Proto};
 

@@ -1,0 +1,108 @@
+//! The experiments: each runs taps and the raw baseline in the same run, interleaved
+//! (every repetition runs every variant once, in the same order: ABAB...), and keeps
+//! every sample so that ratios are medians of per-repetition ratios.
+
+#![forbid(unsafe_code)]
+
+mod connect;
+mod he;
+mod he_variant;
+mod http;
+mod runner;
+mod summary;
+mod transfer;
+mod variant;
+
+pub use crate::worker::Proto;
+pub use connect::{ConnectPoint, ConnectRatios, ConnectSide};
+pub use he::HePoint;
+pub use he_variant::HeVariant;
+pub use http::HttpPoint;
+pub use runner::Crash;
+pub use summary::Summary;
+pub use transfer::{TransferPoint, TransferRatios, TransferSide};
+
+pub(crate) use connect::run_connect;
+pub(crate) use he::run_he;
+pub(crate) use http::run_http;
+pub(crate) use runner::Progress;
+pub(crate) use summary::Failures;
+pub(crate) use transfer::run_transfer;
+
+/// What to run and how much of it.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The reduced matrix (CI): fewer points, repetitions and connections.
+    pub quick: bool,
+    /// Repetitions per point (default 7, quick 2; transfers use twice as many, HTTP at
+    /// most 3).
+    pub reps: Option<usize>,
+    /// Flow counts of the connection-establishment experiment (default 1, 2, 4 … 256).
+    pub flows: Option<Vec<usize>>,
+    /// Protocols of experiments 1 and 2 (3 and 4 race TCP against SCTP whatever this
+    /// says). Default TCP.
+    pub protocols: Vec<Proto>,
+    /// Print a progress line on stderr.
+    pub progress: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            quick: false,
+            reps: None,
+            flows: None,
+            protocols: vec![Proto::Tcp],
+            progress: true,
+        }
+    }
+}
+
+impl Config {
+    fn reps(&self) -> usize {
+        self.reps.unwrap_or(if self.quick { 2 } else { 7 }).max(1)
+    }
+}
+
+/// `1 kB`, `10 MB`, ... (decimal, as the issue names the sizes).
+pub(crate) fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1_000_000 && b % 1_000_000 == 0 => format!("{} MB", b / 1_000_000),
+        b if b >= 1_000 && b % 1_000 == 0 => format!("{} kB", b / 1_000),
+        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} B"),
+    }
+}
+
+/// Which experiments to plan trials for.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Selection {
+    /// Experiment 1.
+    pub(crate) connect: bool,
+    /// Experiment 2.
+    pub(crate) transfer: bool,
+    /// Experiment 3.
+    pub(crate) he: bool,
+    /// Experiment 4.
+    pub(crate) http: bool,
+}
+
+/// How many trials the experiments will run (for the progress line).
+pub(crate) fn planned_trials(cfg: &Config, sel: Selection) -> usize {
+    let mut n = 0;
+    for &proto in &cfg.protocols {
+        if sel.connect {
+            n += connect::connect_trials(cfg, proto);
+        }
+        if sel.transfer {
+            n += transfer::transfer_trials(cfg, proto);
+        }
+    }
+    if sel.he {
+        n += he::he_trials(cfg);
+    }
+    if sel.http {
+        n += http::http_trials(cfg);
+    }
+    n
+}
