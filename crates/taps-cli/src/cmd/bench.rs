@@ -81,27 +81,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         BenchCommand::Http(o) => (Experiment::Http, o),
         BenchCommand::All(o) => (Experiment::All, o),
     };
-    let default = if experiment == Experiment::All {
-        "both"
-    } else {
-        "tcp"
-    };
-    let protocols = match opts
-        .protocol
-        .as_deref()
-        .unwrap_or(default)
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "tcp" => vec![Proto::Tcp],
-        "sctp" => vec![Proto::Sctp],
-        "both" => vec![Proto::Tcp, Proto::Sctp],
-        other => {
-            return Err(CliError::usage(format!(
-                "--protocol: unknown protocol {other:?} (tcp, sctp or both)"
-            )))
-        }
-    };
+    let protocols = protocols(experiment, opts.protocol.as_deref())?;
     if opts.flows.contains(&0) {
         return Err(CliError::usage("--flows must be at least 1"));
     }
@@ -128,6 +108,39 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     .map_err(|e| CliError::failure(format!("bench task failed: {e}")))?
     .map_err(CliError::failure)?;
     let (results, written) = results;
+    print_summary(&results, &written);
+    if results.unavailable.is_empty() {
+        Ok(())
+    } else {
+        for u in &results.unavailable {
+            eprintln!("{u}");
+        }
+        Err(CliError::failure(format!(
+            "{} phase(s) could not be measured (see above and the report)",
+            results.unavailable.len()
+        )))
+    }
+}
+
+/// The protocols `--protocol` names (default: both for `all`, else TCP).
+fn protocols(experiment: Experiment, arg: Option<&str>) -> Result<Vec<Proto>, CliError> {
+    let default = if experiment == Experiment::All {
+        "both"
+    } else {
+        "tcp"
+    };
+    match arg.unwrap_or(default).to_ascii_lowercase().as_str() {
+        "tcp" => Ok(vec![Proto::Tcp]),
+        "sctp" => Ok(vec![Proto::Sctp]),
+        "both" => Ok(vec![Proto::Tcp, Proto::Sctp]),
+        other => Err(CliError::usage(format!(
+            "--protocol: unknown protocol {other:?} (tcp, sctp or both)"
+        ))),
+    }
+}
+
+/// The connect lines, the goals, where the report went and any worker crash.
+fn print_summary(results: &taps_bench::Results, written: &[std::path::PathBuf]) {
     for p in &results.connect {
         println!("{}", taps_bench::report::connect_line(p));
     }
@@ -151,16 +164,5 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     );
     for c in &results.crashes {
         eprintln!("worker crash in {} ({}): {}", c.trial, c.outcome, c.error);
-    }
-    if results.unavailable.is_empty() {
-        Ok(())
-    } else {
-        for u in &results.unavailable {
-            eprintln!("{u}");
-        }
-        Err(CliError::failure(format!(
-            "{} phase(s) could not be measured (see above and the report)",
-            results.unavailable.len()
-        )))
     }
 }

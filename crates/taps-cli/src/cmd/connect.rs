@@ -89,7 +89,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
                     "connected": args.flows - failed,
                     "failed": failed,
                     "bytes_sent": results.iter().map(|r| r.sent).sum::<u64>(),
-                    "elapsed_ms": ms(elapsed),
+                    "elapsed_ms": millis_f64(elapsed),
                 },
             })
         };
@@ -104,7 +104,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
                 args.flows,
                 args.flows - failed,
                 results.iter().map(|r| r.sent).sum::<u64>(),
-                ms(elapsed)
+                millis_f64(elapsed)
             );
         }
     }
@@ -196,7 +196,7 @@ async fn exchange(
     }
 }
 
-fn ms(d: Duration) -> f64 {
+fn millis_f64(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
@@ -230,8 +230,8 @@ fn flow_json(r: &FlowResult) -> Value {
             let (o, err) = outcome(&a.outcome);
             json!({
                 "candidate": candidate_json(&a.candidate),
-                "start_ms": ms(a.start),
-                "end_ms": a.end.map(ms),
+                "start_ms": millis_f64(a.start),
+                "end_ms": a.end.map(millis_f64),
                 "outcome": o,
                 "error": err,
             })
@@ -243,13 +243,13 @@ fn flow_json(r: &FlowResult) -> Value {
         .report
         .iter()
         .flat_map(|rep| rep.timeline_text())
-        .map(|(at, event)| json!({"at_ms": ms(at), "event": event.to_string()}))
+        .map(|(at, event)| json!({"at_ms": millis_f64(at), "event": event.to_string()}))
         .collect();
     json!({
         "winner": r.winner,
         "attempts": attempts,
         "timeline": timeline,
-        "total_ms": ms(r.report.as_ref().and_then(|rep| rep.total).unwrap_or(r.elapsed)),
+        "total_ms": millis_f64(r.report.as_ref().and_then(|rep| rep.total).unwrap_or(r.elapsed)),
         "error": r.error,
         "bytes_sent": r.sent,
         "replies": r.replies,
@@ -266,7 +266,7 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
         if let Some(rep) = &r.report {
             println!("{prefix}race trace (ms since start):");
             for (at, text) in rep.timeline_text() {
-                println!("  {:>9.3}  {text}", ms(at));
+                println!("  {:>9.3}  {text}", millis_f64(at));
             }
         }
     }
@@ -276,10 +276,12 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
             w["stack"].as_str().unwrap_or("?"),
             w["local"].as_str().unwrap_or("?"),
             w["remote"].as_str().unwrap_or("?"),
-            ms(r.report
-                .as_ref()
-                .and_then(|rep| rep.total)
-                .unwrap_or(r.elapsed))
+            millis_f64(
+                r.report
+                    .as_ref()
+                    .and_then(|rep| rep.total)
+                    .unwrap_or(r.elapsed)
+            )
         ),
         // A single flow's error is reported once, on stderr, by the caller.
         (_, Some(e)) if many => println!("{prefix}failed: {e}"),
