@@ -1,8 +1,14 @@
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::*;
-use crate::policy::CibConfig;
-use crate::properties::TransportProperties;
+use crate::net::{Family, Interface, InterfaceKind};
+use crate::policy::pib::PropertySet;
+use crate::policy::{Cib, CibConfig, History, OutcomeKey, Pib};
+use crate::properties::{
+    Entry, Name, Precedence, Preference, Properties, Protocol, TransportProperties, Value,
+};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
