@@ -1,6 +1,6 @@
 //! Gathering candidates for one DNS answer: planned stacks × addresses × local bindings,
-//! with the PIB policies applied per candidate, then the CIB history added and the race
-//! order applied ([`Plan::gather`]).
+//! with the PIB policies applied per candidate ([`Plan::score_answer`]), then the CIB
+//! history added and the race order applied ([`Plan::gather_scored`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use super::bindings::{local_bindings, LocalBinding};
 use super::candidate::{Candidate, PrunedCandidate};
 use super::evaluate::{evaluate_facts, evaluate_stack, Evaluation};
 use super::order::order;
-use super::plan::{Plan, PlannedStack, Scored};
+use super::plan::{Plan, PlannedStack};
 use super::reasons::{Reason, Violation};
 use crate::net::{Family, Interface};
 use crate::policy::pib::PropertySet;
@@ -27,13 +27,59 @@ pub struct Gathered {
     pub pruned: Vec<PrunedCandidate>,
 }
 
+/// The candidates of one DNS answer before the CIB's history is added: everything
+/// [`Plan::gather`] computes that depends only on the plan, the endpoint, the port, the
+/// addresses and the interfaces, with those inputs kept to recognise the same answer.
+///
+/// Scoring is the costly part of gathering and is the same for every flow of a
+/// preconnection to one endpoint. Callers that gather the same answer many times keep
+/// the last `ScoredAnswer` (one per plan: it is only valid for the plan that made it),
+/// reuse it with [`Plan::gather_scored`] while [`ScoredAnswer::matches`] holds, and
+/// score again with [`Plan::score_answer`] when it does not. The core keeps no such
+/// cache itself. Cloning copies the candidate lists (their reasons are shared).
+#[derive(Debug, Clone)]
+pub struct ScoredAnswer {
+    endpoint: Arc<str>,
+    port: u16,
+    addrs: Vec<IpAddr>,
+    interfaces: Arc<Vec<Interface>>,
+    candidates: Vec<Candidate>,
+    pruned: Vec<PrunedCandidate>,
+}
+
+impl ScoredAnswer {
+    /// Whether this was scored for `endpoint`, `port`, `addrs` (in this order) and this
+    /// very interface list (the same `Arc`: the CIB replaces the list when interfaces
+    /// change). Cost: compares the strings and the address lists.
+    pub fn matches(
+        &self,
+        endpoint: &str,
+        port: u16,
+        addrs: &[IpAddr],
+        interfaces: &Arc<Vec<Interface>>,
+    ) -> bool {
+        self.port == port
+            && *self.endpoint == *endpoint
+            && self.addrs == addrs
+            && Arc::ptr_eq(&self.interfaces, interfaces)
+    }
+
+    /// The kept candidates, history unknown, in no particular order. Free.
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    /// The dropped candidates, with reasons. Free.
+    pub fn pruned(&self) -> &[PrunedCandidate] {
+        &self.pruned
+    }
+}
+
 impl Plan {
     /// Candidates for `addrs` of `endpoint` (named `host:port`), in race order, each with
-    /// its CIB history. Cost: the first call for an endpoint, address list and interface
-    /// list evaluates stacks × addresses × local bindings (policies matched per candidate,
-    /// a stack re-evaluated only when a policy applied) and keeps the result; repeated
-    /// calls with the same inputs (every flow of a preconnection to one endpoint) clone
-    /// it and only look up the histories and sort.
+    /// its CIB history. Cost: [`Plan::score_answer`] then [`Plan::gather_scored`] on
+    /// every call; callers gathering the same answer repeatedly keep a [`ScoredAnswer`]
+    /// instead.
     pub fn gather(
         &self,
         endpoint: &Arc<str>,
@@ -42,7 +88,19 @@ impl Plan {
         cib: &Cib,
         now: Instant,
     ) -> Gathered {
-        let scored = self.scored(endpoint, port, addrs, cib.interfaces());
+        let scored = self.score_answer(endpoint, port, addrs, cib.interfaces());
+        self.gather_scored(&scored, endpoint, cib, now)
+    }
+
+    /// The candidates of `scored` (made by this plan for `endpoint`) in race order, each
+    /// with its CIB history. Cost: clones the candidates, one CIB lookup each, a sort.
+    pub fn gather_scored(
+        &self,
+        scored: &ScoredAnswer,
+        endpoint: &Arc<str>,
+        cib: &Cib,
+        now: Instant,
+    ) -> Gathered {
         let mut out = Gathered {
             candidates: scored.candidates.clone(),
             pruned: scored.pruned.clone(),
@@ -54,42 +112,17 @@ impl Plan {
         out
     }
 
-    /// The scored candidates for this answer: the cached ones when the last call was for
-    /// the same endpoint, addresses and interface list, else computed and cached.
-    fn scored(
+    /// Scores one DNS answer: every planned stack × address × local binding on
+    /// `interfaces`, history left unknown. Cost: the PIB policies matched per candidate,
+    /// a stack re-evaluated only when a policy applied, the address-level properties
+    /// checked per candidate.
+    pub fn score_answer(
         &self,
         endpoint: &Arc<str>,
         port: u16,
         addrs: &[IpAddr],
         interfaces: Arc<Vec<Interface>>,
-    ) -> Arc<Scored> {
-        let cached = self
-            .scored
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(hit) = cached.filter(|s| {
-            s.port == port
-                && *s.endpoint == **endpoint
-                && s.addrs == addrs
-                && Arc::ptr_eq(&s.interfaces, &interfaces)
-        }) {
-            return hit;
-        }
-        let scored = Arc::new(self.score(endpoint, port, addrs, interfaces));
-        *self.scored.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(scored.clone());
-        scored
-    }
-
-    /// Evaluates every stack × address × local binding (history left unknown).
-    fn score(
-        &self,
-        endpoint: &Arc<str>,
-        port: u16,
-        addrs: &[IpAddr],
-        interfaces: Arc<Vec<Interface>>,
-    ) -> Scored {
+    ) -> ScoredAnswer {
         let host = endpoint.rsplit_once(':').map_or(&**endpoint, |(h, _)| h);
         let mut candidates = Vec::new();
         let mut pruned = Vec::new();
@@ -129,7 +162,7 @@ impl Plan {
                 }
             }
         }
-        Scored {
+        ScoredAnswer {
             endpoint: endpoint.clone(),
             port,
             addrs: addrs.to_vec(),

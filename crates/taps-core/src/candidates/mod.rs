@@ -5,9 +5,11 @@
 //! 1. [`Plan::new`] applies the PIB profiles to the properties and evaluates every
 //!    protocol stack against them: which stacks are allowed, with which score and why.
 //!    An unsatisfiable property set fails here, naming the conflicting properties.
-//! 2. [`Plan::gather`] crosses the planned stacks with remote addresses (as DNS answers
-//!    arrive) and local bindings, applies the PIB policies and the CIB history, and
-//!    returns candidates in race order ([`order`]).
+//! 2. [`Plan::score_answer`] crosses the planned stacks with the remote addresses of a
+//!    DNS answer and the local bindings, and applies the PIB policies: a
+//!    [`ScoredAnswer`] that the caller keeps and reuses for every flow to that answer.
+//!    [`Plan::gather_scored`] then adds the CIB history and returns candidates in race
+//!    order ([`order`]); [`Plan::gather`] does both steps at once.
 //!
 //! Ranking: candidates whose last attempt failed (per the CIB) go last; the rest are
 //! ordered by score (Prefer adds, Avoid subtracts a tenth, explicit NEAT scores and
@@ -19,7 +21,8 @@
 //! (why scored, dropped, unsatisfiable), `bindings` (local bindings), `candidate`,
 //! `rfc6724` and `order` (race order), `evaluate` (a property set against a stack and
 //! against a candidate's facts), `conflict` (explaining an unsatisfiable set), `plan`
-//! ([`Plan::new`]) and `gather` (scoring per DNS answer and adding the CIB history).
+//! ([`Plan::new`]) and `gather` (scoring per DNS answer, [`ScoredAnswer`], and adding the
+//! CIB history).
 
 mod bindings;
 mod candidate;
@@ -34,7 +37,7 @@ mod rfc6724;
 pub use crate::stack::{Provides, Security, Stack};
 pub use bindings::LocalBinding;
 pub use candidate::{Candidate, PrunedCandidate};
-pub use gather::Gathered;
+pub use gather::{Gathered, ScoredAnswer};
 pub use order::order;
 pub use plan::{Availability, Plan, PlannedStack, PrunedStack};
 pub use reasons::{Reason, Unsatisfiable, Violation};

@@ -3,14 +3,11 @@
 //! preconnection by [`Plan::new`]; gathering per DNS answer is in `gather`.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use super::candidate::{Candidate, PrunedCandidate};
 use super::conflict::explain_conflict;
 use super::evaluate::{evaluate_stack, Evaluation};
 use super::reasons::{Reason, Unsatisfiable, Violation};
-use crate::net::Interface;
 use crate::policy::pib::PropertySet;
 use crate::policy::Pib;
 use crate::properties::Properties;
@@ -65,38 +62,14 @@ impl Availability {
 }
 
 /// The allowed stacks for one property set, computed once and shared by every flow of a
-/// preconnection.
+/// preconnection. Holds no lock and no cache: cloning copies the planned stacks (their
+/// property sets and the PIB are shared).
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub(super) stacks: Vec<PlannedStack>,
     pruned: Vec<PrunedStack>,
     pub(super) pib: Arc<Pib>,
     pub(super) first_family_count: usize,
-    pub(super) scored: ScoredCache,
-}
-
-/// The candidates of one DNS answer before the CIB's history is added: everything
-/// [`Plan::gather`] computes that depends only on the plan, the endpoint, the addresses
-/// and the interfaces.
-#[derive(Debug)]
-pub(super) struct Scored {
-    pub(super) endpoint: Arc<str>,
-    pub(super) port: u16,
-    pub(super) addrs: Vec<IpAddr>,
-    pub(super) interfaces: Arc<Vec<Interface>>,
-    pub(super) candidates: Vec<Candidate>,
-    pub(super) pruned: Vec<PrunedCandidate>,
-}
-
-/// The last [`Scored`] result of a plan, so flows to the same endpoint score its
-/// candidates once. A clone of the plan starts empty.
-#[derive(Debug, Default)]
-pub(super) struct ScoredCache(pub(super) Mutex<Option<Arc<Scored>>>);
-
-impl Clone for ScoredCache {
-    fn clone(&self) -> Self {
-        ScoredCache::default()
-    }
 }
 
 impl Plan {
@@ -158,7 +131,6 @@ impl Plan {
             pruned,
             pib,
             first_family_count: 1,
-            scored: ScoredCache::default(),
         })
     }
 
@@ -166,7 +138,6 @@ impl Plan {
     /// 2). Free.
     pub fn with_first_family_count(mut self, n: usize) -> Plan {
         self.first_family_count = n.max(1);
-        self.scored = ScoredCache::default();
         self
     }
 
