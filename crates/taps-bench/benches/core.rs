@@ -81,6 +81,11 @@ fn plan_and_gather(c: &mut Criterion) {
     c.bench_function("Plan::gather, 2 addresses, seeded CIB", |b| {
         b.iter(|| black_box(plan.gather(&endpoint, 7400, black_box(&addrs), &seeded, now)))
     });
+    // What every flow after the first pays: the answer was scored once and is reused.
+    let scored = plan.score_answer(&endpoint, 7400, &addrs, seeded.interfaces());
+    c.bench_function("Plan::gather_scored, 2 addresses, seeded CIB", |b| {
+        b.iter(|| black_box(plan.gather_scored(black_box(&scored), &endpoint, &seeded, now)))
+    });
     let tcp = TransportProperties::new()
         .protocols(Preference::Require, [Protocol::Tcp])
         .compile()

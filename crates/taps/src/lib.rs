@@ -26,6 +26,7 @@ mod listener;
 mod preconnection;
 mod racing;
 pub mod resolver;
+mod scoring;
 mod sctp_flow;
 mod transport;
 

@@ -15,6 +15,7 @@ use crate::endpoint::RemoteEndpoint;
 use crate::error::EstablishError;
 use crate::racing::RaceInput;
 use crate::resolver::DnsFailure;
+use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
 use crate::transport::SocketOptions;
 use crate::{racing, Connection, Context, Error, Listener};
@@ -30,6 +31,8 @@ pub struct Preconnection {
     socket_options: OnceLock<Arc<SocketOptions>>,
     /// The remote's CIB key, formatted once.
     remote_key: OnceLock<Arc<str>>,
+    /// The last scored DNS answer, shared by this preconnection's races.
+    scored: AnswerCache,
 }
 
 /// The outcome of resolving and ranking without connecting ([`Preconnection::candidates`]).
@@ -54,6 +57,7 @@ impl Preconnection {
             plan: OnceLock::new(),
             socket_options: OnceLock::new(),
             remote_key: OnceLock::new(),
+            scored: AnswerCache::default(),
         }
     }
 
@@ -197,6 +201,7 @@ impl Preconnection {
             remote,
             key,
             plan,
+            scored: &self.scored,
             config,
             opts: &opts,
         })

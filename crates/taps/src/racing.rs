@@ -26,6 +26,7 @@ use crate::context::Context;
 use crate::endpoint::RemoteEndpoint;
 use crate::error::{Error, EstablishError};
 use crate::resolver::{DnsAnswer, Resolution};
+use crate::scoring::AnswerCache;
 use crate::transport::{self, AttemptError, Established, SocketOptions};
 
 type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + Send>>;
@@ -62,6 +63,8 @@ pub(crate) struct RaceInput<'a> {
     /// The remote's CIB key (`host:port`).
     pub(crate) key: Arc<str>,
     pub(crate) plan: &'a Arc<Plan>,
+    /// The preconnection's last scored answer.
+    pub(crate) scored: &'a AnswerCache,
     pub(crate) config: RaceConfig,
     pub(crate) opts: &'a Arc<SocketOptions>,
 }
@@ -254,10 +257,14 @@ impl Driver<'_> {
             Ok(addrs) => {
                 self.any_address = true;
                 let input = &self.input;
-                let mut gathered =
-                    input
-                        .plan
-                        .gather(&input.key, input.remote.port, &addrs, &input.ctx.cib(), now);
+                let mut gathered = input.scored.gather(
+                    input.plan,
+                    input.ctx,
+                    &input.key,
+                    input.remote.port,
+                    &addrs,
+                    now,
+                );
                 self.pruned.append(&mut gathered.pruned);
                 self.race
                     .on_candidates(answer.family, gathered.candidates, now);

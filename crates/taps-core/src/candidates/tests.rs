@@ -1,9 +1,15 @@
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::failure::AttemptCause;
-use crate::policy::CibConfig;
-use crate::properties::TransportProperties;
+use crate::net::{Family, Interface, InterfaceKind};
+use crate::policy::pib::PropertySet;
+use crate::policy::{Cib, CibConfig, History, OutcomeKey, Pib};
+use crate::properties::{
+    Entry, Name, Precedence, Preference, Properties, Protocol, TransportProperties, Value,
+};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -235,13 +241,35 @@ fn no_local_address_of_a_family_prunes_it() {
     );
 }
 
+/// Gathers like the I/O side does: keeps the last scored answer in `kept` and reuses it
+/// while it matches, else scores afresh.
+fn gather_reusing(
+    plan: &Plan,
+    kept: &mut Option<ScoredAnswer>,
+    addrs: &[&str],
+    cib: &Cib,
+    now: Instant,
+) -> Gathered {
+    let addrs: Vec<IpAddr> = addrs.iter().map(|a| ip(a)).collect();
+    let interfaces = cib.interfaces();
+    let endpoint = endpoint();
+    if !kept
+        .as_ref()
+        .is_some_and(|s| s.matches(&endpoint, 8080, &addrs, &interfaces))
+    {
+        *kept = Some(plan.score_answer(&endpoint, 8080, &addrs, interfaces));
+    }
+    plan.gather_scored(kept.as_ref().unwrap(), &endpoint, cib, now)
+}
+
 #[test]
 fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
     let plan = plan_json("{}").unwrap();
     let now = Instant::now();
     let mut cib = Cib::default();
+    let mut kept = None;
     cib.set_interfaces(eth0(&[("192.0.2.10", 24), ("2001:db8::10", 64)]));
-    let first = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
+    let first = gather_reusing(&plan, &mut kept, &["2001:db8::1", "192.0.2.1"], &cib, now);
     assert!(first
         .candidates
         .iter()
@@ -254,7 +282,7 @@ fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
         .unwrap()
         .clone();
     cib.record_failure(tcp_v4.outcome_key(&endpoint()), AttemptCause::Refused, now);
-    let second = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
+    let second = gather_reusing(&plan, &mut kept, &["2001:db8::1", "192.0.2.1"], &cib, now);
     assert_eq!(second.candidates.len(), first.candidates.len());
     let again = second
         .candidates
@@ -268,15 +296,58 @@ fn repeated_gathers_reuse_the_scores_but_follow_the_cib_and_the_interfaces() {
     );
     // A new interface list (only IPv4 now) is scored afresh.
     cib.set_interfaces(eth0(&[("192.0.2.10", 24)]));
-    let third = gather(&plan, &["2001:db8::1", "192.0.2.1"], &cib, now);
+    let third = gather_reusing(&plan, &mut kept, &["2001:db8::1", "192.0.2.1"], &cib, now);
     assert!(third.candidates.iter().all(|c| c.family() == Family::V4));
     assert!(!third.pruned.is_empty());
     // Other addresses are scored afresh too.
-    let other = gather(&plan, &["192.0.2.7"], &cib, now);
+    let other = gather_reusing(&plan, &mut kept, &["192.0.2.7"], &cib, now);
     assert!(other
         .candidates
         .iter()
         .all(|c| c.remote.ip() == ip("192.0.2.7")));
+}
+
+#[test]
+fn gather_scored_on_a_reused_answer_gives_what_gather_gives() {
+    let plan = plan_json(r#"{"transport":{"value":["SCTP","TCP"],"precedence":2}}"#)
+        .unwrap()
+        .with_first_family_count(2);
+    let now = Instant::now();
+    let mut cib = Cib::default();
+    cib.set_interfaces(eth0(&[("192.0.2.10", 24), ("2001:db8::10", 64)]));
+    let addrs: Vec<IpAddr> = ["2001:db8::1", "2001:db8::2", "192.0.2.1", "192.0.2.2"]
+        .iter()
+        .map(|a| ip(a))
+        .collect();
+    let ep = endpoint();
+    let scored = plan.score_answer(&ep, 8080, &addrs, cib.interfaces());
+    assert!(scored.matches(&ep, 8080, &addrs, &cib.interfaces()));
+    assert!(!scored.matches(&ep, 8081, &addrs, &cib.interfaces()));
+    assert!(!scored.matches("other:8080", 8080, &addrs, &cib.interfaces()));
+    assert!(!scored.matches(&ep, 8080, &addrs[..1], &cib.interfaces()));
+    assert!(!scored.matches(&ep, 8080, &addrs, &eth0(&[("192.0.2.10", 24)])));
+    let same = |a: &Gathered, b: &Gathered| {
+        let key = |g: &Gathered| -> Vec<String> {
+            g.candidates
+                .iter()
+                .map(|c| format!("{c} {} {:?} {:?}", c.score, c.history, c.reasons))
+                .chain(g.pruned.iter().map(|p| format!("{p:?}")))
+                .collect()
+        };
+        assert_eq!(key(a), key(b));
+    };
+    // Fresh, and again after the CIB learned something: the reused answer follows it.
+    for round in 0..2 {
+        let reused = plan.gather_scored(&scored, &ep, &cib, now);
+        let fresh = plan.gather(&ep, 8080, &addrs, &cib, now);
+        assert!(!fresh.candidates.is_empty());
+        same(&reused, &fresh);
+        if round == 0 {
+            let first = fresh.candidates[0].outcome_key(&ep);
+            cib.record_failure(first, AttemptCause::Refused, now);
+        }
+    }
+    assert_eq!(scored.candidates().len() + scored.pruned().len(), 2 * 4);
 }
 
 fn tcp_only() -> Plan {

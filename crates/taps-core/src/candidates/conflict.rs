@@ -1,0 +1,78 @@
+//! Explaining an unsatisfiable property set: which explicit properties conflict.
+
+use super::evaluate::evaluate_stack;
+use super::reasons::Unsatisfiable;
+use crate::policy::pib::PropertySet;
+use crate::policy::MergeConflict;
+use crate::properties::{Entry, Name, Origin, Precedence};
+use crate::stack::{Security, Stack};
+
+/// Finds which explicit properties make the set unsatisfiable: a single one no stack
+/// meets, else the first pair no stack meets together, else all hard ones.
+pub(super) fn explain_conflict(
+    entries: &PropertySet,
+    conflicts: &[MergeConflict],
+) -> Unsatisfiable {
+    if let Some(c) = conflicts.first() {
+        return Unsatisfiable {
+            properties: vec![c.name.to_string()],
+            detail: c.to_string(),
+        };
+    }
+    let hard: Vec<(Name, &Entry)> = entries
+        .iter()
+        .filter(|(_, e)| e.origin != Origin::Default && e.precedence == Precedence::Required)
+        .map(|(n, e)| (*n, e))
+        .collect();
+    let describe = |(n, e): &(Name, &Entry)| match e.as_preference() {
+        Some(p) => format!("{n} ({p})"),
+        None => format!("{n}={} (required)", e.value),
+    };
+    let meets = |subset: &[(Name, &Entry)]| {
+        let set: PropertySet = subset.iter().map(|(n, e)| (*n, (*e).clone())).collect();
+        Stack::ALL
+            .iter()
+            .any(|s| evaluate_stack(&set, *s, true).is_ok())
+    };
+    let why = |subset: &[(Name, &Entry)]| {
+        let set: PropertySet = subset.iter().map(|(n, e)| (*n, (*e).clone())).collect();
+        Stack::ALL
+            .iter()
+            .filter(|s| s.security == Security::None)
+            .filter_map(|s| evaluate_stack(&set, *s, true).err().map(|v| (s, v)))
+            .map(|(s, v)| {
+                format!(
+                    "{s}: {}",
+                    v.iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    for h in &hard {
+        if !meets(std::slice::from_ref(h)) {
+            return Unsatisfiable {
+                properties: vec![describe(h)],
+                detail: why(std::slice::from_ref(h)),
+            };
+        }
+    }
+    for i in 0..hard.len() {
+        for j in i + 1..hard.len() {
+            let pair = [hard[i], hard[j]];
+            if !meets(&pair) {
+                return Unsatisfiable {
+                    properties: pair.iter().map(describe).collect(),
+                    detail: why(&pair),
+                };
+            }
+        }
+    }
+    Unsatisfiable {
+        properties: hard.iter().map(describe).collect(),
+        detail: why(&hard),
+    }
+}

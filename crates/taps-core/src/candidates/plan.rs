@@ -1,0 +1,174 @@
+//! The plan of a preconnection: which stacks the properties (after the PIB profiles)
+//! allow, with which base score and why, and which they rule out. Computed once per
+//! preconnection by [`Plan::new`]; gathering per DNS answer is in `gather`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::conflict::explain_conflict;
+use super::evaluate::{evaluate_stack, Evaluation};
+use super::reasons::{Reason, Unsatisfiable, Violation};
+use crate::policy::pib::PropertySet;
+use crate::policy::Pib;
+use crate::properties::Properties;
+use crate::stack::Stack;
+
+/// A stack allowed by the properties, with its base score.
+#[derive(Debug, Clone)]
+pub struct PlannedStack {
+    /// The stack.
+    pub stack: Stack,
+    /// The property set after profiles (shared by every candidate of this stack).
+    pub set: Arc<PropertySet>,
+    /// Score from the properties.
+    pub score: f64,
+    /// Why.
+    pub reasons: Vec<Reason>,
+    /// Why this build cannot run it, if it cannot (the race skips it).
+    pub unavailable: Option<&'static str>,
+}
+
+/// A stack the properties rule out, and why.
+#[derive(Debug, Clone)]
+pub struct PrunedStack {
+    /// The stack.
+    pub stack: Stack,
+    /// Every reason.
+    pub violations: Vec<Violation>,
+}
+
+/// Which stacks the executing side can run; others are still ranked but marked.
+#[derive(Debug, Clone, Default)]
+pub struct Availability {
+    unavailable: HashMap<Stack, &'static str>,
+}
+
+impl Availability {
+    /// Everything available (for showing what the policy ranks). Allocates nothing.
+    pub fn all() -> Availability {
+        Availability::default()
+    }
+
+    /// Marks `stack` as unavailable for `reason`. One map insertion.
+    pub fn without(mut self, stack: Stack, reason: &'static str) -> Availability {
+        self.unavailable.insert(stack, reason);
+        self
+    }
+
+    /// Why `stack` cannot run, if it cannot. One map lookup.
+    pub fn reason(&self, stack: Stack) -> Option<&'static str> {
+        self.unavailable.get(&stack).copied()
+    }
+}
+
+/// The allowed stacks for one property set, computed once and shared by every flow of a
+/// preconnection. Holds no lock and no cache: cloning copies the planned stacks (their
+/// property sets and the PIB are shared).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub(super) stacks: Vec<PlannedStack>,
+    pruned: Vec<PrunedStack>,
+    pub(super) pib: Arc<Pib>,
+    pub(super) first_family_count: usize,
+}
+
+impl Plan {
+    /// Applies the PIB profiles and evaluates every stack. Fails, naming the conflicting
+    /// properties, when no stack is left. Cost: every stack evaluated against every
+    /// property set the profiles yield (twice when only relaxed defaults let a stack
+    /// through); paid once per preconnection.
+    pub fn new(
+        props: &Properties,
+        pib: Arc<Pib>,
+        availability: &Availability,
+    ) -> Result<Plan, Unsatisfiable> {
+        let (sets, conflicts) = pib.apply_profiles(props.entries());
+        let mut best: HashMap<Stack, PlannedStack> = HashMap::new();
+        let mut pruned: HashMap<Stack, Vec<Violation>> = HashMap::new();
+        for set in sets {
+            let set = Arc::new(set);
+            for (stack, r) in evaluate_all(&set) {
+                match r {
+                    Ok((score, reasons)) => {
+                        let better = best.get(&stack).is_none_or(|b| score > b.score);
+                        if better {
+                            best.insert(
+                                stack,
+                                PlannedStack {
+                                    stack,
+                                    set: set.clone(),
+                                    score,
+                                    reasons,
+                                    unavailable: availability.reason(stack),
+                                },
+                            );
+                        }
+                    }
+                    Err(v) => pruned.entry(stack).or_default().extend(v),
+                }
+            }
+        }
+        if best.is_empty() {
+            return Err(explain_conflict(props.entries(), &conflicts));
+        }
+        let mut stacks: Vec<PlannedStack> = best.into_values().collect();
+        stacks.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.stack.index().cmp(&b.stack.index()))
+        });
+        let mut pruned: Vec<PrunedStack> = pruned
+            .into_iter()
+            .filter(|(s, _)| !stacks.iter().any(|p| p.stack == *s))
+            .map(|(stack, mut violations)| {
+                violations.dedup();
+                PrunedStack { stack, violations }
+            })
+            .collect();
+        pruned.sort_by_key(|p| p.stack.index());
+        Ok(Plan {
+            stacks,
+            pruned,
+            pib,
+            first_family_count: 1,
+        })
+    }
+
+    /// Sets how many addresses of the first family go before interleaving (RFC 8305, 1 or
+    /// 2). Free.
+    pub fn with_first_family_count(mut self, n: usize) -> Plan {
+        self.first_family_count = n.max(1);
+        self
+    }
+
+    /// First Address Family Count in use. Free.
+    pub fn first_family_count(&self) -> usize {
+        self.first_family_count
+    }
+
+    /// The allowed stacks, best first. Free.
+    pub fn stacks(&self) -> &[PlannedStack] {
+        &self.stacks
+    }
+
+    /// The stacks ruled out, with reasons. Free.
+    pub fn pruned(&self) -> &[PrunedStack] {
+        &self.pruned
+    }
+}
+
+/// Every stack evaluated against `set`; when none passes, again with the defaults
+/// relaxed: defaults yield to what the application asked for explicitly.
+fn evaluate_all(set: &PropertySet) -> Vec<(Stack, Evaluation)> {
+    let results: Vec<_> = Stack::ALL
+        .iter()
+        .map(|s| (*s, evaluate_stack(set, *s, false)))
+        .collect();
+    if results.iter().any(|(_, r)| r.is_ok()) {
+        return results;
+    }
+    Stack::ALL
+        .iter()
+        .map(|s| (*s, evaluate_stack(set, *s, true)))
+        .collect()
+}
