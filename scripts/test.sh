@@ -8,6 +8,8 @@ bash scripts/deps.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# No module cycles, no source file over 800 lines, no function over 100 lines.
+python3 scripts/structure.py
 cargo test --workspace 2>&1 | tee /tmp/taps-test.log
 # One summary line over every test binary, in the form CI reads.
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, i }' /tmp/taps-test.log
