@@ -27,6 +27,12 @@
 //!   COOKIE-ACK) loses to any TCP attempt started less than one round trip after it
 //!   (thesis ch. 7). If the committed attempt then fails, the cancelled candidates are
 //!   queued again in front and the race resumes at once.
+//! - For a secure stack the finish line is the end of the security handshake, not the
+//!   transport's (HEv3: a middlebox can complete TCP while TLS never answers). When an
+//!   attempt's transport is up but its handshake still runs
+//!   ([`Race::on_attempt_transport_up`]), the next staggered start is pushed back to
+//!   leave the handshake `clamp(2 × transport time + 10 ms, 10 ms, attempt_delay)`:
+//!   the handshake needs about one more round trip of the kind the transport just took.
 //! - At most [`RaceConfig::max_alive`] attempts are alive at once.
 //! - The first attempt to connect wins; every other alive attempt is cancelled in the
 //!   same step, and nothing is started afterwards.
@@ -399,6 +405,35 @@ impl Race {
         requeue.append(&mut self.queue);
         self.queue = requeue;
         self.drive(now);
+    }
+
+    /// Attempt `id`'s transport is up (TCP connected) but its security handshake still
+    /// runs: it has not won yet. If the next staggered start is due before the handshake
+    /// can be expected to finish, it is pushed back to `now + clamp(2 × t + 10 ms, 10 ms,
+    /// attempt_delay)`, `t` being how long the transport took (HEv3's extension of the
+    /// attempt timer over the TLS handshake). Ignored for unknown or ended ids. Cost:
+    /// constant.
+    pub fn on_attempt_transport_up(&mut self, id: AttemptId, now: Instant) {
+        if self.finished || !self.is_alive(id) {
+            return;
+        }
+        let took = self
+            .report
+            .attempt(id)
+            .map(|a| now.saturating_duration_since(a.started_at))
+            .unwrap_or_default();
+        let floor = MIN_ATTEMPT_DELAY.min(self.config.attempt_delay);
+        let allowance =
+            (took.saturating_mul(2) + MIN_ATTEMPT_DELAY).clamp(floor, self.config.attempt_delay);
+        let extended = match self.next_start {
+            Some(next) if next > now && next < now + allowance && !self.queue.is_empty() => {
+                self.next_start = Some(now + allowance);
+                Some(allowance)
+            }
+            _ => None,
+        };
+        self.report
+            .log(now, RaceEvent::TransportUp { id, extended });
     }
 
     /// Attempt `id` connected. If it is the first, it wins: every other alive attempt

@@ -150,6 +150,14 @@ pub enum RaceEvent {
     },
     /// The attempt's peer answered (SCTP INIT-ACK): the race commits to it.
     Reachable(AttemptId),
+    /// The attempt's transport is up and its security handshake runs; `extended`: the
+    /// next start was pushed back to leave the handshake this long.
+    TransportUp {
+        /// The attempt.
+        id: AttemptId,
+        /// The handshake allowance, if the next start was pushed back for it.
+        extended: Option<Duration>,
+    },
     /// The attempt connected first and won.
     Connected(AttemptId),
     /// The attempt failed (its entry has the cause).
@@ -237,6 +245,13 @@ impl fmt::Display for EventText<'_> {
             }
             RaceEvent::Reachable(id) => {
                 write!(f, "{id} reachable (peer answered): committing to it")
+            }
+            RaceEvent::TransportUp { id, extended } => {
+                write!(f, "{id} transport up, security handshake running")?;
+                if let Some(d) = extended {
+                    write!(f, " (next start held {} for it)", Ms(*d))?;
+                }
+                Ok(())
             }
             RaceEvent::Connected(id) => {
                 let took = attempt(id).and_then(|a| a.duration()).unwrap_or_default();
