@@ -424,9 +424,11 @@ impl AssocShared {
             if n <= 0 || addrs.is_null() {
                 return None;
             }
-            // SAFETY: at least one address; AF_CONN addresses are `sockaddr_conn` sized,
-            // which fits in `sockaddr_storage`.
+            // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
             let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            // SAFETY: usrsctp returned at least one address in a list it allocated; AF_CONN
+            // addresses are `sockaddr_conn` sized, which fits in `sockaddr_storage`. The list
+            // is freed once, after the copy, and not used again.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     addrs as *const u8,

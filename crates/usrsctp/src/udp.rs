@@ -575,13 +575,14 @@ pub(crate) fn send_from(
             size_of::<libc::in6_pktinfo>(),
         ),
     };
-    // SAFETY: all-zero is a valid msghdr; CMSG_SPACE/CMSG_LEN are pure arithmetic.
+    // SAFETY: all-zero is a valid msghdr (integers and null pointers).
     let mut msg: libc::msghdr = unsafe { zeroed() };
     msg.msg_name = name.as_ptr() as *mut c_void;
     msg.msg_namelen = name.len();
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
     msg.msg_controllen = unsafe { libc::CMSG_SPACE(len as u32) } as _;
     // SAFETY: `cbuf` is aligned and larger than CMSG_SPACE(len), so the first header and its
     // payload fit; the payload is written unaligned.
