@@ -81,6 +81,7 @@
 mod assoc;
 mod error;
 mod ffi;
+mod pktinfo;
 mod sys;
 mod udp;
 

@@ -58,7 +58,6 @@ pub(crate) struct Global {
     pub(crate) live_socks: AtomicUsize,
     pub(crate) live_addrs: AtomicUsize,
     pub(crate) live_udp: AtomicUsize,
-    pub(crate) shared_udp: Mutex<HashMap<SocketAddr, std::sync::Weak<crate::udp::SharedUdp>>>,
     timer: OnceLock<thread::Thread>,
     /// Whether `SCTP_GET_SNDBUF_USE` works (probed on first use): 0 unknown, 1 yes, 2 no.
     pub(crate) sndbuf_use: AtomicUsize,
@@ -125,7 +124,6 @@ pub(crate) fn global() -> &'static Global {
             live_socks: AtomicUsize::new(0),
             live_addrs: AtomicUsize::new(0),
             live_udp: AtomicUsize::new(0),
-            shared_udp: Mutex::new(HashMap::new()),
             timer: OnceLock::new(),
             sndbuf_use: AtomicUsize::new(0),
         }
@@ -215,7 +213,7 @@ unsafe extern "C" fn conn_output(
         // SAFETY: usrsctp passes a buffer of `len` readable bytes valid for this call.
         let pkt = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
         let res = match (remote, src) {
-            (Some(to), Some(src)) => crate::udp::send_from(&sock, pkt, to, src),
+            (Some(to), Some(src)) => crate::pktinfo::send_from(&sock, pkt, to, src),
             (Some(to), None) => sock.send_to(pkt, to),
             (None, _) => sock.send(pkt),
         };
