@@ -2,25 +2,24 @@
 //! back-pressure, schedulers and send-queue accounting.
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::c_void;
 use std::future::{Future, IntoFuture};
-use std::io;
-use std::mem::size_of;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use libc::socklen_t;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::ffi;
-use crate::sys::{global, lock, would_block, Sock};
+use crate::ffi::{self, Plain};
+use crate::sys::{lock, would_block, Sock};
 use crate::udp::{ClientEvents, ClientLink, SharedUdp};
 use crate::{Scheduler, SctpOptions};
+
+/// Whether `SCTP_GET_SNDBUF_USE` works (probed on first use): 0 unknown, 1 yes, 2 no.
+static SNDBUF_USE: AtomicUsize = AtomicUsize::new(0);
 
 /// One complete user message (reassembled from usrsctp's partial deliveries).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,40 +253,10 @@ impl AssocShared {
 
     /// One non-blocking `usrsctp_recvv`. `Ok(None)`: would block.
     fn recv_once(&self, buf: &mut [u8]) -> Result<Option<(usize, ffi::sctp_rcvinfo, libc::c_int)>> {
-        let r = self.sock.with(|so| {
-            let mut info = ffi::sctp_rcvinfo::default();
-            let mut infolen = size_of::<ffi::sctp_rcvinfo>() as socklen_t;
-            let mut infotype: u32 = 0;
-            let mut flags: libc::c_int = 0;
-            let mut from: libc::sockaddr_storage = unsafe_zeroed_storage();
-            let mut fromlen = size_of::<libc::sockaddr_storage>() as socklen_t;
-            // SAFETY: every pointer refers to a live local or to `buf` with its true length.
-            let n = unsafe {
-                ffi::usrsctp_recvv(
-                    so,
-                    buf.as_mut_ptr() as *mut c_void,
-                    buf.len(),
-                    &mut from as *mut libc::sockaddr_storage as *mut libc::sockaddr,
-                    &mut fromlen,
-                    &mut info as *mut ffi::sctp_rcvinfo as *mut c_void,
-                    &mut infolen,
-                    &mut infotype,
-                    &mut flags,
-                )
-            };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                if infotype != ffi::SCTP_RECVV_RCVINFO {
-                    info = ffi::sctp_rcvinfo::default();
-                }
-                Ok((n as usize, info, flags))
-            }
-        })?;
-        match r {
+        match self.sock.recvv(buf) {
             Ok(v) => Ok(Some(v)),
-            Err(e) if would_block(&e) => Ok(None),
-            Err(e) => Err(Error::sys_from("usrsctp_recvv", e)),
+            Err(Error::Sys { source, .. }) if would_block(&source) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -304,57 +273,37 @@ impl AssocShared {
         eor: bool,
     ) -> Result<Option<usize>> {
         let mut acct = lock(&self.acct);
-        let r = self.sock.with(|so| {
-            let mut flags = 0u16;
-            if !ordered {
-                flags |= ffi::SCTP_UNORDERED;
-            }
-            if eor {
-                flags |= ffi::SCTP_EOR;
-            }
-            let mut info = ffi::sctp_sndinfo {
-                snd_sid: stream,
-                snd_flags: flags,
-                snd_ppid: ppid.to_be(),
-                snd_context: 0,
-                snd_assoc_id: 0,
-            };
-            // SAFETY: `data` and `info` are live for the call; no destination address.
-            let n = unsafe {
-                ffi::usrsctp_sendv(
-                    so,
-                    data.as_ptr() as *const c_void,
-                    data.len(),
-                    std::ptr::null_mut(),
-                    0,
-                    &mut info as *mut ffi::sctp_sndinfo as *mut c_void,
-                    size_of::<ffi::sctp_sndinfo>() as socklen_t,
-                    ffi::SCTP_SENDV_SNDINFO,
-                    0,
-                )
-            };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        })?;
-        match r {
+        let mut flags = 0u16;
+        if !ordered {
+            flags |= ffi::SCTP_UNORDERED;
+        }
+        if eor {
+            flags |= ffi::SCTP_EOR;
+        }
+        let info = ffi::sctp_sndinfo {
+            snd_sid: stream,
+            snd_flags: flags,
+            snd_ppid: ppid.to_be(),
+            snd_context: 0,
+            snd_assoc_id: 0,
+        };
+        match self.sock.sendv(data, &info) {
             Ok(0) => Ok(None),
             Ok(n) => {
                 *acct.entry(stream).or_default() += n;
                 Ok(Some(n))
             }
-            Err(e) if would_block(&e) => Ok(None),
-            Err(e) => match self.end_error() {
+            Err(Error::Sys { source, .. }) if would_block(&source) => Ok(None),
+            Err(Error::Sys { op, source }) => match self.end_error() {
                 Some(end) => Err(end),
-                None => match e.raw_os_error() {
+                None => match source.raw_os_error() {
                     Some(libc::EPIPE) | Some(libc::ENOTCONN) | Some(libc::ECONNRESET) => {
                         Err(Error::Closed)
                     }
-                    _ => Err(Error::sys_from("usrsctp_sendv", e)),
+                    _ => Err(Error::Sys { op, source }),
                 },
             },
+            Err(e) => Err(e),
         }
     }
 
@@ -417,31 +366,9 @@ impl AssocShared {
     /// the message goes out bundled with it. Costs one getpaddrs, one setsockopt and a
     /// HEARTBEAT chunk, only when a message is queued on an idle RRP association.
     fn kick(&self) {
-        let peer = self.sock.with(|so| {
-            let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
-            // SAFETY: `so` is live; usrsctp allocates the list, freed below.
-            let n = unsafe { ffi::usrsctp_getpaddrs(so, 0, &mut addrs) };
-            if n <= 0 || addrs.is_null() {
-                return None;
-            }
-            // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
-            let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-            // SAFETY: usrsctp returned at least one address in a list it allocated; AF_CONN
-            // addresses are `sockaddr_conn` sized, which fits in `sockaddr_storage`. The list
-            // is freed once, after the copy, and not used again.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    addrs as *const u8,
-                    &mut storage as *mut libc::sockaddr_storage as *mut u8,
-                    size_of::<ffi::sockaddr_conn>(),
-                );
-                ffi::usrsctp_freepaddrs(addrs);
-            }
-            Some(storage)
-        });
+        let peer = self.sock.first_peer_addr();
         if let Ok(Some(spp_address)) = peer {
-            // SAFETY: all-zero is a valid sctp_paddrparams (plain integers and bytes).
-            let mut p: ffi::sctp_paddrparams = unsafe { std::mem::zeroed() };
+            let mut p = ffi::sctp_paddrparams::zeroed();
             p.spp_address = spp_address;
             p.spp_flags = ffi::SPP_HB_DEMAND;
             let _ = self.sock.setopt(
@@ -461,8 +388,7 @@ impl AssocShared {
     /// Total bytes in usrsctp's send queue (queued + in flight, DATA chunk headers of chunked
     /// data included), via the internal `SCTP_GET_SNDBUF_USE` option if this libusrsctp has it.
     fn sndbuf_use(&self) -> Option<usize> {
-        let g = global();
-        if g.sndbuf_use.load(Ordering::Relaxed) == 2 {
+        if SNDBUF_USE.load(Ordering::Relaxed) == 2 {
             return None;
         }
         let mut ss = ffi::sctp_sockstat::default();
@@ -473,11 +399,11 @@ impl AssocShared {
             "SCTP_GET_SNDBUF_USE",
         ) {
             Ok(()) => {
-                g.sndbuf_use.store(1, Ordering::Relaxed);
+                SNDBUF_USE.store(1, Ordering::Relaxed);
                 Some(ss.ss_total_sndbuf as usize)
             }
             Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOPROTOOPT) => {
-                g.sndbuf_use.store(2, Ordering::Relaxed);
+                SNDBUF_USE.store(2, Ordering::Relaxed);
                 None
             }
             Err(_) => None,
@@ -506,7 +432,7 @@ impl AssocShared {
     fn on_sender_dry(&self) {
         // The send queue was empty when usrsctp queued this event. Without the exact total we
         // reset here (bytes handed over between the event and now are then forgotten).
-        if global().sndbuf_use.load(Ordering::Relaxed) != 1 {
+        if SNDBUF_USE.load(Ordering::Relaxed) != 1 {
             lock(&self.acct).clear();
         } else {
             let _ = self.queued(None);
@@ -570,11 +496,6 @@ impl AssocShared {
             Progress::Connecting | Progress::Reachable { .. }
         )
     }
-}
-
-fn unsafe_zeroed_storage() -> libc::sockaddr_storage {
-    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
-    unsafe { std::mem::zeroed() }
 }
 
 impl ClientEvents for AssocShared {
@@ -896,18 +817,10 @@ impl Association {
     /// acknowledged, then waits for the shutdown to complete (bound it with a timeout).
     pub async fn close(&self) -> Result<()> {
         let mut rx = self.shared().progress.subscribe();
-        let rc = self.shared().sock.with(|so| {
-            // SAFETY: `so` is live (read lock held by `with`).
-            if unsafe { ffi::usrsctp_shutdown(so, libc::SHUT_WR) } != 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        })?;
-        if let Err(e) = rc {
-            if e.raw_os_error() != Some(libc::ENOTCONN) {
-                return Err(Error::sys_from("usrsctp_shutdown", e));
-            }
+        match self.shared().sock.shutdown(libc::SHUT_WR) {
+            Ok(()) => {}
+            Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOTCONN) => {}
+            Err(e) => return Err(e),
         }
         loop {
             match &*rx.borrow_and_update() {
@@ -1095,11 +1008,11 @@ impl Drop for StreamHandle {
 }
 
 impl AssocInner {
-    /// The conn address of a client association (null for server-side ones).
-    pub(crate) fn conn_ptr(&self) -> *mut c_void {
+    /// The conn address of a client association (0 for server-side ones).
+    pub(crate) fn conn_id(&self) -> usize {
         match &self.link {
-            Link::Client(l) => l.addr.ptr(),
-            Link::Server { .. } => std::ptr::null_mut(),
+            Link::Client(l) => l.addr.id,
+            Link::Server { .. } => 0,
         }
     }
 }

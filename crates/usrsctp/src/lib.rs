@@ -43,7 +43,7 @@
 //!   callbacks while holding its own locks; our callbacks never call usrsctp, and we never
 //!   call usrsctp while holding the routing or upcall table locks.
 //! * One process-wide lock serialises every call into usrsctp: API calls, `conninput` and the
-//!   timer tick (see `sys::serial`). libusrsctp 0.9.5 is not safe against entry from several
+//!   timer tick (see `ffi::library::serial`). libusrsctp 0.9.5 is not safe against entry from several
 //!   threads at once (it is built for one calling thread plus its own timer thread): an
 //!   `usrsctp_close` racing a `conninput` that processes an ABORT of the same socket frees the
 //!   endpoint under the input path's feet (heap corruption under connection churn), and
@@ -78,6 +78,9 @@
 //!   establishment ICMP errors are ignored (SCTP's own retransmission limits apply).
 //! * usrsctp is never de-initialised (`usrsctp_finish` is not called).
 
+// Only `ffi` (libusrsctp) and `pktinfo` (recvmsg/sendmsg) may allow it.
+#![deny(unsafe_code)]
+
 mod assoc;
 mod error;
 mod ffi;
@@ -85,20 +88,17 @@ mod pktinfo;
 mod sys;
 mod udp;
 
-use std::ffi::c_void;
-use std::mem::size_of;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use libc::socklen_t;
-
 pub use assoc::{Association, Connecting, Message, Progress, StreamHandle};
 pub use error::{Error, Result};
 
 use assoc::{AssocInner, AssocShared, Link};
-use sys::{global, sconn, would_block, Sock};
+use ffi::Plain;
+use sys::{global, would_block, Sock};
 use udp::{ClientLink, SharedUdp};
 
 /// The conventional SCTP-over-UDP encapsulation port (RFC 6951).
@@ -249,25 +249,6 @@ fn configure(sock: &Sock, opts: &SctpOptions, listening_or_new: bool) -> Result<
     Ok(())
 }
 
-fn bind_conn(sock: &Sock, addr: *mut c_void, port: u16) -> Result<()> {
-    let mut sc = sconn(addr, port);
-    sock.with(|so| {
-        // SAFETY: `sc` is a valid sockaddr_conn for the call; `so` is live.
-        let rc = unsafe {
-            ffi::usrsctp_bind(
-                so,
-                &mut sc as *mut ffi::sockaddr_conn as *mut libc::sockaddr,
-                size_of::<ffi::sockaddr_conn>() as socklen_t,
-            )
-        };
-        if rc != 0 {
-            Err(Error::sys("usrsctp_bind"))
-        } else {
-            Ok(())
-        }
-    })?
-}
-
 fn require_runtime() -> Result<()> {
     tokio::runtime::Handle::try_current()
         .map(|_| ())
@@ -296,31 +277,15 @@ impl SctpStack {
         let (mut link, udp_recv) = ClientLink::open(remote)?;
         let sock = Sock::new_stream()?;
         configure(&sock, opts, true)?;
-        bind_conn(&sock, link.addr.ptr(), opts.local_port)?;
+        sock.bind(link.addr.id, opts.local_port)?;
         let shared = AssocShared::new(sock.clone(), remote, opts, Progress::Connecting);
         link.start(udp_recv, shared.clone());
         let local = link.local;
         let inner = AssocInner::start(shared, Link::Client(link), local, remote);
-        let mut to = sconn(inner_addr(&inner), sctp_port);
-        let rc = sock.with(|so| {
-            // SAFETY: `to` is a valid sockaddr_conn; `so` is live.
-            let rc = unsafe {
-                ffi::usrsctp_connect(
-                    so,
-                    &mut to as *mut ffi::sockaddr_conn as *mut libc::sockaddr,
-                    size_of::<ffi::sockaddr_conn>() as socklen_t,
-                )
-            };
-            if rc != 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        })?;
-        if let Err(e) = rc {
-            if !would_block(&e) {
-                return Err(Error::sys_from("usrsctp_connect", e));
-            }
+        match sock.connect(inner.conn_id(), sctp_port) {
+            Ok(()) => {}
+            Err(Error::Sys { source, .. }) if would_block(&source) => {}
+            Err(e) => return Err(e),
         }
         Ok(Connecting::new(inner))
     }
@@ -338,15 +303,8 @@ impl SctpStack {
         let udp = SharedUdp::get(udp_local)?;
         let sock = Sock::new_stream()?;
         configure(&sock, opts, true)?;
-        bind_conn(&sock, std::ptr::null_mut(), sctp_port)?;
-        sock.with(|so| {
-            // SAFETY: `so` is live.
-            if unsafe { ffi::usrsctp_listen(so, 128) } != 0 {
-                Err(Error::sys("usrsctp_listen"))
-            } else {
-                Ok(())
-            }
-        })??;
+        sock.bind(0, sctp_port)?;
+        sock.listen(128)?;
         Ok(SctpListener {
             sock,
             udp,
@@ -371,10 +329,6 @@ impl SctpStack {
             udp_sockets: g.live_udp.load(Ordering::SeqCst),
         }
     }
-}
-
-fn inner_addr(inner: &AssocInner) -> *mut c_void {
-    inner.conn_ptr()
 }
 
 /// A listening SCTP endpoint behind a (shared) UDP socket. Dropping it closes the listening
@@ -412,42 +366,20 @@ impl SctpListener {
         loop {
             let mut readable = pin!(self.sock.wakers.readable.notified());
             readable.as_mut().enable();
-            let r = self
-                .sock
-                .with(|so| {
-                    // SAFETY: sockaddr_storage is plain old data.
-                    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-                    let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
-                    // SAFETY: `ss` is a writable buffer of `len` bytes; `so` is live.
-                    let ns = unsafe {
-                        ffi::usrsctp_accept(
-                            so,
-                            &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr,
-                            &mut len,
-                        )
-                    };
-                    if ns.is_null() {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    // SAFETY: usrsctp wrote a sockaddr_conn (AF_CONN socket) into the storage,
-                    // which is large and aligned enough for it.
-                    let sc = unsafe {
-                        *(&ss as *const libc::sockaddr_storage as *const ffi::sockaddr_conn)
-                    };
-                    Ok((ns, sc.sconn_addr as usize))
-                })?
-                // Adopted outside the listener's call (no nested usrsctp lock).
-                .map(|(ns, id)| (Sock::adopt(global(), ns), id));
-            let (sock, id) = match r {
+            let (acc, id) = match self.sock.accept() {
                 Ok(v) => v,
-                Err(e) if would_block(&e) => {
+                Err(Error::Sys { source, .. }) if would_block(&source) => {
                     readable.await;
                     continue;
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
-                Err(e) => return Err(Error::sys_from("usrsctp_accept", e)),
+                Err(Error::Sys { source, .. })
+                    if source.raw_os_error() == Some(libc::ECONNABORTED) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
             };
-            let sock = sock?;
+            let sock = Sock::adopt(acc)?;
             let Some(remote) = self.udp.claim(id) else {
                 continue; // remote forgotten meanwhile: `sock` drops and aborts
             };
@@ -457,7 +389,7 @@ impl SctpListener {
             };
             // From here the claim is released by AssocInner's Drop, even on error paths.
             let _ = configure(&sock, &self.opts, false);
-            let mut st: ffi::sctp_status = unsafe_zeroed_status();
+            let mut st = ffi::sctp_status::zeroed();
             let (inbound, outbound) =
                 match sock.getopt(ffi::IPPROTO_SCTP, ffi::SCTP_STATUS, &mut st, "SCTP_STATUS") {
                     Ok(()) => (st.sstat_instrms, st.sstat_outstrms),
@@ -473,9 +405,4 @@ impl SctpListener {
             return Ok((Association { inner }, remote));
         }
     }
-}
-
-fn unsafe_zeroed_status() -> ffi::sctp_status {
-    // SAFETY: sctp_status is plain old data; all-zero is a valid value.
-    unsafe { std::mem::zeroed() }
 }

@@ -5,6 +5,8 @@
 //! descriptor, no knowledge of SCTP. Control messages live in a small buffer on the stack
 //! (no allocation); each call is one syscall.
 
+#![allow(unsafe_code)]
+
 use std::ffi::c_void;
 use std::io;
 use std::mem::{size_of, zeroed};

@@ -10,7 +10,7 @@ pub(crate) type sctp_assoc_t = u32;
 
 /// Opaque `struct socket` of usrsctp.
 #[repr(C)]
-pub(crate) struct socket {
+pub(super) struct socket {
     _private: [u8; 0],
 }
 
@@ -201,7 +201,7 @@ pub(crate) const SCTP_SS_FIRST_COME: u32 = 5;
 pub(crate) const SCTP_INITIATION_ACK: u8 = 0x02;
 
 /// `int (*conn_output)(void *addr, void *buffer, size_t length, uint8_t tos, uint8_t set_df)`
-pub(crate) type ConnOutput = unsafe extern "C" fn(
+pub(super) type ConnOutput = unsafe extern "C" fn(
     addr: *mut c_void,
     buf: *mut c_void,
     len: size_t,
@@ -209,11 +209,11 @@ pub(crate) type ConnOutput = unsafe extern "C" fn(
     set_df: u8,
 ) -> c_int;
 /// `void (*debug_printf)(const char *format, ...)`
-pub(crate) type DebugPrintf = unsafe extern "C" fn(format: *const c_char, ...);
+pub(super) type DebugPrintf = unsafe extern "C" fn(format: *const c_char, ...);
 /// `void (*upcall)(struct socket *, void *, int)`
-pub(crate) type Upcall = unsafe extern "C" fn(so: *mut socket, arg: *mut c_void, flags: c_int);
+pub(super) type Upcall = unsafe extern "C" fn(so: *mut socket, arg: *mut c_void, flags: c_int);
 /// `receive_cb` of `usrsctp_socket` (unused: always passed as NULL).
-pub(crate) type ReceiveCb = unsafe extern "C" fn(
+pub(super) type ReceiveCb = unsafe extern "C" fn(
     so: *mut socket,
     addr: [u8; 128],
     data: *mut c_void,
@@ -223,16 +223,16 @@ pub(crate) type ReceiveCb = unsafe extern "C" fn(
     ulp: *mut c_void,
 ) -> c_int;
 /// `send_cb` of `usrsctp_socket` (unused: always passed as NULL).
-pub(crate) type SendCb =
+pub(super) type SendCb =
     unsafe extern "C" fn(so: *mut socket, sb_free: u32, ulp: *mut c_void) -> c_int;
 
 extern "C" {
-    pub(crate) fn usrsctp_init_nothreads(
+    pub(super) fn usrsctp_init_nothreads(
         port: u16,
         conn_output: Option<ConnOutput>,
         debug_printf: Option<DebugPrintf>,
     );
-    pub(crate) fn usrsctp_socket(
+    pub(super) fn usrsctp_socket(
         domain: c_int,
         type_: c_int,
         protocol: c_int,
@@ -241,21 +241,21 @@ extern "C" {
         sb_threshold: u32,
         ulp_info: *mut c_void,
     ) -> *mut socket;
-    pub(crate) fn usrsctp_setsockopt(
+    pub(super) fn usrsctp_setsockopt(
         so: *mut socket,
         level: c_int,
         option_name: c_int,
         option_value: *const c_void,
         option_len: socklen_t,
     ) -> c_int;
-    pub(crate) fn usrsctp_getsockopt(
+    pub(super) fn usrsctp_getsockopt(
         so: *mut socket,
         level: c_int,
         option_name: c_int,
         option_value: *mut c_void,
         option_len: *mut socklen_t,
     ) -> c_int;
-    pub(crate) fn usrsctp_sendv(
+    pub(super) fn usrsctp_sendv(
         so: *mut socket,
         data: *const c_void,
         len: size_t,
@@ -266,7 +266,7 @@ extern "C" {
         infotype: u32,
         flags: c_int,
     ) -> ssize_t;
-    pub(crate) fn usrsctp_recvv(
+    pub(super) fn usrsctp_recvv(
         so: *mut socket,
         dbuf: *mut c_void,
         len: size_t,
@@ -277,46 +277,46 @@ extern "C" {
         infotype: *mut u32,
         msg_flags: *mut c_int,
     ) -> ssize_t;
-    pub(crate) fn usrsctp_getpaddrs(
+    pub(super) fn usrsctp_getpaddrs(
         so: *mut socket,
         id: sctp_assoc_t,
         raddrs: *mut *mut sockaddr,
     ) -> c_int;
-    pub(crate) fn usrsctp_freepaddrs(addrs: *mut sockaddr);
-    pub(crate) fn usrsctp_bind(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
-    pub(crate) fn usrsctp_listen(so: *mut socket, backlog: c_int) -> c_int;
-    pub(crate) fn usrsctp_accept(
+    pub(super) fn usrsctp_freepaddrs(addrs: *mut sockaddr);
+    pub(super) fn usrsctp_bind(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
+    pub(super) fn usrsctp_listen(so: *mut socket, backlog: c_int) -> c_int;
+    pub(super) fn usrsctp_accept(
         so: *mut socket,
         aname: *mut sockaddr,
         anamelen: *mut socklen_t,
     ) -> *mut socket;
-    pub(crate) fn usrsctp_connect(
+    pub(super) fn usrsctp_connect(
         so: *mut socket,
         name: *mut sockaddr,
         namelen: socklen_t,
     ) -> c_int;
-    pub(crate) fn usrsctp_close(so: *mut socket);
-    pub(crate) fn usrsctp_shutdown(so: *mut socket, how: c_int) -> c_int;
-    pub(crate) fn usrsctp_conninput(
+    pub(super) fn usrsctp_close(so: *mut socket);
+    pub(super) fn usrsctp_shutdown(so: *mut socket, how: c_int) -> c_int;
+    pub(super) fn usrsctp_conninput(
         addr: *mut c_void,
         buffer: *const c_void,
         length: size_t,
         ecn_bits: u8,
     );
-    pub(crate) fn usrsctp_set_non_blocking(so: *mut socket, onoff: c_int) -> c_int;
-    pub(crate) fn usrsctp_register_address(addr: *mut c_void);
-    pub(crate) fn usrsctp_deregister_address(addr: *mut c_void);
-    pub(crate) fn usrsctp_set_upcall(
+    pub(super) fn usrsctp_set_non_blocking(so: *mut socket, onoff: c_int) -> c_int;
+    pub(super) fn usrsctp_register_address(addr: *mut c_void);
+    pub(super) fn usrsctp_deregister_address(addr: *mut c_void);
+    pub(super) fn usrsctp_set_upcall(
         so: *mut socket,
         upcall: Option<Upcall>,
         arg: *mut c_void,
     ) -> c_int;
-    pub(crate) fn usrsctp_handle_timers(elapsed_milliseconds: u32);
+    pub(super) fn usrsctp_handle_timers(elapsed_milliseconds: u32);
 
-    pub(crate) fn usrsctp_sysctl_set_sctp_sendspace(value: u32) -> c_int;
-    pub(crate) fn usrsctp_sysctl_get_sctp_sendspace() -> u32;
-    pub(crate) fn usrsctp_sysctl_set_sctp_recvspace(value: u32) -> c_int;
-    pub(crate) fn usrsctp_sysctl_get_sctp_recvspace() -> u32;
+    pub(super) fn usrsctp_sysctl_set_sctp_sendspace(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_get_sctp_sendspace() -> u32;
+    pub(super) fn usrsctp_sysctl_set_sctp_recvspace(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_get_sctp_recvspace() -> u32;
 }
 
 #[cfg(test)]
