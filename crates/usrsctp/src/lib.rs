@@ -43,8 +43,8 @@
 //!   callbacks while holding its own locks; our callbacks never call usrsctp, and we never
 //!   call usrsctp while holding the routing or upcall table locks.
 //! * One process-wide lock serialises every call into usrsctp: API calls, `conninput` and the
-//!   timer tick (see `ffi::library::serial`). libusrsctp 0.9.5 is not safe against entry from several
-//!   threads at once (it is built for one calling thread plus its own timer thread): an
+//!   timer tick (see `ffi::library::serial`). libusrsctp 0.9.5 is not safe against entry from
+//!   several threads at once (it is built for one calling thread plus its own timer thread): an
 //!   `usrsctp_close` racing a `conninput` that processes an ABORT of the same socket frees the
 //!   endpoint under the input path's feet (heap corruption under connection churn), and
 //!   callouts are stopped without waiting for a running handler. So at most one of our
@@ -77,6 +77,14 @@
 //!   [`Error::Refused`], because the client's UDP socket is connected (ECONNREFUSED). After
 //!   establishment ICMP errors are ignored (SCTP's own retransmission limits apply).
 //! * usrsctp is never de-initialised (`usrsctp_finish` is not called).
+//!
+//! # Layout
+//! Private modules, the public API re-exported here. `ffi` is the only door into libusrsctp
+//! (its declarations, a safe `Socket` and the library-wide calls) and `pktinfo` does the
+//! `recvmsg`/`sendmsg` with packet info: the crate's only `unsafe` code, held there by
+//! `deny(unsafe_code)`. `sys` keeps the process-wide state (routing and upcall tables, timer
+//! thread), `udp` our UDP sockets and their reader tasks, `assoc` the associations, `options`,
+//! `stack` and `listener` the entry points.
 
 // Only `ffi` (libusrsctp) and `pktinfo` (recvmsg/sendmsg) may allow it.
 #![deny(unsafe_code)]

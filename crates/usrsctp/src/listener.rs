@@ -62,7 +62,8 @@ impl SctpListener {
     }
 
     /// Waits for the next established association; returns it with the peer's UDP address.
-    /// Cancel-safe.
+    /// Cancel-safe. Per association: `usrsctp_accept`, the options' setsockopts, one
+    /// getsockopt and a spawned driver task.
     pub async fn accept(&self) -> Result<(Association, SocketAddr)> {
         loop {
             let mut readable = pin!(self.sock.wakers.readable.notified());

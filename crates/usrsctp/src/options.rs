@@ -5,7 +5,9 @@ use crate::error::Result;
 use crate::ffi;
 use crate::sys::Sock;
 
-/// RFC 8260 stream schedulers offered by usrsctp (`SCTP_PLUGGABLE_SS`).
+/// RFC 8260 stream schedulers offered by usrsctp (`SCTP_PLUGGABLE_SS`). Selecting one costs
+/// one setsockopt ([`SctpOptions::scheduler`],
+/// [`Association::set_scheduler`](crate::Association::set_scheduler)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheduler {
     /// First come, first served: messages leave in the order they were queued, across streams.
@@ -14,8 +16,9 @@ pub enum Scheduler {
     RoundRobin,
     /// Round robin over streams, one packet per turn.
     RoundRobinPacket,
-    /// Strict priority by [`Association::set_stream_value`](crate::Association::set_stream_value) (lower value first); round robin
-    /// among equal priorities.
+    /// Strict priority by
+    /// [`Association::set_stream_value`](crate::Association::set_stream_value) (lower value
+    /// first); round robin among equal priorities.
     Priority,
     /// Fair bandwidth: equal bytes per stream, weighted by the stream value.
     FairBandwidth,
@@ -34,7 +37,8 @@ impl Scheduler {
     }
 }
 
-/// Per-association settings, applied with a few setsockopts at socket creation.
+/// Per-association settings, applied with a few setsockopts at socket creation. Cloning
+/// copies a few integers.
 #[derive(Debug, Clone)]
 pub struct SctpOptions {
     /// Inbound and outbound streams requested in INIT (SCTP_INITMSG). Default 1024.
@@ -52,7 +56,8 @@ pub struct SctpOptions {
     pub scheduler: Option<Scheduler>,
     /// Disable Nagle-like bundling delay (SCTP_NODELAY). Default true.
     pub nodelay: bool,
-    /// Start in stream-accepting mode (see [`Association::accept_stream`](crate::Association::accept_stream)). Default false.
+    /// Start in stream-accepting mode (see
+    /// [`Association::accept_stream`](crate::Association::accept_stream)). Default false.
     pub accept_streams: bool,
     /// Maximum INIT retransmissions (0: usrsctp's default, 8).
     pub init_attempts: u16,

@@ -10,7 +10,7 @@ use crate::options::SctpOptions;
 use crate::sys::{global, would_block, Sock};
 use crate::udp::ClientLink;
 
-/// Counts of what the stack holds, for leak checks.
+/// Counts of what the stack holds, for leak checks. Plain integers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StackStats {
     /// Open usrsctp sockets (associations, pending connects, listeners).
@@ -35,7 +35,7 @@ fn require_runtime() -> Result<()> {
 
 impl SctpStack {
     /// Returns the process-wide stack, initialising usrsctp on first use (once per process;
-    /// the timer thread starts with the first socket).
+    /// the timer thread starts with the first socket). Later calls: one atomic load.
     pub fn global() -> SctpStack {
         let _ = global();
         SctpStack { _private: () }

@@ -41,14 +41,15 @@ impl Association {
     /// failing; messages larger than a piece (half the send buffer, at most 64 KiB) are handed
     /// over in pieces with explicit EOR. Senders on one association are serialised per
     /// message. Cancel-safe between messages only: dropping the future after part of a
-    /// multi-piece message was handed over aborts the association.
+    /// multi-piece message was handed over aborts the association. Costs one `usrsctp_sendv`
+    /// (a copy into usrsctp's send buffer) per piece.
     pub async fn send(&self, stream: u16, data: &[u8], ordered: bool, ppid: u32) -> Result<()> {
         self.shared().send(stream, data, ordered, ppid).await
     }
 
     /// Receives the next message of a stream that has no [`StreamHandle`] (all streams if
     /// none were claimed and stream accepting is off). `Ok(None)` after a graceful shutdown,
-    /// `Err` after an abort. Cancel-safe.
+    /// `Err` after an abort. Cancel-safe. No I/O: pops a queue the driver task fills.
     pub async fn recv(&self) -> Result<Option<Message>> {
         let ib = lock(&self.shared().router).default.clone();
         let m = ib.pop().await?;
@@ -74,7 +75,8 @@ impl Association {
     }
 
     /// Graceful close of the whole association: SHUTDOWN once all queued data is
-    /// acknowledged, then waits for the shutdown to complete (bound it with a timeout).
+    /// acknowledged, then waits for the shutdown to complete (bound it with a timeout). One
+    /// `usrsctp_shutdown`.
     pub async fn close(&self) -> Result<()> {
         let mut rx = self.shared().progress.subscribe();
         match self.shared().sock.shutdown(libc::SHUT_WR) {
@@ -95,6 +97,7 @@ impl Association {
     }
 
     /// Aborts the association at once (ABORT chunk); every waiter gets [`Error::Aborted`].
+    /// One setsockopt and `usrsctp_close`.
     pub fn abort(&self) {
         self.shared().abort();
     }
@@ -154,6 +157,7 @@ impl Association {
 
     /// Claims `stream`: from now on its messages go to the returned handle (messages already
     /// queued for [`Association::recv`] stay there). Fails if the stream already has a handle.
+    /// No I/O: one inbox allocation.
     pub fn stream(&self, id: u16) -> Result<StreamHandle> {
         let (_, outbound) = self.streams();
         if outbound != 0 && id >= outbound {
@@ -180,8 +184,9 @@ impl Association {
 
     /// Waits for a stream the peer started using (a message on a stream without a handle).
     /// The first call switches the association to stream-accepting mode (also settable with
-    /// [`SctpOptions::accept_streams`](crate::SctpOptions::accept_streams)); messages already waiting for `recv` move to their
-    /// streams. `Ok(None)` after a graceful shutdown.
+    /// [`SctpOptions::accept_streams`](crate::SctpOptions::accept_streams)); messages
+    /// already waiting for `recv` move to their streams. `Ok(None)` after a graceful
+    /// shutdown. No I/O.
     pub async fn accept_stream(&self) -> Result<Option<StreamHandle>> {
         let accepts = {
             let mut r = lock(&self.shared().router);
@@ -225,18 +230,18 @@ impl StreamHandle {
         self.id
     }
 
-    /// The association this stream belongs to (an `Arc` clone).
+    /// The association this stream belongs to (a borrow; cloning it is an `Arc` increment).
     pub fn association(&self) -> &Association {
         &self.assoc
     }
 
-    /// Sends one message on this stream; see [`Association::send`].
+    /// Sends one message on this stream; see [`Association::send`] (same cost).
     pub async fn send(&self, data: &[u8], ordered: bool, ppid: u32) -> Result<()> {
         self.assoc.send(self.id, data, ordered, ppid).await
     }
 
     /// Receives the next message of this stream. `Ok(None)` when the association shut down
-    /// gracefully or the peer reset the stream. Cancel-safe.
+    /// gracefully or the peer reset the stream. Cancel-safe. No I/O: pops this stream's queue.
     pub async fn recv(&self) -> Result<Option<Message>> {
         let m = self.inbox.pop().await?;
         if let Some(m) = &m {
@@ -245,7 +250,7 @@ impl StreamHandle {
         Ok(m)
     }
 
-    /// Bytes queued on this stream, see [`Association::queued_bytes`].
+    /// Bytes queued on this stream, see [`Association::queued_bytes`] (one getsockopt).
     pub fn queued_bytes(&self) -> usize {
         self.assoc.queued_bytes(self.id)
     }

@@ -41,6 +41,7 @@ impl Connecting {
 
     /// Waits for the INIT ACK (the peer's SCTP stack answered: one RTT) and returns the time
     /// since `connect`. Resolves at once if it already arrived; fails if the attempt failed.
+    /// No I/O (waits on the progress channel).
     pub async fn reachable(&mut self) -> Result<Duration> {
         loop {
             if let Some(d) = self.inner.shared.reachable_after.get() {
@@ -57,7 +58,8 @@ impl Connecting {
         }
     }
 
-    /// Waits for COMM_UP and returns the association (same as `.await`).
+    /// Waits for COMM_UP and returns the association (same as `.await`). No I/O (waits on the
+    /// progress channel).
     pub async fn established(mut self) -> Result<Association> {
         loop {
             match &*self.rx.borrow_and_update() {

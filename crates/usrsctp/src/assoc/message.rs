@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use crate::error::Error;
 
-/// One complete user message (reassembled from usrsctp's partial deliveries).
+/// One complete user message (reassembled from usrsctp's partial deliveries). Cloning copies
+/// the payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     /// Stream the message arrived on.
@@ -17,7 +18,8 @@ pub struct Message {
     pub data: Vec<u8>,
 }
 
-/// Where an association is in its life, as published on [`Connecting::progress`](super::Connecting::progress).
+/// Where an association is in its life, as published on
+/// [`Connecting::progress`](super::Connecting::progress). Cloning is cheap (errors are shared).
 #[derive(Debug, Clone)]
 pub enum Progress {
     /// INIT sent, nothing heard yet.
