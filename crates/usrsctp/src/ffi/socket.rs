@@ -116,7 +116,9 @@ impl Accepted {
     /// Installs the upcall (reporting `arg`) and non-blocking mode. Two calls into usrsctp.
     pub(crate) fn adopt(mut self, arg: usize) -> Result<Socket> {
         let so = std::mem::replace(&mut self.0 .0, std::ptr::null_mut());
-        Socket::adopt(so, arg)
+        // SAFETY: `so` came from `usrsctp_accept` (never null in an `Accepted`) and is handed
+        // over: the null left behind keeps our Drop from closing it.
+        unsafe { Socket::adopt(so, arg) }
     }
 }
 
@@ -155,12 +157,17 @@ impl Socket {
                 Ok(so)
             }
         })?;
-        Socket::adopt(so, arg)
+        // SAFETY: `so` is a live socket fresh from `usrsctp_socket`, owned by nobody else.
+        unsafe { Socket::adopt(so, arg) }
     }
 
-    /// Takes ownership of the live socket `so` (from `usrsctp_socket` or `usrsctp_accept`):
-    /// upcall and non-blocking mode. On failure the socket is closed (ABORT).
-    fn adopt(so: *mut raw::socket, arg: usize) -> Result<Socket> {
+    /// Takes ownership of the socket `so`: upcall and non-blocking mode. On failure the
+    /// socket is closed (ABORT).
+    ///
+    /// # Safety
+    /// `so` must be a live usrsctp socket (from `usrsctp_socket` or `usrsctp_accept`) that
+    /// nothing else uses or closes.
+    unsafe fn adopt(so: *mut raw::socket, arg: usize) -> Result<Socket> {
         let sock = Socket {
             so: RwLock::new(SoPtr(so)),
             arg,
