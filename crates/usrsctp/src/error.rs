@@ -68,12 +68,6 @@ impl Error {
             source: Arc::new(io::Error::last_os_error()),
         }
     }
-    pub(crate) fn sys_from(op: &'static str, e: io::Error) -> Error {
-        Error::Sys {
-            op,
-            source: Arc::new(e),
-        }
-    }
     pub(crate) fn udp(op: &'static str, e: io::Error) -> Error {
         Error::Udp {
             op,

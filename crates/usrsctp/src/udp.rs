@@ -9,22 +9,25 @@
 //! several addresses a client's connected UDP socket would drop replies from the wrong one.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket as StdUdp};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdp};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::pktinfo::{enable_pktinfo, recv_with_dst};
 use crate::sys::{conninput, global, lock, ConnAddr, Route};
+
+/// The shared server sockets of this process by bound address. Weak: the listeners and
+/// accepted associations own them; the last one's drop removes the entry.
+static SHARED: LazyLock<Mutex<HashMap<SocketAddr, Weak<SharedUdp>>>> =
+    LazyLock::new(Default::default);
 
 /// Largest datagram we read.
 const MAX_DATAGRAM: usize = 65536;
@@ -251,7 +254,7 @@ impl Drop for SharedUdp {
             t.by_addr.drain().map(|(_, r)| r).collect()
         };
         drop(drained); // deregisters, outside our lock
-        let mut map = lock(&global().shared_udp);
+        let mut map = lock(&SHARED);
         if map.get(&self.local).is_some_and(|w| w.strong_count() == 0) {
             map.remove(&self.local);
         }
@@ -261,8 +264,7 @@ impl Drop for SharedUdp {
 impl SharedUdp {
     /// Returns the shared socket for `local`, binding it if nobody holds it yet.
     pub(crate) fn get(local: SocketAddr) -> Result<Arc<SharedUdp>> {
-        let g = global();
-        let mut map = lock(&g.shared_udp);
+        let mut map = lock(&SHARED);
         if local.port() != 0 {
             if let Some(s) = map.get(&local).and_then(Weak::upgrade) {
                 if !s.task.is_finished() {
@@ -342,10 +344,9 @@ async fn shared_reader(
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut tick = tokio::time::interval(Duration::from_secs(5));
-    let fd = sock.as_raw_fd();
     loop {
         tokio::select! {
-            r = recv(&sock, fd, pktinfo, &mut buf) => match r {
+            r = recv(&sock, pktinfo, &mut buf) => match r {
                 Ok((n, from, dst)) => {
                     let pkt = &buf[..n];
                     if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
@@ -368,12 +369,11 @@ async fn shared_reader(
 /// plain `recv_from`.
 async fn recv(
     sock: &UdpSocket,
-    fd: RawFd,
     pktinfo: bool,
     buf: &mut [u8],
 ) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
     if pktinfo {
-        sock.async_io(Interest::READABLE, || recv_with_dst(fd, buf))
+        sock.async_io(Interest::READABLE, || recv_with_dst(sock, buf))
             .await
     } else {
         let (n, from) = sock.recv_from(buf).await?;
@@ -447,182 +447,6 @@ fn expire(table: &Mutex<RemoteTable>) {
             .collect()
     };
     drop(gone);
-}
-
-/// Asks the kernel for each datagram's destination address (IP_PKTINFO on an IPv4 socket,
-/// IPV6_RECVPKTINFO on an IPv6 one, which also covers IPv4-mapped traffic on a dual-stack
-/// socket). Returns whether that worked; if not, replies fall back to plain `send_to`.
-fn enable_pktinfo(s: &Socket, bound: SocketAddr) -> bool {
-    let (level, name) = match bound {
-        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_PKTINFO),
-        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
-    };
-    let one: libc::c_int = 1;
-    // SAFETY: valid fd, option value is a c_int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            &one as *const libc::c_int as *const c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(
-            "usrsctp shared UDP {bound}: enabling packet info failed ({}); replies use send_to",
-            io::Error::last_os_error()
-        );
-    }
-    rc == 0
-}
-
-/// Control-message buffer on the stack, aligned for `cmsghdr`; room for one pktinfo of
-/// either family (plus slack for anything else the kernel adds).
-#[repr(C, align(8))]
-struct CmsgBuf([u8; 128]);
-
-/// A destination address we can answer from: not unspecified, not multicast.
-fn usable_source(ip: &IpAddr) -> bool {
-    !ip.is_unspecified() && !ip.is_multicast()
-}
-
-/// Non-blocking `recvmsg` of one datagram: its length, sender, and destination address
-/// (from IP_PKTINFO's `ipi_spec_dst` or IPV6_PKTINFO's `ipi6_addr`; an IPv4-mapped address
-/// on a dual-stack socket).
-fn recv_with_dst(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
-    let mut cbuf = CmsgBuf([0; 128]);
-    // SAFETY: `try_init` hands us a zeroed socket-address storage and its length to fill;
-    // `msg` points at live buffers of the stated sizes for the duration of `recvmsg`.
-    let ((n, msg), from) = unsafe {
-        SockAddr::try_init(|name, namelen| {
-            let mut iov = libc::iovec {
-                iov_base: buf.as_mut_ptr() as *mut c_void,
-                iov_len: buf.len(),
-            };
-            let mut msg: libc::msghdr = zeroed();
-            msg.msg_name = name as *mut c_void;
-            msg.msg_namelen = *namelen;
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
-            msg.msg_controllen = cbuf.0.len() as _;
-            let n = libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT);
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            *namelen = msg.msg_namelen;
-            // The iovec and name storage move or die here; only the control fields are used
-            // afterwards.
-            msg.msg_name = std::ptr::null_mut();
-            msg.msg_iov = std::ptr::null_mut();
-            msg.msg_iovlen = 0;
-            Ok((n as usize, msg))
-        })?
-    };
-    let from = from
-        .as_socket()
-        .ok_or_else(|| io::Error::other("recvmsg: sender is not an inet address"))?;
-    let mut dst = None;
-    // SAFETY: walking the control messages the kernel wrote into `cbuf` (still alive;
-    // msg_controllen was updated to their total length); CMSG_* stay within it, payloads
-    // are read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let h = &*c;
-            let data = libc::CMSG_DATA(c);
-            if h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_PKTINFO {
-                let info = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
-                dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                    info.ipi_spec_dst.s_addr,
-                ))));
-            } else if h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_PKTINFO {
-                let info = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
-                dst = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((n, from, dst.filter(usable_source)))
-}
-
-/// Non-blocking `sendmsg` of one datagram to `to` from local address `src` (IP_PKTINFO's
-/// `ipi_spec_dst` or IPV6_PKTINFO's `ipi6_addr`, interface 0: routing picks it). `src` has the
-/// socket's family (an IPv4-mapped address on a dual-stack socket), as learned by
-/// [`recv_with_dst`] on the same socket.
-pub(crate) fn send_from(
-    sock: &StdUdp,
-    pkt: &[u8],
-    to: SocketAddr,
-    src: IpAddr,
-) -> io::Result<usize> {
-    let name = SockAddr::from(to);
-    let mut iov = libc::iovec {
-        iov_base: pkt.as_ptr() as *mut c_void,
-        iov_len: pkt.len(),
-    };
-    let mut cbuf = CmsgBuf([0; 128]);
-    let (level, ty, len) = match src {
-        IpAddr::V4(_) => (
-            libc::IPPROTO_IP,
-            libc::IP_PKTINFO,
-            size_of::<libc::in_pktinfo>(),
-        ),
-        IpAddr::V6(_) => (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_PKTINFO,
-            size_of::<libc::in6_pktinfo>(),
-        ),
-    };
-    // SAFETY: all-zero is a valid msghdr; CMSG_SPACE/CMSG_LEN are pure arithmetic.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_name = name.as_ptr() as *mut c_void;
-    msg.msg_namelen = name.len();
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(len as u32) } as _;
-    // SAFETY: `cbuf` is aligned and larger than CMSG_SPACE(len), so the first header and its
-    // payload fit; the payload is written unaligned.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null() {
-            return Err(io::Error::other("sendmsg: no room for pktinfo"));
-        }
-        (*c).cmsg_level = level;
-        (*c).cmsg_type = ty;
-        (*c).cmsg_len = libc::CMSG_LEN(len as u32) as _;
-        let data = libc::CMSG_DATA(c);
-        match src {
-            IpAddr::V4(a) => std::ptr::write_unaligned(
-                data as *mut libc::in_pktinfo,
-                libc::in_pktinfo {
-                    ipi_ifindex: 0,
-                    ipi_spec_dst: libc::in_addr {
-                        s_addr: u32::from(a).to_be(),
-                    },
-                    ipi_addr: libc::in_addr { s_addr: 0 },
-                },
-            ),
-            IpAddr::V6(a) => std::ptr::write_unaligned(
-                data as *mut libc::in6_pktinfo,
-                libc::in6_pktinfo {
-                    ipi6_addr: libc::in6_addr {
-                        s6_addr: a.octets(),
-                    },
-                    ipi6_ifindex: 0,
-                },
-            ),
-        }
-    }
-    // SAFETY: `msg` points at live buffers of the stated sizes for the duration of the call.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
 }
 
 #[cfg(test)]

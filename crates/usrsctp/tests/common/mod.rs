@@ -7,7 +7,7 @@ use usrsctp::SctpStack;
 
 /// Waits until the stack holds `want` resources (tasks and UDP readers end
 /// asynchronously); gives up after 5 s and returns what it holds then.
-pub async fn settle(stack: SctpStack, want: usize) -> usize {
+pub(crate) async fn settle(stack: SctpStack, want: usize) -> usize {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let n = stack.live_sockets();

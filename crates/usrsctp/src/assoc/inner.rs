@@ -1,0 +1,72 @@
+//! What an association owns (usrsctp socket, driver task, UDP link) and frees when its last
+//! handle goes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+
+use super::driver::driver;
+use super::shared::AssocShared;
+use crate::error::Error;
+use crate::udp::{ClientLink, SharedUdp};
+
+/// How the association reaches the network.
+pub(crate) enum Link {
+    Client(ClientLink),
+    Server {
+        udp: Arc<SharedUdp>,
+        remote: SocketAddr,
+    },
+}
+
+/// Owns the association's resources; dropped when the last handle goes.
+pub(crate) struct AssocInner {
+    pub(crate) shared: Arc<AssocShared>,
+    pub(super) driver: Option<JoinHandle<()>>,
+    pub(super) link: Link,
+    pub(super) local: SocketAddr,
+    pub(super) remote: SocketAddr,
+}
+
+impl Drop for AssocInner {
+    fn drop(&mut self) {
+        // ABORT goes out through the link, which is still registered here.
+        self.shared.sock.close(true);
+        self.shared.finish(Some(Error::Aborted));
+        if let Some(d) = self.driver.take() {
+            d.abort();
+        }
+        if let Link::Server { udp, remote } = &self.link {
+            udp.unclaim(*remote);
+        }
+        // Then `link` drops: a client's reader task is aborted and its conn address deregistered.
+    }
+}
+
+impl AssocInner {
+    /// Spawns the driver task and bundles what the association owns.
+    pub(crate) fn start(
+        shared: Arc<AssocShared>,
+        link: Link,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Arc<AssocInner> {
+        let driver = tokio::spawn(driver(shared.clone()));
+        Arc::new(AssocInner {
+            shared,
+            driver: Some(driver),
+            link,
+            local,
+            remote,
+        })
+    }
+
+    /// The conn address of a client association (0 for server-side ones).
+    pub(crate) fn conn_id(&self) -> usize {
+        match &self.link {
+            Link::Client(l) => l.addr.id,
+            Link::Server { .. } => 0,
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! A listening SCTP endpoint and how it accepts associations.
+
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+
+use crate::assoc::{AssocInner, AssocShared, Association, Link, Progress};
+use crate::error::{Error, Result};
+use crate::ffi::{self, Plain};
+use crate::options::SctpOptions;
+use crate::sys::{would_block, Sock};
+use crate::udp::SharedUdp;
+
+/// A listening SCTP endpoint behind a (shared) UDP socket. Dropping it closes the listening
+/// socket (associations not yet accepted are aborted); accepted associations live on.
+pub struct SctpListener {
+    sock: Arc<Sock>,
+    udp: Arc<SharedUdp>,
+    opts: SctpOptions,
+    sctp_port: u16,
+}
+
+impl std::fmt::Debug for SctpListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SctpListener")
+            .field("udp", &self.udp.local)
+            .field("sctp_port", &self.sctp_port)
+            .finish()
+    }
+}
+
+impl SctpListener {
+    /// Binds (or shares) the UDP socket on `udp_local`, creates the listening usrsctp socket
+    /// on `sctp_port` with `opts`. One UDP bind if the socket is new, about a dozen usrsctp
+    /// calls.
+    pub(crate) fn open(
+        udp_local: SocketAddr,
+        sctp_port: u16,
+        opts: &SctpOptions,
+    ) -> Result<SctpListener> {
+        let udp = SharedUdp::get(udp_local)?;
+        let sock = Sock::new_stream()?;
+        opts.apply(&sock, true)?;
+        sock.bind(0, sctp_port)?;
+        sock.listen(128)?;
+        Ok(SctpListener {
+            sock,
+            udp,
+            opts: opts.clone(),
+            sctp_port,
+        })
+    }
+
+    /// The local UDP address. No I/O.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.udp.local
+    }
+
+    /// The SCTP port listened on. No I/O.
+    pub fn sctp_port(&self) -> u16 {
+        self.sctp_port
+    }
+
+    /// Waits for the next established association; returns it with the peer's UDP address.
+    /// Cancel-safe. Per association: `usrsctp_accept`, the options' setsockopts, one
+    /// getsockopt and a spawned driver task.
+    pub async fn accept(&self) -> Result<(Association, SocketAddr)> {
+        loop {
+            let mut readable = pin!(self.sock.wakers.readable.notified());
+            readable.as_mut().enable();
+            let (acc, id) = match self.sock.accept() {
+                Ok(v) => v,
+                Err(Error::Sys { source, .. }) if would_block(&source) => {
+                    readable.await;
+                    continue;
+                }
+                Err(Error::Sys { source, .. })
+                    if source.raw_os_error() == Some(libc::ECONNABORTED) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            let sock = Sock::adopt(acc)?;
+            let Some(remote) = self.udp.claim(id) else {
+                continue; // remote forgotten meanwhile: `sock` drops and aborts
+            };
+            let link = Link::Server {
+                udp: self.udp.clone(),
+                remote,
+            };
+            // From here the claim is released by AssocInner's Drop, even on error paths.
+            let _ = self.opts.apply(&sock, false);
+            let mut st = ffi::sctp_status::zeroed();
+            let (inbound, outbound) =
+                match sock.getopt(ffi::IPPROTO_SCTP, ffi::SCTP_STATUS, &mut st, "SCTP_STATUS") {
+                    Ok(()) => (st.sstat_instrms, st.sstat_outstrms),
+                    Err(_) => (0, 0),
+                };
+            let shared = AssocShared::new(
+                sock,
+                remote,
+                &self.opts,
+                Progress::Established { inbound, outbound },
+            );
+            let inner = AssocInner::start(shared, link, self.udp.local, remote);
+            return Ok((Association { inner }, remote));
+        }
+    }
+}

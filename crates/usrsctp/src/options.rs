@@ -1,0 +1,146 @@
+//! Per-association settings and the stream schedulers, and how they are applied to a usrsctp
+//! socket.
+
+use crate::error::Result;
+use crate::ffi;
+use crate::sys::Sock;
+
+/// RFC 8260 stream schedulers offered by usrsctp (`SCTP_PLUGGABLE_SS`). Selecting one costs
+/// one setsockopt ([`SctpOptions::scheduler`],
+/// [`Association::set_scheduler`](crate::Association::set_scheduler)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheduler {
+    /// First come, first served: messages leave in the order they were queued, across streams.
+    FirstCome,
+    /// Round robin over streams with data, one message per turn.
+    RoundRobin,
+    /// Round robin over streams, one packet per turn.
+    RoundRobinPacket,
+    /// Strict priority by
+    /// [`Association::set_stream_value`](crate::Association::set_stream_value) (lower value
+    /// first); round robin among equal priorities.
+    Priority,
+    /// Fair bandwidth: equal bytes per stream, weighted by the stream value.
+    FairBandwidth,
+}
+
+impl Scheduler {
+    /// The usrsctp constant (`SCTP_SS_*`).
+    pub(crate) fn raw(self) -> u32 {
+        match self {
+            Scheduler::FirstCome => ffi::SCTP_SS_FIRST_COME,
+            Scheduler::RoundRobin => ffi::SCTP_SS_ROUND_ROBIN,
+            Scheduler::RoundRobinPacket => ffi::SCTP_SS_ROUND_ROBIN_PACKET,
+            Scheduler::Priority => ffi::SCTP_SS_PRIORITY,
+            Scheduler::FairBandwidth => ffi::SCTP_SS_FAIR_BANDWITH,
+        }
+    }
+}
+
+/// Per-association settings, applied with a few setsockopts at socket creation. Cloning
+/// copies a few integers.
+#[derive(Debug, Clone)]
+pub struct SctpOptions {
+    /// Inbound and outbound streams requested in INIT (SCTP_INITMSG). Default 1024.
+    pub streams: u16,
+    /// Local SCTP port of a client (0: usrsctp picks an ephemeral one). Default 0.
+    pub local_port: u16,
+    /// usrsctp send buffer (SO_SNDBUF) in bytes; `None`: the stack default (256 KiB).
+    pub send_buffer: Option<u32>,
+    /// usrsctp receive buffer (SO_RCVBUF) in bytes; `None`: the stack default (256 KiB).
+    pub recv_buffer: Option<u32>,
+    /// Bytes of received messages we buffer for the application before we stop reading from
+    /// usrsctp (which then closes the receive window). Default 256 KiB.
+    pub recv_budget: usize,
+    /// Stream scheduler set before the association starts; `None`: usrsctp's default.
+    pub scheduler: Option<Scheduler>,
+    /// Disable Nagle-like bundling delay (SCTP_NODELAY). Default true.
+    pub nodelay: bool,
+    /// Start in stream-accepting mode (see
+    /// [`Association::accept_stream`](crate::Association::accept_stream)). Default false.
+    pub accept_streams: bool,
+    /// Maximum INIT retransmissions (0: usrsctp's default, 8).
+    pub init_attempts: u16,
+    /// Maximum INIT retransmission timeout in ms (0: usrsctp's default, 60 s).
+    pub init_max_timeout_ms: u16,
+}
+
+impl Default for SctpOptions {
+    fn default() -> Self {
+        SctpOptions {
+            streams: 1024,
+            local_port: 0,
+            send_buffer: None,
+            recv_buffer: None,
+            recv_budget: 256 * 1024,
+            scheduler: None,
+            nodelay: true,
+            accept_streams: false,
+            init_attempts: 0,
+            init_max_timeout_ms: 0,
+        }
+    }
+}
+
+impl SctpOptions {
+    /// Applies these options to a usrsctp socket: SCTP_INITMSG when `listening_or_new`, the
+    /// buffer sizes if set, receive info, explicit EOR, NODELAY, the four notifications we
+    /// handle and the scheduler if set. About ten setsockopts.
+    pub(crate) fn apply(&self, sock: &Sock, listening_or_new: bool) -> Result<()> {
+        let opts = self;
+        if listening_or_new {
+            let init = ffi::sctp_initmsg {
+                sinit_num_ostreams: opts.streams.max(1),
+                sinit_max_instreams: opts.streams.max(1),
+                sinit_max_attempts: opts.init_attempts,
+                sinit_max_init_timeo: opts.init_max_timeout_ms,
+            };
+            sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_INITMSG, &init, "SCTP_INITMSG")?;
+        }
+        if let Some(b) = opts.send_buffer {
+            sock.setopt(
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                &(b as libc::c_int),
+                "SO_SNDBUF",
+            )?;
+        }
+        if let Some(b) = opts.recv_buffer {
+            sock.setopt(
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &(b as libc::c_int),
+                "SO_RCVBUF",
+            )?;
+        }
+        sock.sctp_opt_int(ffi::SCTP_RECVRCVINFO, 1, "SCTP_RECVRCVINFO")?;
+        sock.sctp_opt_int(ffi::SCTP_EXPLICIT_EOR, 1, "SCTP_EXPLICIT_EOR")?;
+        sock.sctp_opt_int(ffi::SCTP_NODELAY, i32::from(opts.nodelay), "SCTP_NODELAY")?;
+        for ty in [
+            ffi::SCTP_ASSOC_CHANGE,
+            ffi::SCTP_SHUTDOWN_EVENT,
+            ffi::SCTP_SENDER_DRY_EVENT,
+            ffi::SCTP_STREAM_RESET_EVENT,
+        ] {
+            let ev = ffi::sctp_event {
+                se_assoc_id: ffi::SCTP_FUTURE_ASSOC,
+                se_type: ty,
+                se_on: 1,
+            };
+            sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
+        }
+        if let Some(s) = opts.scheduler {
+            let v = ffi::sctp_assoc_value {
+                assoc_id: ffi::SCTP_FUTURE_ASSOC,
+                assoc_value: s.raw(),
+            };
+            sock.setopt(
+                ffi::IPPROTO_SCTP,
+                ffi::SCTP_PLUGGABLE_SS,
+                &v,
+                "SCTP_PLUGGABLE_SS",
+            )?;
+        }
+        Ok(())
+    }
+}

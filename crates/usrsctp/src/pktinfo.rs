@@ -1,0 +1,197 @@
+//! Per-datagram source and destination addresses on a UDP socket bound to the unspecified
+//! address (`0.0.0.0`, `[::]`), the way quinn-udp does it: IP_PKTINFO / IPV6_RECVPKTINFO to
+//! learn the local address each datagram was sent to (`recvmsg`), IP_PKTINFO / IPV6_PKTINFO
+//! to send a reply from that address (`sendmsg`). A leaf module: plain functions on a file
+//! descriptor, no knowledge of SCTP. Control messages live in a small buffer on the stack
+//! (no allocation); each call is one syscall.
+
+#![allow(unsafe_code)]
+
+use std::ffi::c_void;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd};
+
+use socket2::SockAddr;
+
+/// Asks the kernel for each datagram's destination address (IP_PKTINFO on an IPv4 socket,
+/// IPV6_RECVPKTINFO on an IPv6 one, which also covers IPv4-mapped traffic on a dual-stack
+/// socket). Returns whether that worked; if not, replies fall back to plain `send_to`.
+pub(crate) fn enable_pktinfo(s: &impl AsFd, bound: SocketAddr) -> bool {
+    let (level, name) = match bound {
+        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_PKTINFO),
+        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
+    };
+    let one: libc::c_int = 1;
+    // SAFETY: valid fd, option value is a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_fd().as_raw_fd(),
+            level,
+            name,
+            &one as *const libc::c_int as *const c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "usrsctp shared UDP {bound}: enabling packet info failed ({}); replies use send_to",
+            io::Error::last_os_error()
+        );
+    }
+    rc == 0
+}
+
+/// Control-message buffer on the stack, aligned for `cmsghdr`; room for one pktinfo of
+/// either family (plus slack for anything else the kernel adds).
+#[repr(C, align(8))]
+struct CmsgBuf([u8; 128]);
+
+/// A destination address we can answer from: not unspecified, not multicast.
+fn usable_source(ip: &IpAddr) -> bool {
+    !ip.is_unspecified() && !ip.is_multicast()
+}
+
+/// Non-blocking `recvmsg` of one datagram: its length, sender, and destination address
+/// (from IP_PKTINFO's `ipi_spec_dst` or IPV6_PKTINFO's `ipi6_addr`; an IPv4-mapped address
+/// on a dual-stack socket).
+pub(crate) fn recv_with_dst(
+    sock: &impl AsFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
+    let fd = sock.as_fd().as_raw_fd();
+    let mut cbuf = CmsgBuf([0; 128]);
+    // SAFETY: `try_init` hands us a zeroed socket-address storage and its length to fill;
+    // `msg` points at live buffers of the stated sizes for the duration of `recvmsg`.
+    let ((n, msg), from) = unsafe {
+        SockAddr::try_init(|name, namelen| {
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr() as *mut c_void,
+                iov_len: buf.len(),
+            };
+            let mut msg: libc::msghdr = zeroed();
+            msg.msg_name = name as *mut c_void;
+            msg.msg_namelen = *namelen;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+            msg.msg_controllen = cbuf.0.len() as _;
+            let n = libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            *namelen = msg.msg_namelen;
+            // The iovec and name storage move or die here; only the control fields are used
+            // afterwards.
+            msg.msg_name = std::ptr::null_mut();
+            msg.msg_iov = std::ptr::null_mut();
+            msg.msg_iovlen = 0;
+            Ok((n as usize, msg))
+        })?
+    };
+    let from = from
+        .as_socket()
+        .ok_or_else(|| io::Error::other("recvmsg: sender is not an inet address"))?;
+    let mut dst = None;
+    // SAFETY: walking the control messages the kernel wrote into `cbuf` (still alive;
+    // msg_controllen was updated to their total length); CMSG_* stay within it, payloads
+    // are read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h = &*c;
+            let data = libc::CMSG_DATA(c);
+            if h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_PKTINFO {
+                let info = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
+                dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    info.ipi_spec_dst.s_addr,
+                ))));
+            } else if h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_PKTINFO {
+                let info = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
+                dst = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n, from, dst.filter(usable_source)))
+}
+
+/// Non-blocking `sendmsg` of one datagram to `to` from local address `src` (IP_PKTINFO's
+/// `ipi_spec_dst` or IPV6_PKTINFO's `ipi6_addr`, interface 0: routing picks it). `src` has the
+/// socket's family (an IPv4-mapped address on a dual-stack socket), as learned by
+/// [`recv_with_dst`] on the same socket.
+pub(crate) fn send_from(
+    sock: &impl AsFd,
+    pkt: &[u8],
+    to: SocketAddr,
+    src: IpAddr,
+) -> io::Result<usize> {
+    let name = SockAddr::from(to);
+    let mut iov = libc::iovec {
+        iov_base: pkt.as_ptr() as *mut c_void,
+        iov_len: pkt.len(),
+    };
+    let mut cbuf = CmsgBuf([0; 128]);
+    let (level, ty, len) = match src {
+        IpAddr::V4(_) => (
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            size_of::<libc::in_pktinfo>(),
+        ),
+        IpAddr::V6(_) => (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_PKTINFO,
+            size_of::<libc::in6_pktinfo>(),
+        ),
+    };
+    // SAFETY: all-zero is a valid msghdr (integers and null pointers).
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = name.as_ptr() as *mut c_void;
+    msg.msg_namelen = name.len();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(len as u32) } as _;
+    // SAFETY: `cbuf` is aligned and larger than CMSG_SPACE(len), so the first header and its
+    // payload fit; the payload is written unaligned.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() {
+            return Err(io::Error::other("sendmsg: no room for pktinfo"));
+        }
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = ty;
+        (*c).cmsg_len = libc::CMSG_LEN(len as u32) as _;
+        let data = libc::CMSG_DATA(c);
+        match src {
+            IpAddr::V4(a) => std::ptr::write_unaligned(
+                data as *mut libc::in_pktinfo,
+                libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from(a).to_be(),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                },
+            ),
+            IpAddr::V6(a) => std::ptr::write_unaligned(
+                data as *mut libc::in6_pktinfo,
+                libc::in6_pktinfo {
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: a.octets(),
+                    },
+                    ipi6_ifindex: 0,
+                },
+            ),
+        }
+    }
+    // SAFETY: `msg` points at live buffers of the stated sizes for the duration of the call.
+    let n = unsafe { libc::sendmsg(sock.as_fd().as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}

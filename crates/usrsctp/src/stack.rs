@@ -1,0 +1,100 @@
+//! The process-wide stack handle: connecting, listening and the resource counts.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+use crate::assoc::{AssocInner, AssocShared, Connecting, Link, Progress};
+use crate::error::{Error, Result};
+use crate::listener::SctpListener;
+use crate::options::SctpOptions;
+use crate::sys::{global, would_block, Sock};
+use crate::udp::ClientLink;
+
+/// Counts of what the stack holds, for leak checks. Plain integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StackStats {
+    /// Open usrsctp sockets (associations, pending connects, listeners).
+    pub sctp_sockets: usize,
+    /// Registered AF_CONN addresses (one per client association, one per server-side remote).
+    pub conn_addrs: usize,
+    /// UDP sockets we own whose reader task is alive.
+    pub udp_sockets: usize,
+}
+
+/// Handle to the process-wide usrsctp instance. Copying it is free.
+#[derive(Clone, Copy, Debug)]
+pub struct SctpStack {
+    _private: (),
+}
+
+fn require_runtime() -> Result<()> {
+    tokio::runtime::Handle::try_current()
+        .map(|_| ())
+        .map_err(|_| Error::NoRuntime)
+}
+
+impl SctpStack {
+    /// Returns the process-wide stack, initialising usrsctp on first use (once per process;
+    /// the timer thread starts with the first socket). Later calls: one atomic load.
+    pub fn global() -> SctpStack {
+        let _ = global();
+        SctpStack { _private: () }
+    }
+
+    /// Starts an association to the SCTP endpoint on `sctp_port` behind the UDP
+    /// encapsulation address `remote`. Binds a fresh UDP socket (ephemeral port, connected
+    /// to `remote`), registers a conn address, creates a usrsctp socket and sends INIT.
+    /// Returns at once; await the [`Connecting`] for the association. Needs a tokio runtime.
+    pub fn connect(
+        &self,
+        remote: SocketAddr,
+        sctp_port: u16,
+        opts: &SctpOptions,
+    ) -> Result<Connecting> {
+        require_runtime()?;
+        let (mut link, udp_recv) = ClientLink::open(remote)?;
+        let sock = Sock::new_stream()?;
+        opts.apply(&sock, true)?;
+        sock.bind(link.addr.id, opts.local_port)?;
+        let shared = AssocShared::new(sock.clone(), remote, opts, Progress::Connecting);
+        link.start(udp_recv, shared.clone());
+        let local = link.local;
+        let inner = AssocInner::start(shared, Link::Client(link), local, remote);
+        match sock.connect(inner.conn_id(), sctp_port) {
+            Ok(()) => {}
+            Err(Error::Sys { source, .. }) if would_block(&source) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Connecting::new(inner))
+    }
+
+    /// Listens for associations to `sctp_port` arriving on the UDP address `udp_local`
+    /// (e.g. `[::]:9899`). The UDP socket is shared with other listeners on the same
+    /// `udp_local` in this process. Needs a tokio runtime.
+    pub fn listen(
+        &self,
+        udp_local: SocketAddr,
+        sctp_port: u16,
+        opts: &SctpOptions,
+    ) -> Result<SctpListener> {
+        require_runtime()?;
+        SctpListener::open(udp_local, sctp_port, opts)
+    }
+
+    /// Sum of [`StackStats`]: usrsctp sockets + registered conn addresses + live UDP
+    /// sockets. Three atomic loads.
+    pub fn live_sockets(&self) -> usize {
+        let s = self.stats();
+        s.sctp_sockets + s.conn_addrs + s.udp_sockets
+    }
+
+    /// What the stack currently holds. Three atomic loads.
+    pub fn stats(&self) -> StackStats {
+        let g = global();
+        StackStats {
+            sctp_sockets: g.live_socks.load(Ordering::SeqCst),
+            conn_addrs: g.live_addrs.load(Ordering::SeqCst),
+            udp_sockets: g.live_udp.load(Ordering::SeqCst),
+        }
+    }
+}
