@@ -2,6 +2,9 @@
 //! device, each direction scheduled by a `Shaper` (delay, jitter, loss, rate limit,
 //! blackhole) and released from a heap of release times.
 
+// FFI through libc (each block says why it is sound); unsafe code is denied elsewhere.
+#![allow(unsafe_code)]
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;

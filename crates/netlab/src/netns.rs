@@ -10,6 +10,9 @@
 //! - each namespace gets a marker file in [`MARKER_DIR`] naming the creating process, so
 //!   [`cleanup_stale`] can remove what a killed netlab (SIGKILL) left, and nothing else.
 
+// FFI through libc (each block says why it is sound); unsafe code is denied elsewhere.
+#![allow(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Write};

@@ -4,6 +4,9 @@
 //! [`Netns::run`](crate::netns::Netns::run)) and vanishes when its file descriptor is
 //! closed (it is not made persistent).
 
+// FFI through libc (each block says why it is sound); unsafe code is denied elsewhere.
+#![allow(unsafe_code)]
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

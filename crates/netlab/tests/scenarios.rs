@@ -311,7 +311,10 @@ fn cli_sigint() -> Result<(), String> {
     let ready = rx.recv_timeout(Duration::from_secs(20)).is_ok();
     let during = namespaces_of(pid);
     // SAFETY: signals our own child, which has not been reaped.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT)
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {

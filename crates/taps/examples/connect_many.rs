@@ -130,6 +130,7 @@ fn main() {
 }
 
 /// Process CPU time (user + system) in microseconds, RSS and its anonymous part in KiB.
+#[allow(unsafe_code)]
 fn usage() -> (u64, u64, u64) {
     // SAFETY: getrusage only writes into the zeroed struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };

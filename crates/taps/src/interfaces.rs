@@ -5,6 +5,10 @@
 //! changes and re-reads the list after each burst of notifications, publishing it on a
 //! [`tokio::sync::watch`] channel.
 
+// FFI: getifaddrs, ioctls and netlink sockets through libc (each block says why it is
+// sound); the rest of the crate denies unsafe code.
+#![allow(unsafe_code)]
+
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::fmt;

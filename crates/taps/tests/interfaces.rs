@@ -75,7 +75,9 @@ fn watcher_follows_changes_in_a_private_namespace() {
     // the test process (and the host) stays where it is.
     let outcome = std::thread::spawn(|| {
         // SAFETY: unshare(2) only affects this thread.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        #[allow(unsafe_code)]
+        let unshared = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        if unshared != 0 {
             return Err(std::io::Error::last_os_error());
         }
         if Command::new("ip").arg("-V").output().is_err() {

@@ -82,12 +82,9 @@
 //! Private modules, the public API re-exported here. `ffi` is the only door into libusrsctp
 //! (its declarations, a safe `Socket` and the library-wide calls) and `pktinfo` does the
 //! `recvmsg`/`sendmsg` with packet info: the only modules with code the compiler cannot
-//! check, a rule the crate-level lint below enforces. `sys` keeps the process-wide state
+//! check, a rule the workspace's lint table enforces (it denies such code everywhere else). `sys` keeps the process-wide state
 //! (routing and upcall tables, timer thread), `udp` our UDP sockets and their reader tasks,
 //! `assoc` the associations, `options`, `stack` and `listener` the entry points.
-
-// Only `ffi` (libusrsctp) and `pktinfo` (recvmsg/sendmsg) allow it, in their module headers.
-#![deny(unsafe_code)]
 
 mod assoc;
 mod error;

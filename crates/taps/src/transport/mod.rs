@@ -276,9 +276,7 @@ pub(crate) fn datagram_socket(domain: Domain, lite: bool) -> Result<Socket, Atte
 fn bind_local(socket: &Socket, l: &LocalBinding) -> Result<(), AttemptError> {
     let addr = match l.addr {
         IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => {
-            let name = std::ffi::CString::new(l.interface.as_bytes()).unwrap_or_default();
-            // SAFETY: `name` is a valid NUL-terminated string for the call's duration.
-            let scope = unsafe { libc::if_nametoindex(name.as_ptr()) };
+            let scope = sys::interface_index(&l.interface);
             SocketAddr::V6(SocketAddrV6::new(v6, 0, 0, scope))
         }
         ip => SocketAddr::new(ip, 0),

@@ -1,5 +1,8 @@
 //! Raw socket options that neither socket2 nor libc wrap: MPTCP state, UDP-Lite
-//! checksum coverage, `SO_PROTOCOL` and `TCP_INFO`.
+//! checksum coverage, `SO_PROTOCOL` and `TCP_INFO`, and interface indexes. The one
+//! module of the socket layer with unsafe code (libc calls, each block says why it is
+//! sound).
+#![allow(unsafe_code)]
 
 use std::io;
 use std::mem::{size_of, MaybeUninit};
@@ -43,6 +46,16 @@ pub(crate) fn set_int(
 }
 
 /// `getsockopt` of an `int` option.
+/// The index of the network interface named `name` (0 if there is none), for the scope
+/// of a link-local IPv6 address. One `if_nametoindex` call.
+pub(crate) fn interface_index(name: &str) -> u32 {
+    let Ok(name) = std::ffi::CString::new(name.as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: `name` is a valid NUL-terminated string for the call's duration.
+    unsafe { libc::if_nametoindex(name.as_ptr()) }
+}
+
 pub(crate) fn get_int(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<i32> {
     let mut value: libc::c_int = 0;
     getsockopt_raw(fd.as_raw_fd(), level, name, &mut value).map(|_| value)

@@ -75,20 +75,7 @@ async fn pair(
 }
 
 fn get_int(fd: &impl std::os::fd::AsRawFd, level: i32, name: i32) -> i32 {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: v and len are live and sized for an int option.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt: {}", std::io::Error::last_os_error());
-    v
+    super::sys::get_int(fd, level, name).expect("getsockopt")
 }
 
 fn open_fds() -> usize {
