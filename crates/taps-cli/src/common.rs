@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use taps::{Context, Properties, TransportProperties};
+use taps::{Context, Properties, SecurityParameters, TransportProperties};
 
 /// A command's failure: the message and the exit code (2 for bad input, 1 otherwise).
 pub(crate) struct CliError {
@@ -52,12 +52,70 @@ impl From<taps::Error> for CliError {
                 taps::SetupError::Properties(_)
                     | taps::SetupError::Unsatisfiable(_)
                     | taps::SetupError::Config(_)
+                    | taps::SetupError::SecurityFile { .. }
             )
         );
         CliError {
             message: e.to_string(),
             usage,
         }
+    }
+}
+
+/// Security options of `connect` and `listen` (used by secure stacks, which the
+/// properties select: `{"security":"require"}`; `listen --cert` requires it).
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct SecurityArgs {
+    /// Also trust the certificate authorities in this PEM file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Vec<PathBuf>,
+    /// Verify the server's certificate against this name (and send it as SNI) instead of
+    /// HOST.
+    #[arg(long, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// Application protocols to offer (connect) or accept (listen), most preferred
+    /// first, e.g. h2,http/1.1.
+    #[arg(long, value_name = "LIST")]
+    pub alpn: Option<String>,
+    /// Certificate chain to present (PEM): a listener's certificate, or a client
+    /// certificate.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The private key of --cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Do not verify the server's certificate: the connection is encrypted but anyone
+    /// on the path can read and change it. For throw-away test certificates only.
+    #[arg(long)]
+    pub insecure_skip_verify: bool,
+}
+
+impl SecurityArgs {
+    /// The security parameters these options describe.
+    pub(crate) fn params(&self) -> Result<SecurityParameters, CliError> {
+        let mut p = SecurityParameters::new();
+        for ca in &self.ca {
+            p = p.ca_file(ca);
+        }
+        if let Some(name) = &self.server_name {
+            p = p.server_name(name);
+        }
+        if let Some(list) = &self.alpn {
+            let alpn = SecurityParameters::parse_alpn(list)
+                .map_err(|e| CliError::usage(format!("--alpn: {e}")))?;
+            p = p.alpn(alpn);
+        }
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            p = p.identity(cert, key);
+        }
+        if self.insecure_skip_verify {
+            eprintln!(
+                "warning: --insecure-skip-verify: the server's certificate is not checked; \
+                 the connection is encrypted but not authenticated"
+            );
+            p = p.danger_accept_any_certificate();
+        }
+        Ok(p)
     }
 }
 

@@ -39,6 +39,17 @@ pub enum AttemptCause {
         /// How long it had gone unanswered.
         silent: Duration,
     },
+    /// The peer's certificate did not verify for the name the application asked for:
+    /// the attempt failed; it never falls back to an insecure stack.
+    Verification {
+        /// The name the certificate was checked against.
+        server_name: Arc<str>,
+        /// Why it was rejected.
+        reason: VerifyFailure,
+    },
+    /// The security handshake (TLS) failed for another reason: no shared protocol
+    /// version, cipher suite or ALPN, an alert from the peer, a malformed message, ...
+    Handshake(Arc<str>),
     /// This build or host cannot run the candidate's stack (never started).
     Unavailable(Cow<'static, str>),
     /// The host cannot run what the attempt needs (protocol missing from the kernel,
@@ -75,8 +86,50 @@ impl fmt::Display for AttemptCause {
             AttemptCause::Overtaken { silent } => {
                 write!(f, "no answer in {} (overtaken)", Ms(*silent))
             }
+            AttemptCause::Verification {
+                server_name,
+                reason,
+            } => write!(f, "certificate of {server_name} rejected: {reason}"),
+            AttemptCause::Handshake(why) => write!(f, "TLS handshake failed: {why}"),
             AttemptCause::Unavailable(why) => write!(f, "skipped: {why}"),
             AttemptCause::Unsupported(why) | AttemptCause::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Why a peer's certificate was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum VerifyFailure {
+    /// It expired.
+    Expired,
+    /// It is not valid yet.
+    NotYetValid,
+    /// It is not for the name asked for.
+    NameMismatch,
+    /// No trusted certificate authority issued it (self-signed, or an unknown CA).
+    UnknownIssuer,
+    /// Its issuer revoked it.
+    Revoked,
+    /// A signature in its chain does not verify.
+    BadSignature,
+    /// Anything else, in words.
+    Other(Arc<str>),
+}
+
+impl fmt::Display for VerifyFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyFailure::Expired => f.write_str("certificate expired"),
+            VerifyFailure::NotYetValid => f.write_str("certificate not valid yet"),
+            VerifyFailure::NameMismatch => f.write_str("certificate is for another name"),
+            VerifyFailure::UnknownIssuer => {
+                f.write_str("issued by an unknown certificate authority")
+            }
+            VerifyFailure::Revoked => f.write_str("certificate revoked"),
+            VerifyFailure::BadSignature => f.write_str("bad signature in the certificate chain"),
+            VerifyFailure::Other(why) => f.write_str(why),
         }
     }
 }

@@ -22,6 +22,6 @@ pub mod properties;
 pub mod race;
 pub mod stack;
 
-pub use failure::{AttemptCause, DnsFailure};
+pub use failure::{AttemptCause, DnsFailure, VerifyFailure};
 pub use net::{Family, Interface, InterfaceAddress, InterfaceKind};
 pub use stack::{Provides, Security, Stack};

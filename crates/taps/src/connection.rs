@@ -21,14 +21,15 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use taps_core::candidates::{Candidate, Stack};
 use taps_core::race::RaceReport;
 
 use crate::sctp_flow::{NoSibling, SctpFlow};
-use crate::transport::Established;
+use crate::security::SecurityInfo;
+use crate::transport::{Established, Stream};
 use crate::Error;
 
 /// Largest message [`Connection::send`] and [`Connection::receive`] accept on a framed
@@ -50,6 +51,8 @@ pub struct ConnectionInfo {
     pub candidate: Option<Candidate>,
     /// The race that chose it (initiated connections).
     pub race: Option<RaceReport>,
+    /// What the security handshake established (secure stacks).
+    pub security: Option<SecurityInfo>,
 }
 
 /// Traffic counters and transport statistics.
@@ -70,7 +73,7 @@ pub struct Statistics {
 }
 
 pub(crate) enum Io {
-    Stream(TcpStream),
+    Stream(Stream),
     Datagram(UdpSocket),
     /// A datagram flow accepted by a listener: shared socket, datagrams demultiplexed
     /// to this flow by peer address.
@@ -108,12 +111,19 @@ impl Connection {
         candidate: Option<Candidate>,
         race: Option<RaceReport>,
     ) -> io::Result<Connection> {
+        let mut security = None;
         let (io, mptcp_active) = match est {
-            Established::Tcp(s, flavor) => (Io::Stream(s), flavor.mptcp_active),
+            Established::Tcp(s, flavor) => (Io::Stream(Stream::Plain(s)), flavor.mptcp_active),
+            Established::Tls(t, flavor, info) => {
+                security = Some(*info);
+                (Io::Stream(Stream::Tls(t)), flavor.mptcp_active)
+            }
             Established::Udp(s, _) => (Io::Datagram(s), None),
             Established::Sctp(a) => (Io::Sctp(SctpFlow::first(a)?), None),
         };
-        Connection::new(io, stack, mptcp_active, candidate, race)
+        let mut conn = Connection::new(io, stack, mptcp_active, candidate, race)?;
+        conn.info.security = security;
+        Ok(conn)
     }
 
     pub(crate) fn new(
@@ -127,8 +137,8 @@ impl Connection {
         let known_peer = candidate.as_ref().map(|c| c.remote);
         let (local, remote) = match &io {
             Io::Stream(s) => (
-                s.local_addr()?,
-                known_peer.map_or_else(|| s.peer_addr(), Ok)?,
+                s.tcp().local_addr()?,
+                known_peer.map_or_else(|| s.tcp().peer_addr(), Ok)?,
             ),
             Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
             Io::Accepted { socket, peer, .. } => (socket.local_addr()?, *peer),
@@ -146,9 +156,15 @@ impl Connection {
                 mptcp_active,
                 candidate,
                 race,
+                security: None,
             },
             stats: Statistics::default(),
         })
+    }
+
+    /// Records what the security handshake established (accepted TLS connections).
+    pub(crate) fn set_security(&mut self, info: SecurityInfo) {
+        self.info.security = Some(info);
     }
 
     /// What was established, and the race report for initiated connections.
@@ -160,7 +176,7 @@ impl Connection {
     pub fn statistics(&self) -> Statistics {
         let mut s = self.stats.clone();
         if let Io::Stream(t) = &self.io {
-            if let Some(info) = crate::transport::tcp_info(t) {
+            if let Some(info) = crate::transport::tcp_info(t.tcp()) {
                 s.rtt = Some(info.rtt);
                 s.rtt_var = Some(info.rttvar);
             }
@@ -258,7 +274,7 @@ impl Connection {
     pub fn abort(self) {
         match self.io {
             Io::Stream(s) => {
-                let _ = s.set_zero_linger();
+                let _ = s.tcp().set_zero_linger();
             }
             Io::Sctp(f) => f.abort(),
             _ => {}

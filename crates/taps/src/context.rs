@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
+use rustls::client::ClientSessionMemoryCache;
 use taps_core::candidates::{Availability, Security, Stack};
 use taps_core::policy::{Cib, CibConfig, Pib};
 use taps_core::properties::Protocol;
@@ -14,6 +15,9 @@ use crate::interfaces::InterfaceWatcher;
 use crate::resolver::{NameServers, Resolver, ResolverConfig};
 use crate::sctp_flow::FlowMap;
 use crate::Error;
+
+/// TLS sessions kept for resumption per context (rustls' default per configuration).
+const TLS_SESSIONS: usize = 256;
 
 /// Shared state for all connections of an application. Cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -30,6 +34,8 @@ struct Inner {
     sctp_udp_port: u16,
     flow_mapping: bool,
     flows: FlowMap,
+    /// TLS sessions for resumption, shared by every preconnection of the context.
+    tls_sessions: Arc<ClientSessionMemoryCache>,
     _watcher: Option<InterfaceWatcher>,
 }
 
@@ -143,6 +149,7 @@ impl ContextBuilder {
         }
         let rx = watcher.as_ref().map(InterfaceWatcher::subscribe);
         let inner = Arc::new(Inner {
+            tls_sessions: Arc::new(ClientSessionMemoryCache::new(TLS_SESSIONS)),
             resolver,
             pib,
             cib: Mutex::new(cib),
@@ -219,6 +226,11 @@ impl Context {
         self.inner.cib.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The TLS session store for resumption.
+    pub(crate) fn tls_sessions(&self) -> &Arc<ClientSessionMemoryCache> {
+        &self.inner.tls_sessions
+    }
+
     /// Which stacks this build can run.
     pub fn availability(&self) -> &Availability {
         &self.inner.availability
@@ -263,7 +275,8 @@ fn availability() -> Availability {
             ) => continue,
             (Protocol::Sctp, Security::None) => continue, // usrsctp over UDP, everywhere
             (Protocol::Quic, _) => "QUIC is not implemented in this build yet",
-            (_, Security::Tls) => "TLS is not implemented in this build yet",
+            (Protocol::Tcp | Protocol::Mptcp, Security::Tls) => continue, // rustls
+            (_, Security::Tls) => "TLS runs over TCP and MPTCP only",
             (_, _) => "DTLS is not implemented in this build yet",
         };
         a = a.without(stack, reason);

@@ -52,6 +52,25 @@ pub enum SetupError {
     /// The call lacks what it needs (e.g. initiate without a remote endpoint).
     #[error("{0}")]
     Usage(&'static str),
+    /// A certificate, key or CA file of the security parameters is missing, unreadable
+    /// or unusable.
+    #[error("{}: {problem}", file.display())]
+    SecurityFile {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl SetupError {
+    /// A problem with a security file.
+    pub(crate) fn security_file(file: &std::path::Path, problem: impl Into<String>) -> Self {
+        SetupError::SecurityFile {
+            file: file.to_path_buf(),
+            problem: problem.into(),
+        }
+    }
 }
 
 /// Establishing a connection failed.

@@ -28,6 +28,7 @@ mod racing;
 pub mod resolver;
 mod scoring;
 mod sctp_flow;
+mod security;
 mod transport;
 
 pub use connection::{Connection, ConnectionInfo, Statistics};
@@ -36,6 +37,7 @@ pub use endpoint::RemoteEndpoint;
 pub use error::{Error, EstablishError, SetupError};
 pub use listener::Listener;
 pub use preconnection::{CandidateListing, Preconnection};
+pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;
 pub use taps_core::failure::{AttemptCause, DnsFailure};
 pub use taps_core::properties::{Preference, Properties, Protocol, TransportProperties};

@@ -18,13 +18,14 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use taps_core::candidates::{Plan, Stack};
+use taps_core::candidates::{Plan, Security, Stack};
 use taps_core::properties::Protocol;
 
 use crate::connection::{Connection, Io};
 use crate::sctp_flow::{SctpFlow, SharedAssociation};
+use crate::security::ServerSecurity;
 use crate::transport;
-use crate::transport::SocketOptions;
+use crate::transport::{SocketOptions, Stream};
 use crate::Error;
 
 /// How many accepted connections may wait for [`Listener::accept`].
@@ -67,6 +68,7 @@ impl Listener {
         local: SocketAddr,
         plan: &Plan,
         opts: Arc<SocketOptions>,
+        security: Option<Arc<ServerSecurity>>,
     ) -> Result<Listener, Error> {
         let addrs: Vec<SocketAddr> = if local.ip().is_unspecified() {
             vec![
@@ -92,13 +94,17 @@ impl Listener {
             if has(Protocol::Tcp) || has(Protocol::Mptcp) {
                 match transport::listen_tcp(*addr, has(Protocol::Mptcp), &opts) {
                     Ok(l) => {
-                        let stack = Stack::plain(if has(Protocol::Mptcp) {
+                        let protocol = if has(Protocol::Mptcp) {
                             Protocol::Mptcp
                         } else {
                             Protocol::Tcp
-                        });
+                        };
+                        let stack = match &security {
+                            Some(_) => Stack::new(protocol, Security::Tls),
+                            None => Stack::plain(protocol),
+                        };
                         bound.push((stack, l.local_addr()?));
-                        tasks.push(tokio::spawn(accept_stream(l, tx.clone())));
+                        tasks.push(tokio::spawn(accept_stream(l, security.clone(), tx.clone())));
                     }
                     Err(e) => errors.push(format!("TCP {addr}: {e}")),
                 }
@@ -161,24 +167,61 @@ impl Listener {
     }
 }
 
-async fn accept_stream(listener: TcpListener, tx: mpsc::Sender<Result<Connection, Error>>) {
+/// Accepts stream connections; with `security`, each one's TLS handshake runs in a task
+/// of its own (a slow or silent client holds up no one) and only a finished handshake is
+/// handed on; a failed one is logged and dropped.
+async fn accept_stream(
+    listener: TcpListener,
+    security: Option<Arc<ServerSecurity>>,
+    tx: mpsc::Sender<Result<Connection, Error>>,
+) {
     loop {
-        let conn = match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                let mptcp = transport::is_mptcp(&stream);
-                let stack = Stack::plain(if mptcp == Some(true) {
-                    Protocol::Mptcp
-                } else {
-                    Protocol::Tcp
-                });
-                Connection::new(Io::Stream(stream), stack, mptcp, None, None).map_err(Error::from)
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                if tx.send(Err(Error::Io(e))).await.is_err() {
+                    return;
+                }
+                continue;
             }
-            Err(e) => Err(Error::Io(e)),
         };
-        if tx.send(conn).await.is_err() {
-            return;
-        }
+        let _ = stream.set_nodelay(true);
+        let mptcp = transport::is_mptcp(&stream);
+        let protocol = if mptcp == Some(true) {
+            Protocol::Mptcp
+        } else {
+            Protocol::Tcp
+        };
+        let Some(security) = &security else {
+            let conn = Connection::new(
+                Io::Stream(Stream::Plain(stream)),
+                Stack::plain(protocol),
+                mptcp,
+                None,
+                None,
+            );
+            if tx.send(conn.map_err(Error::from)).await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let (security, tx) = (security.clone(), tx.clone());
+        tokio::spawn(async move {
+            let (tls, info) = match security.handshake(stream).await {
+                Ok(done) => done,
+                Err(cause) => {
+                    tracing::debug!(%peer, %cause, "TLS handshake with a client failed");
+                    return;
+                }
+            };
+            let stack = Stack::new(protocol, Security::Tls);
+            let io = Io::Stream(Stream::Tls(Box::new(tls.into())));
+            let conn = Connection::new(io, stack, mptcp, None, None).map(|mut c| {
+                c.set_security(info);
+                c
+            });
+            let _ = tx.send(conn.map_err(Error::from)).await;
+        });
     }
 }
 

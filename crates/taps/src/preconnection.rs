@@ -17,9 +17,11 @@ use crate::racing::RaceInput;
 use crate::resolver::DnsFailure;
 use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
+use crate::security::{ClientSecurity, SecurityParameters, ServerSecurity};
 use crate::transport::SocketOptions;
 use crate::{racing, Connection, Context, Error, Listener};
 use taps_core::properties::Protocol;
+use taps_core::Security;
 
 /// Endpoints and properties, ready to initiate or listen.
 pub struct Preconnection {
@@ -33,6 +35,10 @@ pub struct Preconnection {
     remote_key: OnceLock<Arc<str>>,
     /// The last scored DNS answer, shared by this preconnection's races.
     scored: AnswerCache,
+    /// Security parameters (defaults when unset).
+    security: SecurityParameters,
+    /// The TLS client configuration, built on the first race with secure stacks.
+    client_security: OnceLock<Arc<ClientSecurity>>,
 }
 
 /// The outcome of resolving and ranking without connecting ([`Preconnection::candidates`]).
@@ -58,6 +64,8 @@ impl Preconnection {
             socket_options: OnceLock::new(),
             remote_key: OnceLock::new(),
             scored: AnswerCache::default(),
+            security: SecurityParameters::default(),
+            client_security: OnceLock::new(),
         }
     }
 
@@ -65,7 +73,43 @@ impl Preconnection {
     pub fn remote(mut self, remote: RemoteEndpoint) -> Preconnection {
         self.remote = Some(remote);
         self.remote_key = OnceLock::new();
+        self.client_security = OnceLock::new();
         self
+    }
+
+    /// Sets the security parameters (trust, server name, ALPN, identity): used by secure
+    /// stacks, which the properties select (`security` required or preferred). Without
+    /// this call, secure stacks verify against the system's trust store and the remote's
+    /// host name.
+    pub fn security(mut self, params: SecurityParameters) -> Preconnection {
+        self.security = params;
+        self.client_security = OnceLock::new();
+        self
+    }
+
+    /// The TLS client configuration for `remote`, if the plan can run secure stacks:
+    /// built on first use (CA files read then), shared by every race after.
+    fn client_security(
+        &self,
+        plan: &Plan,
+        remote: &RemoteEndpoint,
+    ) -> Result<Option<Arc<ClientSecurity>>, Error> {
+        let secure = plan
+            .stacks()
+            .iter()
+            .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
+        if !secure {
+            return Ok(None);
+        }
+        if let Some(sec) = self.client_security.get() {
+            return Ok(Some(sec.clone()));
+        }
+        let sec = Arc::new(ClientSecurity::new(
+            &self.security,
+            &remote.host,
+            self.ctx.tls_sessions(),
+        )?);
+        Ok(Some(self.client_security.get_or_init(|| sec).clone()))
     }
 
     /// The remote's CIB key (`host:port`), formatted on first use.
@@ -99,6 +143,18 @@ impl Preconnection {
             })
             .clone()
             .map_err(Error::from)
+    }
+
+    /// Builds now what every race of this preconnection shares and that can fail before
+    /// any I/O: the candidate plan and, when the plan has secure stacks, the TLS
+    /// configuration (CA and identity files are read here). `initiate` does it on first
+    /// use otherwise; calling it first turns a bad file into an error before any flow.
+    pub fn prepare(&self) -> Result<(), Error> {
+        let plan = self.plan()?;
+        if let Some(remote) = &self.remote {
+            self.client_security(&plan, remote)?;
+        }
+        Ok(())
     }
 
     /// Resolves the remote name (both families, waiting for both) and ranks every
@@ -196,6 +252,7 @@ impl Preconnection {
         let opts = self.socket_options();
         let config = racing::race_config(&self.props);
         let key = self.remote_key(remote);
+        let security = self.client_security(plan, remote)?;
         let won = racing::race(RaceInput {
             ctx: &self.ctx,
             remote,
@@ -204,6 +261,7 @@ impl Preconnection {
             scored: &self.scored,
             config,
             opts: &opts,
+            security,
         })
         .await?;
         let stack = won.candidate.stack;
@@ -221,7 +279,16 @@ impl Preconnection {
         let local = self.local.ok_or(Error::usage(
             "listen needs a local endpoint (address or port)",
         ))?;
-        Listener::start(local, &plan, self.socket_options()).await
+        let secure = plan
+            .stacks()
+            .iter()
+            .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
+        let security = if secure {
+            Some(Arc::new(ServerSecurity::new(&self.security)?))
+        } else {
+            None
+        };
+        Listener::start(local, &plan, self.socket_options(), security).await
     }
 
     pub(crate) fn socket_options(&self) -> Arc<SocketOptions> {

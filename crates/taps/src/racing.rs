@@ -17,8 +17,9 @@ use std::time::Instant;
 
 use taps_core::candidates::{Candidate, Plan, PrunedCandidate};
 use taps_core::failure::AttemptCause;
-use taps_core::properties::Properties;
+use taps_core::properties::{Properties, Protocol};
 use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceError, RaceReport};
+use taps_core::Security;
 use taps_core::{DnsFailure, Family};
 use tokio::sync::mpsc;
 
@@ -27,7 +28,8 @@ use crate::endpoint::RemoteEndpoint;
 use crate::error::{Error, EstablishError};
 use crate::resolver::{DnsAnswer, Resolution};
 use crate::scoring::AnswerCache;
-use crate::transport::{self, AttemptError, Established, SocketOptions};
+use crate::security::ClientSecurity;
+use crate::transport::{self, AttemptError, Established, Milestone, SocketOptions};
 
 type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + Send>>;
 
@@ -67,6 +69,8 @@ pub(crate) struct RaceInput<'a> {
     pub(crate) scored: &'a AnswerCache,
     pub(crate) config: RaceConfig,
     pub(crate) opts: &'a Arc<SocketOptions>,
+    /// The TLS configuration, when the plan has secure stacks.
+    pub(crate) security: Option<Arc<ClientSecurity>>,
 }
 
 /// Races the candidates for the remote and returns the winner.
@@ -85,34 +89,38 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
         dns_causes: Vec::new(),
         pruned: Vec::new(),
         any_address: false,
-        reach: Reach::for_plan(input.plan),
+        milestones: Milestones::for_plan(input.plan),
         input,
     };
     driver.run(start).await
 }
 
-/// The channel on which attempts say "the remote answered" (SCTP INIT-ACK) before they
-/// connect; only races with SCTP candidates pay for it.
-struct Reach {
-    tx: Option<mpsc::UnboundedSender<AttemptId>>,
-    rx: Option<mpsc::UnboundedReceiver<AttemptId>>,
+/// The channel on which attempts report milestones before they finish (SCTP's INIT-ACK,
+/// TCP up under TLS); only races with such stacks pay for it.
+struct Milestones {
+    tx: Option<mpsc::UnboundedSender<(AttemptId, Milestone)>>,
+    rx: Option<mpsc::UnboundedReceiver<(AttemptId, Milestone)>>,
 }
 
-impl Reach {
-    fn for_plan(plan: &Plan) -> Reach {
-        if transport::sctp::plan_runs_sctp(plan) {
+impl Milestones {
+    fn for_plan(plan: &Plan) -> Milestones {
+        let reports = plan.stacks().iter().any(|s| {
+            s.unavailable.is_none()
+                && (s.stack.protocol == Protocol::Sctp || s.stack.security != Security::None)
+        });
+        if reports {
             let (tx, rx) = mpsc::unbounded_channel();
-            Reach {
+            Milestones {
                 tx: Some(tx),
                 rx: Some(rx),
             }
         } else {
-            Reach { tx: None, rx: None }
+            Milestones { tx: None, rx: None }
         }
     }
 
-    /// The next attempt whose peer answered (never, without a channel).
-    async fn next(&mut self) -> Option<AttemptId> {
+    /// The next milestone of any attempt (never, without a channel).
+    async fn next(&mut self) -> Option<(AttemptId, Milestone)> {
         match &mut self.rx {
             Some(rx) => rx.recv().await,
             None => std::future::pending().await,
@@ -137,7 +145,7 @@ struct Driver<'a> {
     /// else was left to try, and only when shown.
     pruned: Vec<PrunedCandidate>,
     any_address: bool,
-    reach: Reach,
+    milestones: Milestones,
 }
 
 /// How the race ended.
@@ -150,7 +158,7 @@ enum Decided {
 enum Wake {
     Dns(Option<DnsAnswer>),
     Attempt(AttemptId, Result<Established, AttemptError>),
-    Reachable(AttemptId),
+    Milestone(AttemptId, Milestone),
     Timer,
 }
 
@@ -183,7 +191,7 @@ impl Driver<'_> {
                 (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
                     Wake::Attempt(id, r)
                 }
-                Some(id) = self.reach.next() => Wake::Reachable(id),
+                Some((id, m)) = self.milestones.next() => Wake::Milestone(id, m),
                 _ = &mut timer, if armed.is_some() => {
                     // Fired: re-armed above if the race still has a deadline.
                     armed = None;
@@ -213,17 +221,19 @@ impl Driver<'_> {
     /// Starts connecting `candidate` as attempt `id` (polled from the next wake-up on).
     fn start_attempt(&mut self, id: AttemptId, candidate: Candidate) {
         let opts = self.input.opts.clone();
-        let reach = self.reach.tx.clone();
-        let reachable = move || {
-            if let Some(reach) = reach {
-                let _ = reach.send(id);
+        let security = self.input.security.clone();
+        let milestones = self.milestones.tx.clone();
+        let progress = move |m: Milestone| {
+            if let Some(tx) = &milestones {
+                let _ = tx.send((id, m));
             }
         };
         self.attempts.push((
             id,
-            Box::pin(
-                async move { transport::connect_signalling(&candidate, &opts, reachable).await },
-            ),
+            Box::pin(async move {
+                let security = security.as_deref();
+                transport::connect_signalling(&candidate, &opts, security, progress).await
+            }),
         ));
     }
 
@@ -245,7 +255,10 @@ impl Driver<'_> {
                     Err(e) => self.race.on_attempt_failed(id, AttemptCause::from(e), now),
                 }
             }
-            Wake::Reachable(id) => self.race.on_attempt_reachable(id, now),
+            Wake::Milestone(id, Milestone::Reachable) => self.race.on_attempt_reachable(id, now),
+            Wake::Milestone(id, Milestone::TransportUp) => {
+                self.race.on_attempt_transport_up(id, now)
+            }
             Wake::Timer => self.race.handle_timeout(now),
         }
     }

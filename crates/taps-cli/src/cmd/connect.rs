@@ -11,7 +11,7 @@ use taps::{Connection, Preconnection, RemoteEndpoint, TransportProperties};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::candidates::candidate_json;
-use crate::common::{CliError, ContextArgs};
+use crate::common::{CliError, ContextArgs, SecurityArgs};
 
 /// How long to wait for the peer to finish after we closed our side.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,8 +38,15 @@ pub(crate) struct Args {
     #[arg(long, value_name = "B", conflicts_with = "message")]
     send_bytes: Option<u64>,
     /// Send this message on each flow, print what comes back, then close.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", conflicts_with = "line")]
     message: Option<String>,
+    /// Send TEXT and a newline as raw bytes, without taps' message framing (for
+    /// line-based peers such as `openssl s_server -rev`), print each line that comes
+    /// back until the peer closes, then close.
+    #[arg(long, value_name = "TEXT", conflicts_with = "send_bytes")]
+    line: Option<String>,
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 struct FlowResult {
@@ -59,16 +66,22 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let ctx = args.ctx.context()?;
     let props = args.ctx.properties(TransportProperties::new())?;
     let pre = Arc::new(
-        Preconnection::new(&ctx, props).remote(RemoteEndpoint::new(&args.host, args.port)),
+        Preconnection::new(&ctx, props)
+            .remote(RemoteEndpoint::new(&args.host, args.port))
+            .security(args.security.params()?),
     );
-    // Fail fast on unsatisfiable properties before opening any flow.
-    pre.plan()?;
+    // Fail fast on unsatisfiable properties or unusable security files before any flow.
+    pre.prepare()?;
     let started = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..args.flows {
         let pre = pre.clone();
-        let (bytes, message) = (args.send_bytes, args.message.clone());
-        set.spawn(async move { flow(&pre, bytes, message).await });
+        let payload = Payload {
+            bytes: args.send_bytes,
+            message: args.message.clone(),
+            line: args.line.clone(),
+        };
+        set.spawn(async move { flow(&pre, payload).await });
     }
     let mut results = Vec::with_capacity(args.flows);
     while let Some(r) = set.join_next().await {
@@ -122,7 +135,14 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn flow(pre: &Preconnection, bytes: Option<u64>, message: Option<String>) -> FlowResult {
+/// What each flow sends.
+struct Payload {
+    bytes: Option<u64>,
+    message: Option<String>,
+    line: Option<String>,
+}
+
+async fn flow(pre: &Preconnection, payload: Payload) -> FlowResult {
     let t0 = Instant::now();
     let mut r = FlowResult {
         report: None,
@@ -136,7 +156,7 @@ async fn flow(pre: &Preconnection, bytes: Option<u64>, message: Option<String>) 
         Ok(mut conn) => {
             r.report = conn.info().race.clone();
             r.winner = Some(winner_json(&conn));
-            if let Err(e) = exchange(&mut conn, bytes, message, &mut r).await {
+            if let Err(e) = exchange(&mut conn, payload, &mut r).await {
                 r.error = Some(format!("after connecting: {e}"));
             }
             // A graceful close (SCTP: SHUTDOWN of the association once its last flow
@@ -154,10 +174,18 @@ async fn flow(pre: &Preconnection, bytes: Option<u64>, message: Option<String>) 
 
 async fn exchange(
     conn: &mut Connection,
-    bytes: Option<u64>,
-    message: Option<String>,
+    payload: Payload,
     r: &mut FlowResult,
 ) -> Result<(), taps::Error> {
+    let Payload {
+        bytes,
+        message,
+        line,
+    } = payload;
+    if let Some(line) = &line {
+        conn.write_all(format!("{line}\n").as_bytes()).await?;
+        r.sent += line.len() as u64 + 1;
+    }
     if let Some(total) = bytes {
         let chunk = vec![0x5au8; 64 * 1024];
         let mut left = total;
@@ -175,7 +203,12 @@ async fn exchange(
     conn.shutdown().await?;
     // Wait for the peer to finish: read replies (messages if we sent one) until it closes.
     let drain = async {
-        if message.is_some() && !conn.info().stack.is_datagram() {
+        if line.is_some() {
+            let mut all = Vec::new();
+            conn.read_to_end(&mut all).await?;
+            let text = String::from_utf8_lossy(&all);
+            r.replies.extend(text.lines().map(str::to_owned));
+        } else if message.is_some() && !conn.info().stack.is_datagram() {
             while let Some(reply) = conn.receive().await? {
                 r.replies.push(String::from_utf8_lossy(&reply).into_owned());
             }
@@ -208,6 +241,14 @@ fn winner_json(conn: &Connection) -> Value {
         "local": i.local.to_string(),
         "remote": i.remote.to_string(),
         "mptcp_active": i.mptcp_active,
+        "security": i.security.as_ref().map(|s| json!({
+            "version": s.version,
+            "cipher_suite": s.cipher_suite,
+            "alpn": s.alpn.as_ref().map(|a| String::from_utf8_lossy(a).into_owned()),
+            "resumed": s.resumed,
+            "early_data": s.early_data,
+            "peer_certificates": s.peer_certificates.len(),
+        })),
     })
 }
 
@@ -286,6 +327,24 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
         // A single flow's error is reported once, on stderr, by the caller.
         (_, Some(e)) if many => println!("{prefix}failed: {e}"),
         _ => {}
+    }
+    if let Some(s) = r
+        .winner
+        .as_ref()
+        .map(|w| &w["security"])
+        .filter(|s| !s.is_null())
+    {
+        println!(
+            "{prefix}security: {} {}, ALPN {}, {}",
+            s["version"].as_str().unwrap_or("?"),
+            s["cipher_suite"].as_str().unwrap_or("?"),
+            s["alpn"].as_str().unwrap_or("none"),
+            if s["resumed"].as_bool() == Some(true) {
+                "resumed session"
+            } else {
+                "full handshake"
+            }
+        );
     }
     for reply in &r.replies {
         println!("{prefix}reply: {reply}");

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use taps::taps_core::properties::Name;
 use taps::{Connection, Preconnection, TransportProperties};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{CliError, ContextArgs};
+use crate::common::{CliError, ContextArgs, SecurityArgs};
 
 /// A datagram flow with no traffic for this long counts as finished.
 const DATAGRAM_IDLE: Duration = Duration::from_secs(2);
@@ -36,6 +37,8 @@ pub(crate) struct Args {
     /// Print nothing per connection, only the totals.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    security: SecurityArgs,
 }
 
 #[derive(Default)]
@@ -49,12 +52,19 @@ struct Totals {
 /// Runs the command.
 pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let ctx = args.ctx.context()?;
-    let props = args.ctx.properties(TransportProperties::for_listener())?;
+    // A certificate makes the listener secure (TLS), unless the properties say otherwise.
+    let base = match args.security.cert {
+        Some(_) => TransportProperties::for_listener().require(Name::Security),
+        None => TransportProperties::for_listener(),
+    };
+    let props = args.ctx.properties(base)?;
     let local = SocketAddr::new(
         args.local.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
         args.port,
     );
-    let pre = Preconnection::new(&ctx, props).local(local);
+    let pre = Preconnection::new(&ctx, props)
+        .local(local)
+        .security(args.security.params()?);
     let mut listener = pre.listen().await?;
     for (stack, addr) in listener.local_addrs() {
         println!("listening: {stack} on {addr}");

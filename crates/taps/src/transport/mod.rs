@@ -9,12 +9,14 @@
 mod listen;
 mod options;
 pub(crate) mod sctp;
+mod stream;
 mod sys;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use listen::{bind_udp, listen_tcp};
 pub(crate) use options::SocketOptions;
+pub(crate) use stream::Stream;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
@@ -23,6 +25,8 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 use taps_core::candidates::{Candidate, LocalBinding, Security};
 use taps_core::failure::AttemptCause;
+
+use crate::security::{ClientSecurity, SecurityInfo};
 use taps_core::properties::Protocol;
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 
@@ -45,6 +49,9 @@ pub enum AttemptError {
     /// Any other I/O error.
     #[error(transparent)]
     Io(io::Error),
+    /// Already classified (e.g. a failed TLS handshake).
+    #[error("{0}")]
+    Cause(AttemptCause),
 }
 
 impl From<io::Error> for AttemptError {
@@ -74,6 +81,7 @@ impl From<AttemptError> for AttemptCause {
                 AttemptCause::Reset
             }
             AttemptError::Io(e) => AttemptCause::other(e),
+            AttemptError::Cause(c) => c,
         }
     }
 }
@@ -87,6 +95,7 @@ impl From<AttemptError> for io::Error {
             AttemptError::TimedOut => io::Error::from_raw_os_error(libc::ETIMEDOUT),
             AttemptError::Unsupported(m) => io::Error::new(io::ErrorKind::Unsupported, m),
             AttemptError::Io(e) => e,
+            AttemptError::Cause(c) => io::Error::other(c.to_string()),
         }
     }
 }
@@ -113,6 +122,12 @@ pub(crate) enum DatagramKind {
 pub(crate) enum Established {
     /// A connected TCP or MPTCP stream.
     Tcp(TcpStream, TcpFlavor),
+    /// TLS over TCP or MPTCP, its handshake done and the peer verified.
+    Tls(
+        Box<tokio_rustls::TlsStream<TcpStream>>,
+        TcpFlavor,
+        Box<SecurityInfo>,
+    ),
     /// A UDP or UDP-Lite socket `connect`ed to the remote (no handshake happened).
     Udp(
         UdpSocket,
@@ -129,6 +144,7 @@ impl Established {
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Established::Tcp(s, _) => s.local_addr(),
+            Established::Tls(t, _, _) => t.get_ref().0.local_addr(),
             Established::Udp(s, _) => s.local_addr(),
             Established::Sctp(a) => Ok(a.local_addr()),
         }
@@ -138,6 +154,7 @@ impl Established {
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Established::Tcp(s, _) => s.peer_addr(),
+            Established::Tls(t, _, _) => t.get_ref().0.peer_addr(),
             Established::Udp(s, _) => s.peer_addr(),
             Established::Sctp(a) => Ok(a.remote_addr()),
         }
@@ -161,26 +178,56 @@ pub(crate) async fn connect(
     candidate: &Candidate,
     opts: &SocketOptions,
 ) -> Result<Established, AttemptError> {
-    connect_signalling(candidate, opts, || {}).await
+    connect_signalling(candidate, opts, None, |_| {}).await
 }
 
-/// [`connect`], calling `on_reachable` as soon as the remote has answered but before
-/// the handshake completes, for protocols where those differ: SCTP's INIT-ACK arrives
-/// one round trip before its COOKIE-ACK. For TCP the answer (SYN-ACK) completes the
-/// connect, so `on_reachable` is not called. Cost: as [`connect`].
+/// A point an attempt passed before it finished, reported to the race as it happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Milestone {
+    /// The remote answered but the handshake needs more round trips (SCTP INIT-ACK).
+    Reachable,
+    /// The transport connected; the security handshake runs (TCP up, TLS not yet).
+    TransportUp,
+}
+
+/// [`connect`], reporting milestones as they pass, for stacks where the answer of the
+/// remote and the end of the attempt differ: SCTP's INIT-ACK arrives one round trip
+/// before its COOKIE-ACK ([`Milestone::Reachable`]); TLS runs its handshake after TCP
+/// connected ([`Milestone::TransportUp`]). Plain TCP reports none. A secure stack needs
+/// `security` (its configuration); without it the attempt fails as unsupported. Cost:
+/// as [`connect`], plus the TLS handshake for TLS.
 pub(crate) async fn connect_signalling(
     candidate: &Candidate,
     opts: &SocketOptions,
-    on_reachable: impl FnOnce() + Send,
+    security: Option<&ClientSecurity>,
+    mut progress: impl FnMut(Milestone) + Send,
 ) -> Result<Established, AttemptError> {
     let stack = candidate.stack;
     if let Some(why) = candidate.unavailable {
         return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
     }
     if stack.security != Security::None {
-        return Err(AttemptError::Unsupported(format!(
-            "{stack} is not run by the socket layer (only plain TCP, MPTCP, SCTP, UDP and UDP-Lite)"
-        )));
+        let local = candidate.local.as_ref();
+        return match (stack.protocol, stack.security, security) {
+            (Protocol::Tcp | Protocol::Mptcp, Security::Tls, Some(sec)) => {
+                let mptcp = stack.protocol == Protocol::Mptcp;
+                let Established::Tcp(tcp, flavor) =
+                    connect_stream(candidate.remote, local, mptcp, opts).await?
+                else {
+                    unreachable!("connect_stream makes a TCP stream")
+                };
+                progress(Milestone::TransportUp);
+                let (tls, info) = sec.handshake(tcp).await.map_err(AttemptError::Cause)?;
+                Ok(Established::Tls(
+                    Box::new(tls.into()),
+                    flavor,
+                    Box::new(info),
+                ))
+            }
+            _ => Err(AttemptError::Unsupported(format!(
+                "{stack} is not run by this build (TLS over TCP and MPTCP are)"
+            ))),
+        };
     }
     let local = candidate.local.as_ref();
     match stack.protocol {
@@ -188,7 +235,9 @@ pub(crate) async fn connect_signalling(
         Protocol::Mptcp => connect_stream(candidate.remote, local, true, opts).await,
         Protocol::Udp => connect_datagram(candidate.remote, local, DatagramKind::Udp, opts),
         Protocol::UdpLite => connect_datagram(candidate.remote, local, DatagramKind::UdpLite, opts),
-        Protocol::Sctp => sctp::connect(candidate, opts, on_reachable).await,
+        Protocol::Sctp => {
+            sctp::connect(candidate, opts, move || progress(Milestone::Reachable)).await
+        }
         Protocol::Quic => Err(AttemptError::Unsupported(format!(
             "{stack} is not run by the socket layer (only plain TCP, MPTCP, SCTP, UDP and UDP-Lite)"
         ))),

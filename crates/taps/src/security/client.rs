@@ -1,0 +1,182 @@
+//! The client side: one rustls configuration per preconnection, verified by default.
+
+use std::sync::{Arc, OnceLock};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ClientSessionMemoryCache, Resumption};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use taps_core::AttemptCause;
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
+use crate::error::SetupError;
+
+/// What a TLS attempt needs: the configuration and the name to verify. Built once per
+/// preconnection (reading CA files, and the system's trust store once per process).
+#[derive(Debug)]
+pub(crate) struct ClientSecurity {
+    config: Arc<ClientConfig>,
+    server_name: ServerName<'static>,
+    /// The same name, for causes and traces.
+    name: Arc<str>,
+}
+
+impl ClientSecurity {
+    /// The configuration for connecting to `host` (or the parameters' server name), with
+    /// `sessions` as the resumption store (shared by a context's preconnections).
+    pub(crate) fn new(
+        params: &SecurityParameters,
+        host: &str,
+        sessions: &Arc<ClientSessionMemoryCache>,
+    ) -> Result<ClientSecurity, SetupError> {
+        let name = params
+            .server_name
+            .clone()
+            .unwrap_or_else(|| host.trim_matches(['[', ']']).to_string());
+        let server_name = ServerName::try_from(name.clone()).map_err(|_| {
+            SetupError::Config(format!(
+                "server name {name:?} is neither a DNS name nor an IP address"
+            ))
+        })?;
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| SetupError::Config(format!("TLS: {e}")))?;
+        let builder = if params.verify {
+            builder.with_root_certificates(roots(params)?)
+        } else {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+        };
+        let mut config = match &params.identity {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(files::certificates(cert)?, files::private_key(key)?)
+                .map_err(|e| {
+                    SetupError::security_file(key, format!("does not fit {}: {e}", cert.display()))
+                })?,
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = params.alpn.clone();
+        config.resumption = if params.resumption {
+            Resumption::store(sessions.clone())
+        } else {
+            Resumption::disabled()
+        };
+        Ok(ClientSecurity {
+            config: Arc::new(config),
+            server_name,
+            name: name.into(),
+        })
+    }
+
+    /// Runs the TLS handshake over a connected stream: done when the server's certificate
+    /// is verified and the handshake finished. A failure is the typed cause (which name
+    /// and why for a rejected certificate).
+    pub(crate) async fn handshake(
+        &self,
+        tcp: TcpStream,
+    ) -> Result<(TlsStream<TcpStream>, SecurityInfo), AttemptCause> {
+        let tls = TlsConnector::from(self.config.clone())
+            .connect(self.server_name.clone(), tcp)
+            .await
+            .map_err(|e| handshake_failure(e, &self.name))?;
+        let (_, conn) = tls.get_ref();
+        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let info = SecurityInfo::of(conn, resumed, conn.is_early_data_accepted());
+        Ok((tls, info))
+    }
+}
+
+/// The trust anchors: the system's store and the Mozilla roots (unless turned off), plus
+/// the CA files of `params`.
+fn roots(params: &SecurityParameters) -> Result<Arc<RootCertStore>, SetupError> {
+    if params.ca_files.is_empty() && params.system_roots {
+        return Ok(system_roots());
+    }
+    let mut store = if params.system_roots {
+        (*system_roots()).clone()
+    } else {
+        RootCertStore::empty()
+    };
+    for file in &params.ca_files {
+        for cert in files::certificates(file)? {
+            store.add(cert).map_err(|e| {
+                SetupError::security_file(
+                    file,
+                    format!("holds a certificate that is not a usable CA: {e}"),
+                )
+            })?;
+        }
+    }
+    Ok(Arc::new(store))
+}
+
+/// The system's trust store (read once per process) plus the Mozilla roots.
+fn system_roots() -> Arc<RootCertStore> {
+    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let mut store = RootCertStore::empty();
+            store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let native = rustls_native_certs::load_native_certs();
+            let (added, ignored) = store.add_parsable_certificates(native.certs);
+            tracing::debug!(added, ignored, "system trust store read");
+            Arc::new(store)
+        })
+        .clone()
+}
+
+/// The verifier of [`SecurityParameters::danger_accept_any_certificate`]: checks the
+/// handshake signatures (so the peer holds the key of the certificate it sent) but
+/// trusts any certificate for any name.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

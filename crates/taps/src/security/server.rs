@@ -1,0 +1,66 @@
+//! The server side: one rustls configuration per listener, from the identity's files.
+
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use taps_core::AttemptCause;
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
+use crate::error::SetupError;
+
+/// What a TLS listener needs. Built once per listener (reads the certificate and key).
+#[derive(Debug)]
+pub(crate) struct ServerSecurity {
+    config: Arc<ServerConfig>,
+}
+
+impl ServerSecurity {
+    /// The configuration from `params`' identity (certificate chain and key files, which
+    /// must match) and ALPN list.
+    pub(crate) fn new(params: &SecurityParameters) -> Result<ServerSecurity, SetupError> {
+        let Some((cert_file, key_file)) = &params.identity else {
+            return Err(SetupError::Config(
+                "a secure listener needs a certificate and key (SecurityParameters::identity)"
+                    .into(),
+            ));
+        };
+        let chain = files::certificates(cert_file)?;
+        let key = files::private_key(key_file)?;
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| SetupError::Config(format!("TLS: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| {
+                SetupError::security_file(
+                    key_file,
+                    format!(
+                        "does not fit the certificate in {}: {e}",
+                        cert_file.display()
+                    ),
+                )
+            })?;
+        config.alpn_protocols = params.alpn.clone();
+        Ok(ServerSecurity {
+            config: Arc::new(config),
+        })
+    }
+
+    /// Runs the server side of the handshake over an accepted stream.
+    pub(crate) async fn handshake(
+        &self,
+        tcp: TcpStream,
+    ) -> Result<(TlsStream<TcpStream>, SecurityInfo), AttemptCause> {
+        let tls = TlsAcceptor::from(self.config.clone())
+            .accept(tcp)
+            .await
+            .map_err(|e| handshake_failure(e, "the client"))?;
+        let (_, conn) = tls.get_ref();
+        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let info = SecurityInfo::of(conn, resumed, false);
+        Ok((tls, info))
+    }
+}
