@@ -1,5 +1,6 @@
-//! Test support for taps: a real, controllable DNS server on loopback, and socket
-//! helpers ([`open_sockets`], [`Blackhole`]) for leak and dead-path tests.
+//! Test support for taps: a real, controllable DNS server on loopback, socket helpers
+//! ([`open_sockets`], [`Blackhole`]) for leak and dead-path tests, and a throw-away PKI
+//! ([`TestPki`]) for TLS tests.
 //!
 //! [`DnsServer`] is an authoritative hickory-server instance on `127.0.0.1` (UDP and TCP,
 //! same ephemeral port) serving a small in-memory zone. Tests point the resolver at
@@ -19,7 +20,9 @@
 //! # }
 //! ```
 
+mod pki;
 mod sockets;
+pub use pki::{TestPki, Validity};
 pub use sockets::{open_sockets, Blackhole};
 
 use std::collections::{HashMap, HashSet};
