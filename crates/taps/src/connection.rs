@@ -87,6 +87,16 @@ pub(crate) enum Io {
     Sctp(SctpFlow),
 }
 
+impl Io {
+    /// The TCP socket underneath, if there is one.
+    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+        match self {
+            Io::Stream(s) => s.tcp(),
+            _ => None,
+        }
+    }
+}
+
 /// An established connection.
 pub struct Connection {
     io: Io,
@@ -118,6 +128,10 @@ impl Connection {
                 security = Some(*info);
                 (Io::Stream(Stream::Tls(t)), flavor.mptcp_active)
             }
+            Established::Quic(q, info) => {
+                security = Some(*info);
+                (Io::Stream(Stream::Quic(q)), None)
+            }
             Established::Udp(s, _) => (Io::Datagram(s), None),
             Established::Sctp(a) => (Io::Sctp(SctpFlow::first(a)?), None),
         };
@@ -136,10 +150,7 @@ impl Connection {
         // An initiated connection's peer is its candidate's address: no getpeername.
         let known_peer = candidate.as_ref().map(|c| c.remote);
         let (local, remote) = match &io {
-            Io::Stream(s) => (
-                s.tcp().local_addr()?,
-                known_peer.map_or_else(|| s.tcp().peer_addr(), Ok)?,
-            ),
+            Io::Stream(s) => s.addrs(known_peer)?,
             Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
             Io::Accepted { socket, peer, .. } => (socket.local_addr()?, *peer),
             Io::Sctp(f) => (
@@ -175,8 +186,8 @@ impl Connection {
     /// Counters, plus RTT from `TCP_INFO` on TCP (one getsockopt).
     pub fn statistics(&self) -> Statistics {
         let mut s = self.stats.clone();
-        if let Io::Stream(t) = &self.io {
-            if let Some(info) = crate::transport::tcp_info(t.tcp()) {
+        if let Some(t) = self.io.tcp() {
+            if let Some(info) = crate::transport::tcp_info(t) {
                 s.rtt = Some(info.rtt);
                 s.rtt_var = Some(info.rttvar);
             }
@@ -273,8 +284,11 @@ impl Connection {
     /// aborts the association (with every connection mapped onto it).
     pub fn abort(self) {
         match self.io {
+            Io::Stream(Stream::Quic(q)) => q.conn.close(0u32.into(), b"abort"),
             Io::Stream(s) => {
-                let _ = s.tcp().set_zero_linger();
+                if let Some(t) = s.tcp() {
+                    let _ = t.set_zero_linger();
+                }
             }
             Io::Sctp(f) => f.abort(),
             _ => {}

@@ -14,6 +14,7 @@ use taps_core::properties::Protocol;
 use crate::interfaces::InterfaceWatcher;
 use crate::resolver::{NameServers, Resolver, ResolverConfig};
 use crate::sctp_flow::FlowMap;
+use crate::transport::quic::QuicClientSocket;
 use crate::Error;
 
 /// TLS sessions kept for resumption per context (rustls' default per configuration).
@@ -36,6 +37,8 @@ struct Inner {
     flows: FlowMap,
     /// TLS sessions for resumption, shared by every preconnection of the context.
     tls_sessions: Arc<ClientSessionMemoryCache>,
+    /// The UDP socket QUIC attempts and connections share (made on the first one).
+    quic: Arc<QuicClientSocket>,
     _watcher: Option<InterfaceWatcher>,
 }
 
@@ -150,6 +153,7 @@ impl ContextBuilder {
         let rx = watcher.as_ref().map(InterfaceWatcher::subscribe);
         let inner = Arc::new(Inner {
             tls_sessions: Arc::new(ClientSessionMemoryCache::new(TLS_SESSIONS)),
+            quic: Arc::default(),
             resolver,
             pib,
             cib: Mutex::new(cib),
@@ -231,6 +235,11 @@ impl Context {
         &self.inner.tls_sessions
     }
 
+    /// The context's QUIC client socket.
+    pub(crate) fn quic_socket(&self) -> &Arc<QuicClientSocket> {
+        &self.inner.quic
+    }
+
     /// Which stacks this build can run.
     pub fn availability(&self) -> &Availability {
         &self.inner.availability
@@ -274,7 +283,8 @@ fn availability() -> Availability {
                 Security::None,
             ) => continue,
             (Protocol::Sctp, Security::None) => continue, // usrsctp over UDP, everywhere
-            (Protocol::Quic, _) => "QUIC is not implemented in this build yet",
+            (Protocol::Quic, Security::QuicTls) => continue, // quinn
+            (Protocol::Quic, _) => "QUIC is always secured by TLS 1.3",
             (Protocol::Tcp | Protocol::Mptcp, Security::Tls) => continue, // rustls
             (_, Security::Tls) => "TLS runs over TCP and MPTCP only",
             (_, _) => "DTLS is not implemented in this build yet",

@@ -127,6 +127,16 @@ impl Listener {
                     )),
                 }
             }
+            if let (true, Some(security)) = (has(Protocol::Quic), &security) {
+                match transport::quic::listen(*addr, security.quic()) {
+                    Ok(endpoint) => {
+                        let stack = Stack::new(Protocol::Quic, Security::QuicTls);
+                        bound.push((stack, endpoint.local_addr()?));
+                        tasks.push(tokio::spawn(accept_quic(endpoint, tx.clone())));
+                    }
+                    Err(e) => errors.push(format!("QUIC {addr}: {e}")),
+                }
+            }
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
                 if !has(p) {
                     continue;
@@ -217,6 +227,34 @@ async fn accept_stream(
             let stack = Stack::new(protocol, Security::Tls);
             let io = Io::Stream(Stream::Tls(Box::new(tls.into())));
             let conn = Connection::new(io, stack, mptcp, None, None).map(|mut c| {
+                c.set_security(info);
+                c
+            });
+            let _ = tx.send(conn.map_err(Error::from)).await;
+        });
+    }
+}
+
+/// Accepts QUIC connections; each handshake (and the wait for the client's first
+/// stream) runs in a task of its own, and only a finished one is handed on.
+async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connection, Error>>) {
+    let Ok(local) = endpoint.local_addr() else {
+        return;
+    };
+    while let Some(incoming) = endpoint.accept().await {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let peer = incoming.remote_address();
+            let (stream, info) = match transport::quic::accept(incoming, local).await {
+                Ok(done) => done,
+                Err(cause) => {
+                    tracing::debug!(%peer, %cause, "QUIC connection from a client failed");
+                    return;
+                }
+            };
+            let stack = Stack::new(Protocol::Quic, Security::QuicTls);
+            let io = Io::Stream(Stream::Quic(Box::new(stream)));
+            let conn = Connection::new(io, stack, None, None, None).map(|mut c| {
                 c.set_security(info);
                 c
             });

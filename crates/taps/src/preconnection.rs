@@ -104,10 +104,16 @@ impl Preconnection {
         if let Some(sec) = self.client_security.get() {
             return Ok(Some(sec.clone()));
         }
+        let quic = plan
+            .stacks()
+            .iter()
+            .any(|s| s.unavailable.is_none() && s.stack.protocol == Protocol::Quic)
+            .then(|| self.ctx.quic_socket().clone());
         let sec = Arc::new(ClientSecurity::new(
             &self.security,
             &remote.host,
             self.ctx.tls_sessions(),
+            quic,
         )?);
         Ok(Some(self.client_security.get_or_init(|| sec).clone()))
     }

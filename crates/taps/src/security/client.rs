@@ -14,12 +14,20 @@ use tokio_rustls::TlsConnector;
 
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
 use crate::error::SetupError;
+use crate::transport::quic::{self, QuicClientSocket, QuicStream};
+
+/// The application protocol QUIC offers when the application named none (QUIC needs
+/// one; taps listeners accept it).
+pub(crate) const DEFAULT_QUIC_ALPN: &[u8] = b"taps";
 
 /// What a TLS attempt needs: the configuration and the name to verify. Built once per
 /// preconnection (reading CA files, and the system's trust store once per process).
 #[derive(Debug)]
 pub(crate) struct ClientSecurity {
     config: Arc<ClientConfig>,
+    /// QUIC's configuration (the same trust, TLS 1.3) and the context's socket, when the
+    /// plan can run QUIC.
+    quic: Option<(quinn::ClientConfig, Arc<QuicClientSocket>)>,
     server_name: ServerName<'static>,
     /// The same name, for causes and traces.
     name: Arc<str>,
@@ -32,6 +40,7 @@ impl ClientSecurity {
         params: &SecurityParameters,
         host: &str,
         sessions: &Arc<ClientSessionMemoryCache>,
+        quic_socket: Option<Arc<QuicClientSocket>>,
     ) -> Result<ClientSecurity, SetupError> {
         let name = params
             .server_name
@@ -66,8 +75,22 @@ impl ClientSecurity {
         } else {
             Resumption::disabled()
         };
+        let quic = match quic_socket {
+            Some(socket) => {
+                let mut quic_tls = config.clone();
+                if quic_tls.alpn_protocols.is_empty() {
+                    quic_tls.alpn_protocols = vec![DEFAULT_QUIC_ALPN.to_vec()];
+                }
+                quic_tls.enable_early_data = false;
+                let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls)
+                    .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
+                Some((quinn::ClientConfig::new(Arc::new(crypto)), socket))
+            }
+            None => None,
+        };
         Ok(ClientSecurity {
             config: Arc::new(config),
+            quic,
             server_name,
             name: name.into(),
         })
@@ -88,6 +111,23 @@ impl ClientSecurity {
         let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
         let info = SecurityInfo::of(conn, resumed, conn.is_early_data_accepted());
         Ok((tls, info))
+    }
+}
+
+impl ClientSecurity {
+    /// Connects over QUIC from the context's socket: done when the handshake finished
+    /// and the peer's certificate verified; then opens the connection's stream.
+    pub(crate) async fn quic_connect(
+        &self,
+        remote: std::net::SocketAddr,
+    ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
+        let Some((config, socket)) = &self.quic else {
+            return Err(AttemptCause::Unsupported(
+                "QUIC is not set up for this preconnection".into(),
+            ));
+        };
+        let endpoint = socket.endpoint().map_err(AttemptCause::other)?;
+        quic::connect(&endpoint, config.clone(), remote, &self.name).await
     }
 }
 

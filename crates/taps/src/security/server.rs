@@ -15,6 +15,8 @@ use crate::error::SetupError;
 #[derive(Debug)]
 pub(crate) struct ServerSecurity {
     config: Arc<ServerConfig>,
+    /// QUIC's configuration from the same identity (TLS 1.3).
+    quic: quinn::ServerConfig,
 }
 
 impl ServerSecurity {
@@ -44,9 +46,22 @@ impl ServerSecurity {
                 )
             })?;
         config.alpn_protocols = params.alpn.clone();
+        let mut quic_tls = config.clone();
+        if quic_tls.alpn_protocols.is_empty() {
+            quic_tls.alpn_protocols = vec![super::client::DEFAULT_QUIC_ALPN.to_vec()];
+        }
+        quic_tls.max_early_data_size = 0;
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
+            .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
         Ok(ServerSecurity {
             config: Arc::new(config),
+            quic: quinn::ServerConfig::with_crypto(Arc::new(crypto)),
         })
+    }
+
+    /// QUIC's server configuration (the same identity and ALPN).
+    pub(crate) fn quic(&self) -> quinn::ServerConfig {
+        self.quic.clone()
     }
 
     /// Runs the server side of the handshake over an accepted stream.

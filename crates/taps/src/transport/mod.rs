@@ -8,6 +8,7 @@
 
 mod listen;
 mod options;
+pub(crate) mod quic;
 pub(crate) mod sctp;
 mod stream;
 mod sys;
@@ -128,6 +129,8 @@ pub(crate) enum Established {
         TcpFlavor,
         Box<SecurityInfo>,
     ),
+    /// A QUIC connection's first stream, its handshake done and the peer verified.
+    Quic(Box<quic::QuicStream>, Box<SecurityInfo>),
     /// A UDP or UDP-Lite socket `connect`ed to the remote (no handshake happened).
     Udp(
         UdpSocket,
@@ -145,6 +148,7 @@ impl Established {
         match self {
             Established::Tcp(s, _) => s.local_addr(),
             Established::Tls(t, _, _) => t.get_ref().0.local_addr(),
+            Established::Quic(q, _) => Ok(q.local),
             Established::Udp(s, _) => s.local_addr(),
             Established::Sctp(a) => Ok(a.local_addr()),
         }
@@ -155,6 +159,7 @@ impl Established {
         match self {
             Established::Tcp(s, _) => s.peer_addr(),
             Established::Tls(t, _, _) => t.get_ref().0.peer_addr(),
+            Established::Quic(q, _) => Ok(q.remote()),
             Established::Udp(s, _) => s.peer_addr(),
             Established::Sctp(a) => Ok(a.remote_addr()),
         }
@@ -224,8 +229,15 @@ pub(crate) async fn connect_signalling(
                     Box::new(info),
                 ))
             }
+            (Protocol::Quic, Security::QuicTls, Some(sec)) => {
+                let (stream, info) = sec
+                    .quic_connect(candidate.remote)
+                    .await
+                    .map_err(AttemptError::Cause)?;
+                Ok(Established::Quic(Box::new(stream), Box::new(info)))
+            }
             _ => Err(AttemptError::Unsupported(format!(
-                "{stack} is not run by this build (TLS over TCP and MPTCP are)"
+                "{stack} is not run by this build (TLS over TCP and MPTCP, and QUIC, are)"
             ))),
         };
     }

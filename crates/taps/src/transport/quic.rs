@@ -1,0 +1,224 @@
+//! QUIC (quinn): one client UDP socket per context shared by every attempt and
+//! connection, and one bidirectional stream per taps connection.
+//!
+//! A taps connection over QUIC is the first bidirectional stream of a QUIC connection,
+//! opened by the client. QUIC makes a stream known to the peer only when data crosses
+//! it, so a listener hands out an accepted QUIC connection when the client first sends.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use quinn::{ConnectionError, Endpoint};
+use rustls_pki_types::CertificateDer;
+use taps_core::{AttemptCause, VerifyFailure};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::security::SecurityInfo;
+
+/// The UDP socket a context initiates QUIC from: created on the first QUIC attempt
+/// (dual-stack `[::]:0` where the host allows, else `0.0.0.0:0`), then shared, like
+/// quinn's own `Endpoint`. Cheap to hold before use (no socket).
+#[derive(Debug, Default)]
+pub(crate) struct QuicClientSocket(OnceLock<Endpoint>);
+
+impl QuicClientSocket {
+    /// The endpoint, created on first use (needs the tokio runtime).
+    pub(crate) fn endpoint(&self) -> io::Result<Endpoint> {
+        if let Some(e) = self.0.get() {
+            return Ok(e.clone());
+        }
+        let e = Endpoint::client(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)))
+            .or_else(|_| Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))))?;
+        Ok(self.0.get_or_init(|| e).clone())
+    }
+}
+
+/// A QUIC server endpoint on `addr` (UDP; an IPv6 socket takes IPv6 only, so the
+/// unspecified addresses of both families can each have one).
+pub(crate) fn listen(addr: SocketAddr, config: quinn::ServerConfig) -> io::Result<Endpoint> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket.into(),
+        Arc::new(quinn::TokioRuntime),
+    )
+}
+
+/// One QUIC connection's first bidirectional stream, as a byte stream.
+#[derive(Debug)]
+pub(crate) struct QuicStream {
+    pub(crate) conn: quinn::Connection,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    /// The local address of the endpoint's socket.
+    pub(crate) local: SocketAddr,
+}
+
+impl QuicStream {
+    /// The remote address (the path's current one).
+    pub(crate) fn remote(&self) -> SocketAddr {
+        self.conn.remote_address()
+    }
+}
+
+/// Connects to `remote` with `config`, verifying `server_name`, and opens the stream.
+/// The handshake is the finish line: done when the peer's certificate verified.
+pub(crate) async fn connect(
+    endpoint: &Endpoint,
+    config: quinn::ClientConfig,
+    remote: SocketAddr,
+    server_name: &str,
+) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
+    let connecting = endpoint
+        .connect_with(config, remote, server_name)
+        .map_err(AttemptCause::other)?;
+    let conn = connecting
+        .await
+        .map_err(|e| connection_failure(e, server_name))?;
+    let (send, recv) = conn
+        .open_bi()
+        .await
+        .map_err(|e| connection_failure(e, server_name))?;
+    let info = security_info(&conn);
+    let local = endpoint.local_addr().map_err(AttemptCause::other)?;
+    Ok((
+        QuicStream {
+            conn,
+            send,
+            recv,
+            local,
+        },
+        info,
+    ))
+}
+
+/// The server side of an accepted connection: waits for the client's first stream.
+pub(crate) async fn accept(
+    incoming: quinn::Incoming,
+    local: SocketAddr,
+) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
+    let conn = incoming
+        .await
+        .map_err(|e| connection_failure(e, "the client"))?;
+    let (send, recv) = conn
+        .accept_bi()
+        .await
+        .map_err(|e| connection_failure(e, "the client"))?;
+    let info = security_info(&conn);
+    Ok((
+        QuicStream {
+            conn,
+            send,
+            recv,
+            local,
+        },
+        info,
+    ))
+}
+
+/// What the handshake agreed on (QUIC is always TLS 1.3).
+fn security_info(conn: &quinn::Connection) -> SecurityInfo {
+    let alpn = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.protocol);
+    let peer_certificates = conn
+        .peer_identity()
+        .and_then(|p| p.downcast::<Vec<CertificateDer<'static>>>().ok())
+        .map(|c| *c)
+        .unwrap_or_default();
+    SecurityInfo {
+        version: "TLS 1.3 (QUIC)",
+        cipher_suite: "negotiated by QUIC",
+        alpn,
+        peer_certificates,
+        resumed: false,
+        early_data: false,
+    }
+}
+
+/// A failed QUIC handshake or connection as the typed cause. quinn reports a rejected
+/// certificate as a TLS alert with rustls' text; the reason is read back from it.
+fn connection_failure(e: ConnectionError, server_name: &str) -> AttemptCause {
+    match e {
+        ConnectionError::TimedOut => AttemptCause::TimedOut { after: None },
+        ConnectionError::Reset => AttemptCause::Reset,
+        ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => {
+            AttemptCause::Handshake(Arc::from(c.to_string()))
+        }
+        ConnectionError::TransportError(t) => {
+            let text = t.reason.clone();
+            match certificate_reason(&text) {
+                Some(reason) => AttemptCause::Verification {
+                    server_name: server_name.into(),
+                    reason,
+                },
+                None => AttemptCause::Handshake(Arc::from(t.to_string())),
+            }
+        }
+        other => AttemptCause::other(other),
+    }
+}
+
+/// The certificate failure in rustls' text of a QUIC transport error, if it is one.
+fn certificate_reason(text: &str) -> Option<VerifyFailure> {
+    let rest = text.strip_prefix("invalid peer certificate: ")?;
+    Some(
+        if rest.contains("UnknownIssuer") || rest.contains("unknown issuer") {
+            VerifyFailure::UnknownIssuer
+        } else if rest.contains("NotValidForName") || rest.contains("not valid for name") {
+            VerifyFailure::NameMismatch
+        } else if rest.contains("Expired") || rest.contains("expired") {
+            VerifyFailure::Expired
+        } else if rest.contains("NotValidYet") || rest.contains("not valid yet") {
+            VerifyFailure::NotYetValid
+        } else if rest.contains("Revoked") || rest.contains("revoked") {
+            VerifyFailure::Revoked
+        } else if rest.contains("BadSignature") {
+            VerifyFailure::BadSignature
+        } else {
+            VerifyFailure::Other(Arc::from(rest))
+        },
+    )
+}
+
+impl AsyncRead for QuicStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().recv).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for QuicStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        AsyncWrite::poll_write(Pin::new(&mut self.get_mut().send), cx, data)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        AsyncWrite::poll_flush(Pin::new(&mut self.get_mut().send), cx)
+    }
+
+    /// Finishes the stream (the peer reads to the end).
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        AsyncWrite::poll_shutdown(Pin::new(&mut self.get_mut().send), cx)
+    }
+}
