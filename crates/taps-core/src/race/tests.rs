@@ -149,6 +149,8 @@ enum DnsIn {
 struct Step {
     /// Attempts alive just before the input.
     alive_before: usize,
+    /// Candidates queued just before the input.
+    queued_before: usize,
     /// The input was an attempt failure (the next start may be immediate).
     failure: bool,
     /// The input was this attempt's connection.
@@ -181,6 +183,10 @@ struct Watch {
     last_id: u32,
     /// Failures delivered, with their causes.
     failed: HashMap<AttemptId, AttemptCause>,
+    /// Families that answered or failed.
+    answered: HashSet<Family>,
+    /// `on_dns_complete` was called.
+    complete: bool,
     /// When each attempt ended (failure delivered, cancelled, won).
     ended: HashMap<AttemptId, Duration>,
 }
@@ -196,6 +202,11 @@ impl Watch {
             }
         }
         candidates.iter().any(|c| self.seen[&key(c)])
+    }
+
+    /// No more DNS answers are expected.
+    fn dns_done(&self) -> bool {
+        self.complete || self.answered.len() == 2
     }
 
     fn end(&mut self, id: AttemptId, now: Duration) {
@@ -298,15 +309,18 @@ impl Sim {
     ///   one, unless an attempt just failed or nothing was alive.
     /// - The first start is exactly when the Resolution Delay rule allows it
     ///   ([`gate_time`]), or none if that is not before the deadline.
-    /// - The race's timer is the next staggered start (or the deadline) whenever a start
-    ///   could follow; a queued candidate never waits while nothing is alive.
+    /// - After each input the race's timer is in the future (it did everything due),
+    ///   and it is the next staggered start (or the deadline) whenever a start could
+    ///   follow; a failure with candidates queued starts one at once; a queued candidate
+    ///   never waits while nothing is alive; with DNS done, nothing queued and nothing
+    ///   alive, the race is over.
     /// - At most `max_alive` attempts alive; the race's count matches the simulator's.
     /// - Cancels only of alive attempts, and only when the race decides (then every
     ///   other alive attempt) or commits to a reachable one (then every other alive one).
     /// - Won iff an attempt connected (by the deadline); it is the attempt whose
     ///   connection was reported in that step. Nothing is left alive at the end.
     /// - On failure: `TimedOut` iff it ended at the deadline, `NoCandidates` iff nothing
-    ///   started, else `Exhausted`; `attempts()` lists every failed attempt with its
+    ///   started, else `Exhausted` (both only once DNS is done); `attempts()` lists every failed attempt with its
     ///   cause (timed-out ones with the time they ran) and every skipped candidate;
     ///   `not_started` is every startable candidate not attempted (or cancelled by a
     ///   commit and not restarted).
@@ -417,6 +431,11 @@ impl Sim {
                     }
                 }
             }
+            if let Some(id) = step.connected {
+                // The first connection (of an alive attempt) wins at once.
+                let won = run.won.map(|(_, w)| w);
+                assert_eq!(won, Some(id), "connected: {}", race.report().trace());
+            }
             if let Some((leader, others)) = step.commit.take() {
                 // The commit cancels every other alive attempt (a timeout in the same
                 // step may cancel the leader too).
@@ -450,6 +469,20 @@ impl Sim {
             let timer = race.poll_timeout().map(|t| t - base);
             let timer = timer.expect("a running race has a timer");
             assert!(timer <= deadline, "timer {timer:?} after the deadline");
+            // The race did everything due now.
+            assert!(timer > now, "timer {timer:?} not after {now:?}");
+            if step.failure && step.queued_before > 0 {
+                // A failure starts the next candidate at once.
+                assert_eq!(
+                    started,
+                    1,
+                    "no start after a failure: {}",
+                    race.report().trace()
+                );
+            }
+            if w.dns_done() && race.queued() == 0 {
+                assert!(race.alive() > 0, "nothing left: {}", race.report().trace());
+            }
             if let Some((t, c)) = &w.last_start {
                 assert!(
                     race.queued() == 0 || race.alive() > 0,
@@ -473,6 +506,7 @@ impl Sim {
             let at = base + now;
             step = Step {
                 alive_before: race.alive(),
+                queued_before: race.queued(),
                 ..Step::default()
             };
             match next_event {
@@ -481,15 +515,18 @@ impl Sim {
                     let (_, _, input) = events.remove(i);
                     match input {
                         Input::Answer(f, c) => {
+                            w.answered.insert(f);
                             let startable = w.answer(&c);
                             w.dns.push((now, DnsIn::Answer(f, startable)));
                             race.on_candidates(f, c, at)
                         }
                         Input::DnsFailed(f, cause) => {
+                            w.answered.insert(f);
                             w.dns.push((now, DnsIn::Failed(f)));
                             race.on_dns_failed(f, cause, at)
                         }
                         Input::DnsComplete => {
+                            w.complete = true;
                             w.dns.push((now, DnsIn::Complete));
                             race.on_dns_complete(at)
                         }
@@ -542,13 +579,13 @@ fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConf
         None => race.report(),
     };
     let trace = report.trace();
-    assert_eq!(report.total, Some(end), "{trace}");
-    assert_eq!(report.winner, run.won.map(|(_, id)| id), "{trace}");
+    assert_eq!(report.total, Some(end), "total: {trace}");
+    assert_eq!(report.winner, run.won.map(|(_, id)| id), "winner: {trace}");
     let answers = w.dns.iter();
     let answers = answers
         .filter(|(_, d)| !matches!(d, DnsIn::Complete))
         .count();
-    assert_eq!(report.dns.len(), answers, "{trace}");
+    assert_eq!(report.dns.len(), answers, "DNS entries: {trace}");
     // The first start is when the Resolution Delay rule allows it.
     let gate = gate_time(&w.dns, config.awaited_family, config.resolution_delay);
     match (gate, run.starts.first()) {
@@ -584,10 +621,10 @@ fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConf
                 after: Some(end - *started),
             })
         };
-        assert_eq!(a.outcome, expected, "{}: {trace}", a.id);
+        assert_eq!(a.outcome, expected, "outcome of {}: {trace}", a.id);
     }
     let unavailable = w.seen.values().filter(|ok| !**ok).count();
-    assert_eq!(skipped.len(), unavailable, "{trace}");
+    assert_eq!(skipped.len(), unavailable, "skipped: {trace}");
     let Some((_, err)) = &run.failed else {
         assert!(end <= deadline);
         return;
@@ -601,7 +638,11 @@ fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConf
     } else {
         FailureKind::Exhausted
     };
-    assert_eq!(err.kind(), expected_kind, "{trace}");
+    assert_eq!(err.kind(), expected_kind, "kind: {trace}");
+    if end < deadline {
+        // Given up before the deadline only when no more answers can come.
+        assert!(w.dns_done(), "failed before DNS was done: {trace}");
+    }
     assert_eq!(end.min(deadline), end, "ended after the deadline: {trace}");
     // The error lists every failed attempt and skipped candidate, in id order.
     let listed: Vec<(AttemptId, AttemptCause)> =
@@ -615,7 +656,7 @@ fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConf
             _ => None,
         })
         .collect();
-    assert_eq!(listed, expected, "{trace}");
+    assert_eq!(listed, expected, "error's attempts: {trace}");
     for a in err.attempts() {
         let entry = report
             .attempt(a.id)
@@ -636,9 +677,9 @@ fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConf
     let order = |k: &Key| format!("{k:?}");
     not_started.sort_by_key(order);
     waiting.sort_by_key(order);
-    assert_eq!(not_started, waiting, "{trace}");
+    assert_eq!(not_started, waiting, "not started: {trace}");
     if !matches!(expected_kind, FailureKind::TimedOut { .. }) {
-        assert!(err.not_started().is_empty(), "{trace}");
+        assert!(err.not_started().is_empty(), "not started: {trace}");
     }
 }
 
@@ -1190,6 +1231,34 @@ fn reachable_attempt_holds_the_next_start() {
         .run();
     assert_eq!(run.start_times(), [0, 300]);
     assert_eq!(run.won_at(), (350, "192.0.2.1".into()));
+}
+
+#[test]
+fn a_late_answer_keeps_the_candidates_a_commit_requeued() {
+    // #2 (IPv4) is cancelled when the race commits to #1 at 300 ms and queued again; an
+    // AAAA answer at 350 ms re-ranks the queue and must keep it. #1 then fails at 400 ms:
+    // IPv4 restarts at once, the new IPv6 address follows on the stagger, IPv4 connects.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(300, Box::new(Path::Refused(400))),
+        )
+        .path("2001:db8::2", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(500))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .aaaa(350, cands(&["2001:db8::2"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250, 400, 650]);
+    assert_eq!(
+        run.started(),
+        ["2001:db8::1", "192.0.2.1", "192.0.2.1", "2001:db8::2"]
+    );
+    assert_eq!(
+        run.cancels,
+        [(ms(300), AttemptId(2)), (ms(900), AttemptId(4))]
+    );
+    assert_eq!(run.won_at(), (900, "192.0.2.1".into()));
 }
 
 #[test]
