@@ -16,6 +16,10 @@ use crate::properties::Protocol;
 
 /// Cases per `cargo test` run (the whole property takes about a second in debug).
 const CASES: u32 = 5000;
+/// Cases of the same scripts with every time on a coarse grid, so that inputs and
+/// timers coincide (a connection and a failure in the same instant, a connection at
+/// the deadline, an answer when the Resolution Delay or the stagger runs out, ...).
+const GRID_CASES: u32 = 1000;
 
 /// One remote address of a generated script.
 #[derive(Debug, Clone)]
@@ -57,8 +61,18 @@ struct Script {
     complete: Option<u64>,
     /// Candidates repeated inside their own answer.
     dups: Vec<Index>,
-    /// A later answer repeating some candidates of a family (IPv6 if true) at this ms.
-    repeat: Option<(bool, u64, Vec<Index>)>,
+    /// A later answer of one family, joining the race.
+    late: Option<Late>,
+}
+
+/// A later answer of one family (another resolver, an updated record set): some of
+/// the family's candidates again, and new addresses.
+#[derive(Debug, Clone)]
+struct Late {
+    ipv6: bool,
+    at: u64,
+    repeats: Vec<Index>,
+    new: Vec<Addr>,
 }
 
 impl Script {
@@ -82,25 +96,76 @@ impl Script {
         out
     }
 
+    /// The same script with every time a multiple of 50 ms (the timeout of 100 ms, a
+    /// CIB connect time of 20 ms: adaptive delays of 10, 50, 90, ... ms).
+    fn on_grid(mut self) -> Script {
+        fn round(ms: u64, grid: u64) -> u64 {
+            (ms + grid / 2) / grid * grid
+        }
+        fn dur(d: Duration, grid: u64) -> Duration {
+            ms(round(d.as_millis() as u64, grid))
+        }
+        fn path(p: &mut Path) {
+            match p {
+                Path::Connects(t) | Path::Refused(t) => *t = round(*t, 50),
+                Path::Blackhole => {}
+                Path::Reachable(t, then) => {
+                    *t = round(*t, 50);
+                    path(then);
+                }
+            }
+        }
+        fn address(a: &mut Addr) {
+            path(&mut a.path);
+            if let History::Succeeded { rtt, .. } = &mut a.history {
+                *rtt = dur(*rtt, 20);
+            }
+        }
+        let c = &mut self.config;
+        c.attempt_delay = dur(c.attempt_delay, 50);
+        c.resolution_delay = dur(c.resolution_delay, 50);
+        c.timeout = dur(c.timeout, 100).max(ms(100));
+        for dns in [&mut self.aaaa, &mut self.a] {
+            if let Dns::Answer(t) | Dns::Empty(t) | Dns::Fail(t) = dns {
+                *t = round(*t, 50);
+            }
+        }
+        self.complete = self.complete.map(|t| round(t, 50));
+        if let Some(late) = &mut self.late {
+            late.at = round(late.at, 50);
+            late.new.iter_mut().for_each(address);
+        }
+        self.v6.iter_mut().chain(&mut self.v4).for_each(address);
+        self
+    }
+
     fn sim(&self) -> Sim {
         let v6ip = |i: usize| format!("2001:db8::{i}");
         let v4ip = |i: usize| format!("192.0.2.{i}");
         let mut net = HashMap::new();
-        for (i, a) in self.v6.iter().enumerate() {
-            net.insert(addr(&v6ip(i + 1)), a.path.clone());
-        }
-        for (i, a) in self.v4.iter().enumerate() {
-            net.insert(addr(&v4ip(i + 1)), a.path.clone());
-        }
+        let mut paths = |addrs: &[Addr], ip: &dyn Fn(usize) -> String| {
+            for (i, a) in addrs.iter().enumerate() {
+                net.insert(addr(&ip(i + 1)), a.path.clone());
+            }
+        };
+        paths(&self.v6, &v6ip);
+        paths(&self.v4, &v4ip);
         let mut v6 = Self::candidates(&self.v6, v6ip);
         let mut v4 = Self::candidates(&self.v4, v4ip);
-        let repeat = self.repeat.as_ref().map(|(ipv6, at, picks)| {
-            let (family, from) = match ipv6 {
+        let late = self.late.as_ref().map(|late| {
+            let (family, from) = match late.ipv6 {
                 true => (Family::V6, &v6),
                 false => (Family::V4, &v4),
             };
-            let picked = picks.iter().map(|i| i.get(from).clone()).collect();
-            (ms(*at), Input::Answer(family, picked))
+            let mut answer: Vec<Candidate> =
+                late.repeats.iter().map(|i| i.get(from).clone()).collect();
+            let ip = move |i: usize| match late.ipv6 {
+                true => format!("2001:db8:1::{i}"),
+                false => format!("198.51.100.{i}"),
+            };
+            paths(&late.new, &ip);
+            answer.extend(Self::candidates(&late.new, ip));
+            (ms(late.at), Input::Answer(family, answer))
         });
         for (n, i) in self.dups.iter().enumerate() {
             let list = if n % 2 == 0 { &mut v6 } else { &mut v4 };
@@ -125,7 +190,7 @@ impl Script {
         };
         script.extend(lookups.into_iter().flatten());
         script.extend(self.complete.map(|at| (ms(at), Input::DnsComplete)));
-        script.extend(repeat);
+        script.extend(late);
         Sim {
             config: self.config.clone(),
             expect: None,
@@ -213,6 +278,21 @@ fn config() -> impl Strategy<Value = RaceConfig> {
         )
 }
 
+fn late() -> impl Strategy<Value = Late> {
+    (
+        any::<bool>(),
+        0..=1500u64,
+        prop::collection::vec(any::<Index>(), 0..=2),
+        prop::collection::vec(address(), 0..=2),
+    )
+        .prop_map(|(ipv6, at, repeats, new)| Late {
+            ipv6,
+            at,
+            repeats,
+            new,
+        })
+}
+
 fn script() -> impl Strategy<Value = Script> {
     (
         config(),
@@ -223,17 +303,10 @@ fn script() -> impl Strategy<Value = Script> {
         any::<bool>(),
         prop::option::weighted(0.25, 0..=400u64),
         prop::collection::vec(any::<Index>(), 0..=2),
-        prop::option::weighted(
-            0.2,
-            (
-                any::<bool>(),
-                0..=600u64,
-                prop::collection::vec(any::<Index>(), 1..=3),
-            ),
-        ),
+        prop::option::weighted(0.3, late()),
     )
         .prop_map(
-            |(config, v6, v4, aaaa, a, a_first, complete, dups, repeat)| Script {
+            |(config, v6, v4, aaaa, a, a_first, complete, dups, late)| Script {
                 config,
                 v6,
                 v4,
@@ -242,7 +315,7 @@ fn script() -> impl Strategy<Value = Script> {
                 a_first,
                 complete,
                 dups,
-                repeat,
+                late,
             },
         )
 }
@@ -258,6 +331,20 @@ proptest! {
     /// Every generated script keeps every invariant `Sim::run` checks.
     #[test]
     fn generated_scripts_keep_the_invariants(script in script()) {
+        script.sim().run();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: GRID_CASES,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The same with coinciding inputs and timers.
+    #[test]
+    fn coinciding_events_keep_the_invariants(script in script().prop_map(Script::on_grid)) {
         script.sim().run();
     }
 }
