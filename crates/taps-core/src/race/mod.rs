@@ -40,6 +40,8 @@
 //!   alive, or when the establishment timeout expires; the error lists every cause.
 //! - Candidates with `unavailable` set are never started; the report lists them as skipped.
 
+#[cfg(test)]
+mod proptests;
 mod report;
 #[cfg(test)]
 mod tests;

@@ -1,26 +1,28 @@
 //! Deterministic tests on virtual time: a scripted network and DNS drive the race, and
-//! the dual-stack study's scenarios are checked to the millisecond.
+//! the dual-stack study's scenarios are checked to the millisecond. The simulator
+//! ([`Sim::run`]) checks the race's invariants on every script it plays, the hand-written
+//! ones here and the generated ones of `proptests.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::*;
-use crate::candidates::Stack;
+use crate::candidates::{LocalBinding, Stack};
 use crate::policy::{Cib, History};
 use crate::properties::Protocol;
 
 const PORT: u16 = 80;
 
-fn ms(n: u64) -> Duration {
+pub(super) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn addr(ip: &str) -> SocketAddr {
+pub(super) fn addr(ip: &str) -> SocketAddr {
     SocketAddr::new(ip.parse().unwrap(), PORT)
 }
 
-fn cand(ip: &str) -> Candidate {
+pub(super) fn cand(ip: &str) -> Candidate {
     Candidate {
         stack: Stack::plain(Protocol::Tcp),
         remote: addr(ip),
@@ -38,7 +40,7 @@ fn cands(ips: &[&str]) -> Vec<Candidate> {
 
 /// How a remote address behaves when an attempt starts.
 #[derive(Debug, Clone)]
-enum Path {
+pub(super) enum Path {
     /// Connects after this many ms.
     Connects(u64),
     /// Refuses after this many ms.
@@ -50,7 +52,7 @@ enum Path {
 }
 
 #[derive(Debug, Clone)]
-enum Input {
+pub(super) enum Input {
     Answer(Family, Vec<Candidate>),
     DnsFailed(Family, DnsFailure),
     DnsComplete,
@@ -69,24 +71,25 @@ impl Input {
 }
 
 /// A scripted network and resolver.
-struct Sim {
-    config: RaceConfig,
-    expect: Option<Family>,
-    net: HashMap<SocketAddr, Path>,
-    script: Vec<(Duration, Input)>,
+pub(super) struct Sim {
+    pub(super) config: RaceConfig,
+    pub(super) expect: Option<Family>,
+    pub(super) net: HashMap<SocketAddr, Path>,
+    /// Inputs at virtual times; inputs at the same time go in this order.
+    pub(super) script: Vec<(Duration, Input)>,
 }
 
 /// What happened, in virtual milliseconds since the start.
 #[derive(Debug)]
-struct Run {
-    base: Instant,
-    race: Race,
-    starts: Vec<(Duration, AttemptId, Candidate)>,
-    cancels: Vec<(Duration, AttemptId)>,
-    failures: Vec<(Duration, AttemptId)>,
-    won: Option<(Duration, AttemptId)>,
-    failed: Option<(Duration, RaceError)>,
-    max_alive_seen: usize,
+pub(super) struct Run {
+    pub(super) base: Instant,
+    pub(super) race: Race,
+    pub(super) starts: Vec<(Duration, AttemptId, Candidate)>,
+    pub(super) cancels: Vec<(Duration, AttemptId)>,
+    pub(super) failures: Vec<(Duration, AttemptId)>,
+    pub(super) won: Option<(Duration, AttemptId)>,
+    pub(super) failed: Option<(Duration, RaceError)>,
+    pub(super) max_alive_seen: usize,
 }
 
 impl Run {
@@ -116,13 +119,142 @@ impl Run {
     }
 }
 
-fn sim() -> Sim {
+pub(super) fn sim() -> Sim {
     Sim {
         config: RaceConfig::default(),
         expect: None,
         net: HashMap::new(),
         script: Vec::new(),
     }
+}
+
+/// What makes two candidates the same for the race (the duplicate check).
+type Key = (Stack, SocketAddr, Option<LocalBinding>);
+
+fn key(c: &Candidate) -> Key {
+    (c.stack, c.remote, c.local.clone())
+}
+
+/// A DNS input as the gate model needs it.
+#[derive(Debug, Clone, Copy)]
+enum DnsIn {
+    /// An answer; whether it held a candidate the race can start (first seen available).
+    Answer(Family, bool),
+    Failed(Family),
+    Complete,
+}
+
+/// The input of one simulation step, as the checks of the actions it caused need it.
+#[derive(Debug, Default)]
+struct Step {
+    /// Attempts alive just before the input.
+    alive_before: usize,
+    /// Candidates queued just before the input.
+    queued_before: usize,
+    /// The input was an attempt failure (the next start may be immediate).
+    failure: bool,
+    /// The input was this attempt's connection.
+    connected: Option<AttemptId>,
+    /// The input was a reachable report the race must commit to, and the other attempts
+    /// alive then (which it must cancel).
+    commit: Option<(AttemptId, Vec<AttemptId>)>,
+}
+
+/// The simulator's own account of the race, kept from the inputs it gave and the actions
+/// it saw; the race is checked against it.
+#[derive(Debug, Default)]
+struct Watch {
+    /// Every candidate key an answer gave, with whether its first occurrence could be
+    /// started (not `unavailable`): the race keeps the first and ignores repeats.
+    seen: HashMap<Key, bool>,
+    /// Keys in the order first seen.
+    seen_order: Vec<Key>,
+    /// DNS inputs delivered, in order.
+    dns: Vec<(Duration, DnsIn)>,
+    /// Started and not yet ended, in start order.
+    alive: Vec<AttemptId>,
+    /// The attempt the race committed to (reachable) while it is alive.
+    leader: Option<AttemptId>,
+    /// Attempts cancelled because the race committed to another one.
+    commit_cancelled: HashSet<AttemptId>,
+    /// The latest start: its time and candidate.
+    last_start: Option<(Duration, Candidate)>,
+    /// The largest attempt id seen.
+    last_id: u32,
+    /// Failures delivered, with their causes.
+    failed: HashMap<AttemptId, AttemptCause>,
+    /// Families that answered or failed.
+    answered: HashSet<Family>,
+    /// `on_dns_complete` was called.
+    complete: bool,
+    /// When each attempt ended (failure delivered, cancelled, won).
+    ended: HashMap<AttemptId, Duration>,
+}
+
+impl Watch {
+    /// Records an answer's candidates; returns whether one of them can be started.
+    fn answer(&mut self, candidates: &[Candidate]) -> bool {
+        for c in candidates {
+            let k = key(c);
+            if !self.seen.contains_key(&k) {
+                self.seen.insert(k.clone(), c.unavailable.is_none());
+                self.seen_order.push(k);
+            }
+        }
+        candidates.iter().any(|c| self.seen[&key(c)])
+    }
+
+    /// No more DNS answers are expected.
+    fn dns_done(&self) -> bool {
+        self.complete || self.answered.len() == 2
+    }
+
+    fn end(&mut self, id: AttemptId, now: Duration) {
+        let i = self.alive.iter().position(|a| *a == id);
+        let i = i.unwrap_or_else(|| panic!("{id} ended but was not alive"));
+        self.alive.remove(i);
+        self.ended.insert(id, now);
+        if self.leader == Some(id) {
+            self.leader = None;
+        }
+    }
+}
+
+/// When the race may make its first start, by the Resolution Delay rule: as soon as a
+/// startable candidate is known and the awaited family answered (or failed), or DNS is
+/// complete, or the Resolution Delay after the other family's first answer is over.
+/// `None`: never, on these inputs.
+fn gate_time(dns: &[(Duration, DnsIn)], awaited: Family, delay: Duration) -> Option<Duration> {
+    let (mut startable, mut awaited_done, mut complete) = (false, false, false);
+    let mut other_at: Option<Duration> = None;
+    for &(t, e) in dns {
+        // The Resolution Delay may run out before this input.
+        if let Some(a) = other_at {
+            if startable && !awaited_done && !complete && a + delay <= t {
+                return Some(a + delay);
+            }
+        }
+        let mut answered = |family: Family| {
+            if family == awaited {
+                awaited_done = true;
+            } else if !awaited_done && other_at.is_none() {
+                other_at = Some(t);
+            }
+        };
+        match e {
+            DnsIn::Answer(family, can) => {
+                answered(family);
+                startable |= can;
+            }
+            DnsIn::Failed(family) => answered(family),
+            DnsIn::Complete => complete = true,
+        }
+        let over = other_at.is_some_and(|a| t >= a + delay);
+        if startable && (awaited_done || complete || over) {
+            return Some(t);
+        }
+    }
+    other_at.filter(|_| startable).map(|a| a + delay)
 }
 
 impl Sim {
@@ -165,15 +297,46 @@ impl Sim {
         self
     }
 
-    /// Runs until the race finishes; checks the invariants on the way and at the end.
-    fn run(self) -> Run {
+    /// Runs until the race finishes; checks the invariants on the way and at the end
+    /// (panics with the race's trace when one does not hold):
+    ///
+    /// - Time never goes back, the race always finishes, and nothing comes after its end.
+    /// - Every start is of a candidate some answer gave, not `unavailable` (its first
+    ///   occurrence decides); a candidate (stack, remote, local) starts again only after
+    ///   a commit to another attempt cancelled it; ids grow.
+    /// - Nothing starts while the race is committed to a reachable attempt; at most one
+    ///   start per input; each start after the first waits `delay_after` the previous
+    ///   one, unless an attempt just failed or nothing was alive.
+    /// - The first start is exactly when the Resolution Delay rule allows it
+    ///   ([`gate_time`]), or none if that is not before the deadline.
+    /// - After each input the race's timer is in the future (it did everything due),
+    ///   and it is the next staggered start (or the deadline) whenever a start could
+    ///   follow; a failure with candidates queued starts one at once; a queued candidate
+    ///   never waits while nothing is alive; with DNS done, nothing queued and nothing
+    ///   alive, the race is over.
+    /// - At most `max_alive` attempts alive; the race's count matches the simulator's.
+    /// - Cancels only of alive attempts, and only when the race decides (then every
+    ///   other alive attempt) or commits to a reachable one (then every other alive one).
+    /// - Won iff an attempt connected (by the deadline); it is the attempt whose
+    ///   connection was reported in that step. Nothing is left alive at the end.
+    /// - On failure: `TimedOut` iff it ended at the deadline, `NoCandidates` iff nothing
+    ///   started, else `Exhausted` (both only once DNS is done); `attempts()` lists every failed attempt with its
+    ///   cause (timed-out ones with the time they ran) and every skipped candidate;
+    ///   `not_started` is every startable candidate not attempted (or cancelled by a
+    ///   commit and not restarted).
+    /// - The report: total = the decision time, every started attempt's outcome, start
+    ///   and end as the simulator saw them, every candidate first seen unavailable
+    ///   skipped once, one DNS entry per answer or failure.
+    pub(super) fn run(self) -> Run {
         let base = Instant::now();
         let mut config = self.config;
         if let Some(f) = self.expect {
             config.awaited_family = f;
         }
         let mut race = Race::new(config, base);
-        let max = race.config().max_alive;
+        let config = race.config().clone();
+        let max = config.max_alive;
+        let deadline = config.timeout;
         // (time, sequence, input): ties go in script order, then in scheduling order.
         let mut events: Vec<(Duration, usize, Input)> = self
             .script
@@ -182,7 +345,6 @@ impl Sim {
             .map(|(i, (t, input))| (t, i, input))
             .collect();
         let mut seq = events.len();
-        let mut commits: Vec<Duration> = Vec::new();
         let mut run = Run {
             base,
             race: Race::new(RaceConfig::default(), base),
@@ -193,15 +355,42 @@ impl Sim {
             failed: None,
             max_alive_seen: 0,
         };
+        let mut w = Watch::default();
+        let mut step = Step::default();
         let mut now = Duration::ZERO;
+        let mut finished = false;
         for _ in 0..100_000 {
+            let mut started = 0;
+            let mut cancelled = Vec::new();
             while let Some(action) = race.poll_action() {
-                assert!(
-                    run.won.is_none() && run.failed.is_none(),
-                    "{action:?} after the end"
-                );
+                let trace = || race.report().trace();
+                assert!(!finished, "{action:?} after the end");
                 match action {
                     Action::Start { id, candidate } => {
+                        assert!(id.0 > w.last_id, "{id} after #{}", w.last_id);
+                        w.last_id = id.0;
+                        assert!(candidate.unavailable.is_none(), "started {candidate}");
+                        let k = key(&candidate);
+                        assert_eq!(w.seen.get(&k), Some(&true), "started {candidate}");
+                        if let Some((_, prev, _)) =
+                            run.starts.iter().rev().find(|(_, _, c)| key(c) == k)
+                        {
+                            assert!(
+                                w.commit_cancelled.contains(prev),
+                                "{candidate} started again as {id} after {prev}: {}",
+                                trace()
+                            );
+                        }
+                        assert!(w.leader.is_none(), "{id} started while committed");
+                        started += 1;
+                        assert_eq!(started, 1, "two starts at once: {}", trace());
+                        if let Some((t, c)) = &w.last_start {
+                            let stagger = now - *t >= config.delay_after(c);
+                            let immediate = step.failure || step.alive_before == 0;
+                            assert!(stagger || immediate, "{id} early: {}", trace());
+                        }
+                        w.alive.push(id);
+                        w.last_start = Some((now, candidate.clone()));
                         let mut path = self.net.get(&candidate.remote).cloned();
                         let mut schedule = |after: u64, input: Input| {
                             events.push((now + ms(after), seq, input));
@@ -223,45 +412,143 @@ impl Sim {
                         run.starts.push((now, id, candidate));
                     }
                     Action::Cancel { id } => {
+                        w.end(id, now);
                         // The caller drops the attempt: nothing more comes from it.
                         events.retain(|(_, _, e)| e.attempt() != Some(id));
                         run.cancels.push((now, id));
+                        cancelled.push(id);
                     }
-                    Action::Won { id } => run.won = Some((now, id)),
-                    Action::Failed(e) => run.failed = Some((now, e)),
+                    Action::Won { id } => {
+                        assert_eq!(step.connected, Some(id), "won: {}", trace());
+                        assert!(now <= deadline, "won after the deadline");
+                        w.end(id, now);
+                        run.won = Some((now, id));
+                        finished = true;
+                    }
+                    Action::Failed(e) => {
+                        run.failed = Some((now, e));
+                        finished = true;
+                    }
                 }
             }
+            if let Some(id) = step.connected {
+                // The first connection (of an alive attempt) wins at once.
+                let won = run.won.map(|(_, w)| w);
+                assert_eq!(won, Some(id), "connected: {}", race.report().trace());
+            }
+            if let Some((leader, others)) = step.commit.take() {
+                // The commit cancels every other alive attempt (a timeout in the same
+                // step may cancel the leader too).
+                let mut by_commit: Vec<AttemptId> =
+                    cancelled.iter().copied().filter(|c| *c != leader).collect();
+                by_commit.sort();
+                assert_eq!(
+                    by_commit,
+                    others,
+                    "commit to {leader}: {}",
+                    race.report().trace()
+                );
+                w.commit_cancelled.extend(others);
+                cancelled.retain(|c| *c == leader);
+            }
+            assert!(
+                cancelled.is_empty() || finished,
+                "cancelled {cancelled:?} without a decision: {}",
+                race.report().trace()
+            );
+            if finished {
+                assert!(w.alive.is_empty(), "{:?} left alive", w.alive);
+            }
             assert!(race.alive() <= max, "{} alive", race.alive());
+            assert_eq!(race.alive(), w.alive.len(), "{}", race.report().trace());
             run.max_alive_seen = run.max_alive_seen.max(race.alive());
             if race.is_finished() {
+                assert!(finished, "finished without Won or Failed");
                 break;
             }
-            let next_event = events.iter().map(|(t, s, _)| (*t, *s)).min();
             let timer = race.poll_timeout().map(|t| t - base);
-            let t = match (next_event, timer) {
-                (Some((e, _)), Some(d)) => e.min(d),
-                (Some((e, _)), None) => e,
-                (None, Some(d)) => d,
-                (None, None) => panic!("stuck at {now:?}: {:#?}", race.report()),
+            let timer = timer.expect("a running race has a timer");
+            assert!(timer <= deadline, "timer {timer:?} after the deadline");
+            // The race did everything due now.
+            assert!(timer > now, "timer {timer:?} not after {now:?}");
+            if step.failure && step.queued_before > 0 {
+                // A failure starts the next candidate at once.
+                assert_eq!(
+                    started,
+                    1,
+                    "no start after a failure: {}",
+                    race.report().trace()
+                );
+            }
+            if w.dns_done() && race.queued() == 0 {
+                assert!(race.alive() > 0, "nothing left: {}", race.report().trace());
+            }
+            if let Some((t, c)) = &w.last_start {
+                assert!(
+                    race.queued() == 0 || race.alive() > 0,
+                    "queued but nothing alive: {}",
+                    race.report().trace()
+                );
+                let may_start = race.queued() > 0 && race.alive() < max && w.leader.is_none();
+                let expected = match may_start {
+                    true => (*t + config.delay_after(c)).min(deadline),
+                    false => deadline,
+                };
+                assert_eq!(timer, expected, "timer: {}", race.report().trace());
+            }
+            let next_event = events.iter().map(|(t, s, _)| (*t, *s)).min();
+            let t = match next_event {
+                Some((e, _)) => e.min(timer),
+                None => timer,
             };
             assert!(t >= now, "time went back: {t:?} < {now:?}");
             now = t;
             let at = base + now;
+            step = Step {
+                alive_before: race.alive(),
+                queued_before: race.queued(),
+                ..Step::default()
+            };
             match next_event {
                 Some((e, s)) if e <= now => {
                     let i = events.iter().position(|(_, q, _)| *q == s).unwrap();
                     let (_, _, input) = events.remove(i);
                     match input {
-                        Input::Answer(f, c) => race.on_candidates(f, c, at),
-                        Input::DnsFailed(f, cause) => race.on_dns_failed(f, cause, at),
-                        Input::DnsComplete => race.on_dns_complete(at),
+                        Input::Answer(f, c) => {
+                            w.answered.insert(f);
+                            let startable = w.answer(&c);
+                            w.dns.push((now, DnsIn::Answer(f, startable)));
+                            race.on_candidates(f, c, at)
+                        }
+                        Input::DnsFailed(f, cause) => {
+                            w.answered.insert(f);
+                            w.dns.push((now, DnsIn::Failed(f)));
+                            race.on_dns_failed(f, cause, at)
+                        }
+                        Input::DnsComplete => {
+                            w.complete = true;
+                            w.dns.push((now, DnsIn::Complete));
+                            race.on_dns_complete(at)
+                        }
                         Input::Reachable(id) => {
-                            commits.push(now);
+                            if w.leader.is_none() && w.alive.contains(&id) {
+                                w.leader = Some(id);
+                                let mut others: Vec<AttemptId> =
+                                    w.alive.iter().copied().filter(|a| *a != id).collect();
+                                others.sort();
+                                step.commit = Some((id, others));
+                            }
                             race.on_attempt_reachable(id, at)
                         }
-                        Input::Connected(id) => race.on_attempt_connected(id, at),
+                        Input::Connected(id) => {
+                            step.connected = Some(id);
+                            race.on_attempt_connected(id, at)
+                        }
                         Input::Failed(id, cause) => {
                             run.failures.push((now, id));
+                            w.end(id, now);
+                            w.failed.insert(id, cause.clone());
+                            step.failure = true;
                             race.on_attempt_failed(id, cause, at)
                         }
                     }
@@ -274,24 +561,125 @@ impl Sim {
         // Nothing is left alive: every started attempt won, failed or was cancelled.
         assert_eq!(race.alive(), 0);
         for (_, id, c) in &run.starts {
-            let ended = run.won.is_some_and(|(_, w)| w == *id)
-                || run.cancels.iter().any(|(_, i)| i == id)
-                || run.failures.iter().any(|(_, i)| i == id);
-            assert!(ended, "{id} {c} left alive: {}", race.report().trace());
+            assert!(w.ended.contains_key(id), "{id} {c} left alive");
         }
-        // Cancels happen only when the race is decided or commits to a reachable attempt.
         let end = run.won.map(|w| w.0).or(run.failed.as_ref().map(|f| f.0));
-        assert!(run
-            .cancels
-            .iter()
-            .all(|(t, _)| Some(*t) == end || commits.contains(t)));
-        let report = match &run.failed {
-            Some((_, err)) => err.report(),
-            None => race.report(),
-        };
-        assert_eq!(report.total, end);
+        let end = end.expect("an end");
+        check_end(&run, &race, &w, end, &config);
         run.race = race;
         run
+    }
+}
+
+/// The invariants on a finished race (see [`Sim::run`]).
+fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConfig) {
+    let deadline = config.timeout;
+    let report = match &run.failed {
+        Some((_, err)) => err.report(),
+        None => race.report(),
+    };
+    let trace = report.trace();
+    assert_eq!(report.total, Some(end), "total: {trace}");
+    assert_eq!(report.winner, run.won.map(|(_, id)| id), "winner: {trace}");
+    let answers = w.dns.iter();
+    let answers = answers
+        .filter(|(_, d)| !matches!(d, DnsIn::Complete))
+        .count();
+    assert_eq!(report.dns.len(), answers, "DNS entries: {trace}");
+    // The first start is when the Resolution Delay rule allows it.
+    let gate = gate_time(&w.dns, config.awaited_family, config.resolution_delay);
+    match (gate, run.starts.first()) {
+        (Some(g), Some((t, _, _))) => assert_eq!(*t, g, "first start: {trace}"),
+        (Some(g), None) => assert!(g >= deadline && end == deadline, "no start: {trace}"),
+        (None, Some(_)) => panic!("a start without a startable answer: {trace}"),
+        (None, None) => {}
+    }
+    // Every attempt as the simulator saw it; ids index the list.
+    let mut skipped = HashSet::new();
+    for (i, a) in report.attempts.iter().enumerate() {
+        assert_eq!(a.id, AttemptId(i as u32 + 1), "{trace}");
+        if let AttemptOutcome::Skipped(why) = a.outcome {
+            assert_eq!(Some(why), a.candidate.unavailable, "{trace}");
+            assert_eq!(w.seen.get(&key(&a.candidate)), Some(&false), "{trace}");
+            assert!(skipped.insert(key(&a.candidate)), "skipped twice: {trace}");
+            continue;
+        }
+        let start = run.starts.iter().find(|(_, id, _)| *id == a.id);
+        let (started, _, c) = start.unwrap_or_else(|| panic!("{} not started: {trace}", a.id));
+        assert_eq!(key(c), key(&a.candidate), "{trace}");
+        assert_eq!(a.start, *started, "{trace}");
+        assert_eq!(a.end, w.ended.get(&a.id).copied(), "{trace}");
+        let expected = if run.won.is_some_and(|(_, id)| id == a.id) {
+            AttemptOutcome::Won
+        } else if let Some(cause) = w.failed.get(&a.id) {
+            AttemptOutcome::Failed(cause.clone())
+        } else if w.commit_cancelled.contains(&a.id) || run.won.is_some() {
+            AttemptOutcome::Cancelled
+        } else {
+            // Cut off by the establishment timeout.
+            AttemptOutcome::Failed(AttemptCause::TimedOut {
+                after: Some(end - *started),
+            })
+        };
+        assert_eq!(a.outcome, expected, "outcome of {}: {trace}", a.id);
+    }
+    let unavailable = w.seen.values().filter(|ok| !**ok).count();
+    assert_eq!(skipped.len(), unavailable, "skipped: {trace}");
+    let Some((_, err)) = &run.failed else {
+        assert!(end <= deadline);
+        return;
+    };
+    let expected_kind = if end >= deadline {
+        FailureKind::TimedOut {
+            after: config.timeout,
+        }
+    } else if run.starts.is_empty() {
+        FailureKind::NoCandidates
+    } else {
+        FailureKind::Exhausted
+    };
+    assert_eq!(err.kind(), expected_kind, "kind: {trace}");
+    if end < deadline {
+        // Given up before the deadline only when no more answers can come.
+        assert!(w.dns_done(), "failed before DNS was done: {trace}");
+    }
+    assert_eq!(end.min(deadline), end, "ended after the deadline: {trace}");
+    // The error lists every failed attempt and skipped candidate, in id order.
+    let listed: Vec<(AttemptId, AttemptCause)> =
+        err.attempts().map(|a| (a.id, a.cause.clone())).collect();
+    let expected: Vec<(AttemptId, AttemptCause)> = report
+        .attempts
+        .iter()
+        .filter_map(|a| match &a.outcome {
+            AttemptOutcome::Failed(c) => Some((a.id, c.clone())),
+            AttemptOutcome::Skipped(why) => Some((a.id, AttemptCause::Unavailable((*why).into()))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(listed, expected, "error's attempts: {trace}");
+    for a in err.attempts() {
+        let entry = report
+            .attempt(a.id)
+            .expect("listed attempts are in the report");
+        assert_eq!(key(a.candidate), key(&entry.candidate));
+    }
+    // Not started: every startable candidate never attempted, or cancelled by a commit
+    // and not restarted (none unless the race timed out).
+    let last_start = |k: &Key| run.starts.iter().rev().find(|(_, _, c)| key(c) == *k);
+    let waiting: Vec<&Key> = w
+        .seen_order
+        .iter()
+        .filter(|k| w.seen[*k])
+        .filter(|k| last_start(k).is_none_or(|(_, id, _)| w.commit_cancelled.contains(id)))
+        .collect();
+    let mut not_started: Vec<Key> = err.not_started().iter().map(key).collect();
+    let mut waiting: Vec<Key> = waiting.into_iter().cloned().collect();
+    let order = |k: &Key| format!("{k:?}");
+    not_started.sort_by_key(order);
+    waiting.sort_by_key(order);
+    assert_eq!(not_started, waiting, "not started: {trace}");
+    if !matches!(expected_kind, FailureKind::TimedOut { .. }) {
+        assert!(err.not_started().is_empty(), "not started: {trace}");
     }
 }
 
@@ -843,6 +1231,34 @@ fn reachable_attempt_holds_the_next_start() {
         .run();
     assert_eq!(run.start_times(), [0, 300]);
     assert_eq!(run.won_at(), (350, "192.0.2.1".into()));
+}
+
+#[test]
+fn a_late_answer_keeps_the_candidates_a_commit_requeued() {
+    // #2 (IPv4) is cancelled when the race commits to #1 at 300 ms and queued again; an
+    // AAAA answer at 350 ms re-ranks the queue and must keep it. #1 then fails at 400 ms:
+    // IPv4 restarts at once, the new IPv6 address follows on the stagger, IPv4 connects.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(300, Box::new(Path::Refused(400))),
+        )
+        .path("2001:db8::2", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(500))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .aaaa(350, cands(&["2001:db8::2"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250, 400, 650]);
+    assert_eq!(
+        run.started(),
+        ["2001:db8::1", "192.0.2.1", "192.0.2.1", "2001:db8::2"]
+    );
+    assert_eq!(
+        run.cancels,
+        [(ms(300), AttemptId(2)), (ms(900), AttemptId(4))]
+    );
+    assert_eq!(run.won_at(), (900, "192.0.2.1".into()));
 }
 
 #[test]
