@@ -60,7 +60,8 @@ pub(crate) fn listen(addr: SocketAddr, config: quinn::ServerConfig) -> io::Resul
 #[derive(Debug)]
 pub(crate) struct QuicStream {
     pub(crate) conn: quinn::Connection,
-    send: quinn::SendStream,
+    /// Taken by `Drop`, which lets what is queued on it reach the peer.
+    send: Option<quinn::SendStream>,
     recv: quinn::RecvStream,
     /// The local address of the endpoint's socket.
     pub(crate) local: SocketAddr,
@@ -96,7 +97,7 @@ pub(crate) async fn connect(
     Ok((
         QuicStream {
             conn,
-            send,
+            send: Some(send),
             recv,
             local,
         },
@@ -120,7 +121,7 @@ pub(crate) async fn accept(
     Ok((
         QuicStream {
             conn,
-            send,
+            send: Some(send),
             recv,
             local,
         },
@@ -204,21 +205,64 @@ impl AsyncRead for QuicStream {
     }
 }
 
+impl QuicStream {
+    fn send(&mut self) -> io::Result<&mut quinn::SendStream> {
+        self.send
+            .as_mut()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "QUIC stream closed"))
+    }
+}
+
 impl AsyncWrite for QuicStream {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        AsyncWrite::poll_write(Pin::new(&mut self.get_mut().send), cx, data)
+        match self.get_mut().send() {
+            Ok(s) => AsyncWrite::poll_write(Pin::new(s), cx, data),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        AsyncWrite::poll_flush(Pin::new(&mut self.get_mut().send), cx)
+        match self.get_mut().send() {
+            Ok(s) => AsyncWrite::poll_flush(Pin::new(s), cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 
     /// Finishes the stream (the peer reads to the end).
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        AsyncWrite::poll_shutdown(Pin::new(&mut self.get_mut().send), cx)
+        match self.get_mut().send() {
+            Ok(s) => AsyncWrite::poll_shutdown(Pin::new(s), cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// How long a dropped QUIC connection may linger to deliver what its stream still has
+/// queued, at most.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Drop for QuicStream {
+    /// Like a TCP socket closed with data still queued: the stream is finished and the
+    /// connection kept (in a task) until the peer acknowledged everything, or for
+    /// [`LINGER`] at most, then closed. Dropping the last handle at once would discard
+    /// what was queued.
+    fn drop(&mut self) {
+        let Some(mut send) = self.send.take() else {
+            return;
+        };
+        let conn = self.conn.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            // Finished already if the application closed gracefully.
+            let _ = send.finish();
+            let _ = tokio::time::timeout(LINGER, send.stopped()).await;
+            conn.close(0u32.into(), b"");
+        });
     }
 }
