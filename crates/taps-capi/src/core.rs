@@ -19,6 +19,22 @@ use crate::uv;
 /// on_writable keeps firing while fewer bytes than this wait for the kernel.
 pub(crate) const WRITE_HIGH: u64 = 256 * 1024;
 
+/// Whether on_writable may fire: NEAT's writes reach the kernel inside neat_write, so a
+/// program that set on_all_written sees it before the next on_writable. Here a write
+/// takes a hop to the tokio thread, so with on_all_written set on_writable waits until
+/// everything is written; without it, on_writable fires while less than [`WRITE_HIGH`]
+/// waits (a bulk writer is not held to one write per hop).
+fn writable(f: &Flow) -> bool {
+    f.state == State::Open
+        && f.ops.on_writable.is_some()
+        && !f.shut
+        && if f.ops.on_all_written.is_some() {
+            f.unsent == 0
+        } else {
+            f.unsent < WRITE_HIGH
+        }
+}
+
 /// A `struct neat_ctx`.
 pub(crate) struct Ctx {
     pub(crate) uv: *mut uv::UvLoop,
@@ -31,6 +47,9 @@ pub(crate) struct Ctx {
     pub(crate) flows: BTreeMap<u64, *mut Flow>,
     /// Closed flows, freed at the next dispatch (after their on_close returned).
     graveyard: Vec<*mut Flow>,
+    /// Opens started at the next dispatch, as NEAT connects on the next loop turn (a
+    /// program may open before it accepts on the port it connects to).
+    pub(crate) pending_opens: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -99,6 +118,7 @@ impl Ctx {
                 taps,
                 flows: BTreeMap::new(),
                 graveyard: Vec::new(),
+                pending_opens: Vec::new(),
             }));
             uv::uv_handle_set_data(ah, ctx.cast());
             uv::uv_handle_set_data(ih, ctx.cast());
@@ -192,7 +212,7 @@ impl Flow {
         }
         (self.ops.on_readable.is_some() && !self.inbound.is_empty())
             || (self.eof && (self.inbound.is_empty() || self.ops.on_readable.is_none()))
-            || (self.ops.on_writable.is_some() && !self.shut && self.unsent < WRITE_HIGH)
+            || writable(self)
             || (self.drain_pending && self.unsent == 0 && self.ops.on_all_written.is_some())
     }
 }
@@ -308,6 +328,10 @@ unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
         for f in dead {
             drop(Box::from_raw(f));
         }
+        let opens = std::mem::take(&mut (*ctx).pending_opens);
+        for open in opens {
+            task::runtime().spawn(open);
+        }
         if events {
             let evs = (*ctx).shared.drain();
             for (id, ev) in evs {
@@ -371,7 +395,7 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                 call(flow, Cb::Connected, NEAT_OK);
                 // NEAT: the client's first on_writable (and on_all_written) in the same
                 // dispatch as on_connected.
-                if (*flow).state == State::Open && !(*flow).shut && (*flow).unsent < WRITE_HIGH {
+                if writable(&*flow) {
                     call(flow, Cb::Writable, NEAT_OK);
                 }
                 all_written(flow);
@@ -469,15 +493,8 @@ unsafe fn level(ctx: *mut Ctx, id: u64) {
                 return;
             }
         }
-        {
-            let f = &*flow;
-            if f.state == State::Open
-                && f.ops.on_writable.is_some()
-                && !f.shut
-                && f.unsent < WRITE_HIGH
-            {
-                call(flow, Cb::Writable, NEAT_OK);
-            }
+        if writable(&*flow) {
+            call(flow, Cb::Writable, NEAT_OK);
         }
         if lookup(ctx, id).is_some() {
             all_written(flow);

@@ -385,7 +385,14 @@ pub unsafe extern "C" fn neat_open(
             fr.port = port;
             fr.tx = Some(tx);
             let shared = (*ctx).shared.clone();
-            task::runtime().spawn(task::open(pre, fr.id, shared, fr.shared.clone(), rx));
+            (*ctx).pending_opens.push(Box::pin(task::open(
+                pre,
+                fr.id,
+                shared,
+                fr.shared.clone(),
+                rx,
+            )));
+            (*ctx).wake();
         }
         NEAT_OK
     })
