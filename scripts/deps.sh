@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system packages taps builds and tests against, when missing (Debian,
-# root, apt): pkg-config, iproute2 (netlab) and libusrsctp-dev (user-space SCTP).
+# root, apt): pkg-config, iproute2 (netlab), libusrsctp-dev (user-space SCTP), a C
+# compiler, libuv1-dev and libjansson-dev (the NEAT C API and its C tests).
 set -euo pipefail
 need_apt=()
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v ss >/dev/null 2>&1 || need_apt+=(iproute2)
 [ -e /usr/include/usrsctp.h ] || need_apt+=(libusrsctp-dev)
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+[ -e /usr/include/uv.h ] || need_apt+=(libuv1-dev)
+[ -e /usr/include/jansson.h ] || need_apt+=(libjansson-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "installing: ${need_apt[*]}" >&2

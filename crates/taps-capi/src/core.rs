@@ -1,0 +1,519 @@
+//! The application side: contexts, flows and the dispatch of callbacks. Everything here
+//! runs on the application's thread, inside the NEAT calls or inside `uv_run`.
+//!
+//! Discipline: contexts and flows are reached through raw pointers, and no Rust
+//! reference to either is alive while a C callback runs (a callback may call any NEAT
+//! function on the same flow or context). After a callback, state is looked up again.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::task::{self, Cmd, ConnInfo, CtxShared, Event, FlowShared};
+use crate::types::*;
+use crate::uv;
+
+/// on_writable keeps firing while fewer bytes than this wait for the kernel.
+pub(crate) const WRITE_HIGH: u64 = 256 * 1024;
+
+/// Whether on_writable may fire: NEAT's writes reach the kernel inside neat_write, so a
+/// program that set on_all_written sees it before the next on_writable. Here a write
+/// takes a hop to the tokio thread, so with on_all_written set on_writable waits until
+/// everything is written; without it, on_writable fires while less than [`WRITE_HIGH`]
+/// waits (a bulk writer is not held to one write per hop).
+fn writable(f: &Flow) -> bool {
+    f.state == State::Open
+        && f.ops.on_writable.is_some()
+        && !f.shut
+        && if f.ops.on_all_written.is_some() {
+            f.unsent == 0
+        } else {
+            f.unsent < WRITE_HIGH
+        }
+}
+
+/// A `struct neat_ctx`.
+pub(crate) struct Ctx {
+    pub(crate) uv: *mut uv::UvLoop,
+    async_handle: *mut uv::UvHandle,
+    idle_handle: *mut uv::UvHandle,
+    idle_on: bool,
+    pub(crate) shared: Arc<CtxShared>,
+    pub(crate) taps: taps::Context,
+    /// Flows not yet closed, by id (creation order).
+    pub(crate) flows: BTreeMap<u64, *mut Flow>,
+    /// Closed flows, freed at the next dispatch (after their on_close returned).
+    graveyard: Vec<*mut Flow>,
+    /// Opens started at the next dispatch, as NEAT connects on the next loop turn (a
+    /// program may open before it accepts on the port it connects to).
+    pub(crate) pending_opens: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum State {
+    New,
+    Opening,
+    Listening,
+    Open,
+    /// on_error reported a failed open or listen, or the connection failed.
+    Failed,
+    Closed,
+}
+
+/// A `struct neat_flow`.
+pub(crate) struct Flow {
+    /// The flow's own operations: callbacks get a pointer to this.
+    pub(crate) ops: NeatFlowOperations,
+    pub(crate) ctx: *mut Ctx,
+    pub(crate) id: u64,
+    pub(crate) state: State,
+    /// Accepted `neat_set_property` entries, in order.
+    pub(crate) props: Vec<(String, serde_json::Value)>,
+    pub(crate) tx: Option<UnboundedSender<Cmd>>,
+    pub(crate) shared: Arc<FlowShared>,
+    pub(crate) inbound: VecDeque<Vec<u8>>,
+    /// Bytes of the front message already read (stream transports).
+    pub(crate) head: usize,
+    pub(crate) eof: bool,
+    pub(crate) unsent: u64,
+    pub(crate) drain_pending: bool,
+    pub(crate) shut: bool,
+    pub(crate) info: Option<ConnInfo>,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) bytes_sent: u64,
+    pub(crate) bytes_received: u64,
+}
+
+impl Ctx {
+    /// A context with its own uv loop (None if libuv fails).
+    pub(crate) fn new() -> Option<*mut Ctx> {
+        let rt = task::runtime();
+        let taps = {
+            let _g = rt.enter();
+            taps::Context::new().ok()?
+        };
+        // SAFETY: sizes come from libuv itself; the allocations are freed in `free`.
+        unsafe {
+            let lp = libc::calloc(1, uv::uv_loop_size()) as *mut uv::UvLoop;
+            let ah = libc::calloc(1, uv::uv_handle_size(uv::UV_ASYNC));
+            let ih = libc::calloc(1, uv::uv_handle_size(uv::UV_IDLE));
+            if lp.is_null() || ah.is_null() || ih.is_null() || uv::uv_loop_init(lp) != 0 {
+                libc::free(lp.cast());
+                libc::free(ah);
+                libc::free(ih);
+                return None;
+            }
+            uv::uv_async_init(lp, ah, on_async);
+            uv::uv_idle_init(lp, ih);
+            let ctx = Box::into_raw(Box::new(Ctx {
+                uv: lp,
+                async_handle: ah,
+                idle_handle: ih,
+                idle_on: false,
+                shared: Arc::new(CtxShared::new(ah)),
+                taps,
+                flows: BTreeMap::new(),
+                graveyard: Vec::new(),
+                pending_opens: Vec::new(),
+            }));
+            uv::uv_handle_set_data(ah, ctx.cast());
+            uv::uv_handle_set_data(ih, ctx.cast());
+            Some(ctx)
+        }
+    }
+
+    pub(crate) fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
+        self.shared.log(level, msg);
+    }
+
+    /// Wakes the loop for one more dispatch (frees the graveyard, re-checks flows).
+    pub(crate) fn wake(&self) {
+        // SAFETY: the async handle lives as long as the context.
+        unsafe { uv::uv_async_send(self.async_handle) };
+    }
+
+    /// `neat_free_ctx`: closes every flow (on_close), then the loop and everything.
+    ///
+    /// # Safety
+    /// `ctx` came from [`Ctx::new`] and is not used afterwards.
+    pub(crate) unsafe fn free(ctx: *mut Ctx) {
+        loop {
+            // SAFETY: ctx is valid; the borrow ends before close() calls into C.
+            let next = unsafe { (*ctx).flows.values().next().copied() };
+            let Some(f) = next else { break };
+            // SAFETY: flows in the map are live.
+            unsafe { close(f, false) };
+        }
+        // SAFETY: ctx is valid and no callback runs from here on.
+        unsafe {
+            let c = &mut *ctx;
+            c.shared.kill();
+            uv::uv_walk(c.uv, close_walk, std::ptr::null_mut());
+            uv::uv_run(c.uv, uv::UV_RUN_DEFAULT);
+            uv::uv_loop_close(c.uv);
+            for f in c.graveyard.drain(..) {
+                drop(Box::from_raw(f));
+            }
+            libc::free(c.uv.cast());
+            libc::free(c.async_handle);
+            libc::free(c.idle_handle);
+            drop(Box::from_raw(ctx));
+        }
+    }
+}
+
+unsafe extern "C" fn close_walk(h: *mut uv::UvHandle, _arg: *mut c_void) {
+    // SAFETY: libuv passes live handles of the loop.
+    unsafe {
+        if uv::uv_is_closing(h) == 0 {
+            uv::uv_close(h, None);
+        }
+    }
+}
+
+impl Flow {
+    pub(crate) fn new(ctx: *mut Ctx, id: u64) -> Flow {
+        Flow {
+            ops: NeatFlowOperations::ZERO,
+            ctx,
+            id,
+            state: State::New,
+            props: Vec::new(),
+            tx: None,
+            shared: Arc::new(FlowShared::default()),
+            inbound: VecDeque::new(),
+            head: 0,
+            eof: false,
+            unsent: 0,
+            drain_pending: false,
+            shut: false,
+            info: None,
+            host: String::new(),
+            port: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+        }
+    }
+
+    pub(crate) fn send(&self, cmd: Cmd) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(cmd);
+        }
+    }
+
+    /// Whether a dispatch would call something on this flow now.
+    fn wants_dispatch(&self) -> bool {
+        if self.state != State::Open {
+            return false;
+        }
+        (self.ops.on_readable.is_some() && !self.inbound.is_empty())
+            || (self.eof && (self.inbound.is_empty() || self.ops.on_readable.is_none()))
+            || writable(self)
+            || (self.drain_pending && self.unsent == 0 && self.ops.on_all_written.is_some())
+    }
+}
+
+/// Registers a new flow with the context.
+///
+/// # Safety
+/// `ctx` is a live context.
+pub(crate) unsafe fn new_flow(ctx: *mut Ctx) -> *mut Flow {
+    // SAFETY: ctx is live; short borrow.
+    unsafe {
+        let id = (*ctx).shared.next_id();
+        let f = Box::into_raw(Box::new(Flow::new(ctx, id)));
+        (*ctx).flows.insert(id, f);
+        f
+    }
+}
+
+/// Which callback to run.
+#[derive(Clone, Copy)]
+pub(crate) enum Cb {
+    Connected,
+    Error,
+    Readable,
+    Writable,
+    AllWritten,
+    Close,
+}
+
+/// Runs one callback of `flow` with its operations refreshed; false if none is set.
+///
+/// # Safety
+/// `flow` is live (possibly closed but not freed). No reference into it may be held.
+pub(crate) unsafe fn call(flow: *mut Flow, cb: Cb, status: NeatError) -> bool {
+    // SAFETY: flow is live; the borrow ends before the C call.
+    let (fx, ops) = unsafe {
+        let f = &mut *flow;
+        let fx = match cb {
+            Cb::Connected => f.ops.on_connected,
+            Cb::Error => f.ops.on_error,
+            Cb::Readable => f.ops.on_readable,
+            Cb::Writable => f.ops.on_writable,
+            Cb::AllWritten => f.ops.on_all_written,
+            Cb::Close => f.ops.on_close,
+        };
+        let Some(fx) = fx else { return false };
+        f.ops.status = status;
+        f.ops.stream_id = f.info.map_or(0, |i| i.stream_id);
+        f.ops.ctx = f.ctx.cast();
+        f.ops.flow = flow.cast();
+        (fx, &mut f.ops as *mut NeatFlowOperations)
+    };
+    // SAFETY: a callback of the application with its flow's operations, as NEAT does.
+    unsafe { fx(ops) };
+    true
+}
+
+/// Closes a flow: stops its task, marks it closed, runs on_close (inside this call, as
+/// NEAT does) and frees it at a later dispatch. Closing twice does nothing.
+///
+/// # Safety
+/// `flow` is live (possibly closed but not freed).
+pub(crate) unsafe fn close(flow: *mut Flow, abort: bool) {
+    // SAFETY: flow is live; the borrow ends before on_close.
+    unsafe {
+        let f = &mut *flow;
+        if f.state == State::Closed {
+            return;
+        }
+        f.state = State::Closed;
+        f.send(if abort { Cmd::Abort } else { Cmd::Close });
+        f.tx = None;
+        f.inbound.clear();
+        let ctx = &mut *f.ctx;
+        ctx.flows.remove(&f.id);
+        ctx.graveyard.push(flow);
+        ctx.wake();
+    }
+    // SAFETY: as above; the flow stays allocated until the next dispatch.
+    unsafe { call(flow, Cb::Close, NEAT_OK) };
+}
+
+unsafe extern "C" fn on_async(h: *mut uv::UvHandle) {
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: the handle's data is its context, alive while the handle is.
+        unsafe { dispatch(uv::uv_handle_get_data(h).cast(), true) }
+    });
+    if r.is_err() {
+        eprintln!("[taps-neat error] internal panic in the event dispatch");
+    }
+}
+
+unsafe extern "C" fn on_idle(h: *mut uv::UvHandle) {
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: as in on_async.
+        unsafe { dispatch(uv::uv_handle_get_data(h).cast(), false) }
+    });
+    if r.is_err() {
+        eprintln!("[taps-neat error] internal panic in the event dispatch");
+    }
+}
+
+/// One dispatch: frees closed flows, applies the tokio side's events (edge callbacks),
+/// then runs the level-triggered callbacks once, and arms the idle handle if some flow
+/// wants another turn.
+///
+/// # Safety
+/// `ctx` is live.
+unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
+    // SAFETY: ctx is live; short borrows only, none across callbacks.
+    unsafe {
+        let dead: Vec<*mut Flow> = std::mem::take(&mut (*ctx).graveyard);
+        for f in dead {
+            drop(Box::from_raw(f));
+        }
+        let opens = std::mem::take(&mut (*ctx).pending_opens);
+        for open in opens {
+            task::runtime().spawn(open);
+        }
+        if events {
+            let evs = (*ctx).shared.drain();
+            for (id, ev) in evs {
+                apply(ctx, id, ev);
+            }
+        }
+        let ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
+        for id in ids {
+            level(ctx, id);
+        }
+        let want = (*ctx).flows.values().any(|f| (**f).wants_dispatch());
+        let c = &mut *ctx;
+        if want != c.idle_on {
+            c.idle_on = want;
+            if want {
+                uv::uv_idle_start(c.idle_handle, on_idle);
+            } else {
+                uv::uv_idle_stop(c.idle_handle);
+            }
+        }
+    }
+}
+
+/// Arms the idle handle so the next loop iteration dispatches (after an API call that
+/// may make a flow ready: set_operations, write, read).
+///
+/// # Safety
+/// `ctx` is live.
+pub(crate) unsafe fn rearm(ctx: *mut Ctx) {
+    // SAFETY: ctx is live.
+    unsafe {
+        let c = &mut *ctx;
+        if !c.idle_on {
+            c.idle_on = true;
+            uv::uv_idle_start(c.idle_handle, on_idle);
+        }
+    }
+}
+
+/// Looks up a live, not closed flow.
+unsafe fn lookup(ctx: *mut Ctx, id: u64) -> Option<*mut Flow> {
+    // SAFETY: ctx is live.
+    unsafe { (*ctx).flows.get(&id).copied() }
+}
+
+unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
+    // SAFETY: ctx is live; flows found in the map are live.
+    unsafe {
+        let Some(flow) = lookup(ctx, id) else { return };
+        match ev {
+            Event::Connected(info) => {
+                {
+                    let f = &mut *flow;
+                    if f.state != State::Opening {
+                        return;
+                    }
+                    f.state = State::Open;
+                    f.info = Some(info);
+                    f.ops.transport_protocol = info.stack;
+                }
+                call(flow, Cb::Connected, NEAT_OK);
+                // NEAT: the client's first on_writable (and on_all_written) in the same
+                // dispatch as on_connected.
+                if writable(&*flow) {
+                    call(flow, Cb::Writable, NEAT_OK);
+                }
+                all_written(flow);
+            }
+            Event::Accepted {
+                id: nid,
+                info,
+                tx,
+                shared,
+            } => {
+                let nf = {
+                    let l = &*flow;
+                    let mut f = Flow::new(ctx, nid);
+                    f.ops = l.ops;
+                    f.ops.on_all_written = None;
+                    f.ops.transport_protocol = info.stack;
+                    f.state = State::Open;
+                    f.info = Some(info);
+                    f.tx = Some(tx);
+                    f.shared = shared;
+                    f.props = l.props.clone();
+                    f.host = info.remote.ip().to_string();
+                    f.port = info.remote.port();
+                    let nf = Box::into_raw(Box::new(f));
+                    (*ctx).flows.insert(nid, nf);
+                    nf
+                };
+                call(nf, Cb::Connected, NEAT_OK);
+            }
+            Event::Data(d) => {
+                let f = &mut *flow;
+                if f.state == State::Open {
+                    f.inbound.push_back(d);
+                }
+            }
+            Event::Written(n) => {
+                {
+                    let f = &mut *flow;
+                    f.unsent = f.unsent.saturating_sub(n);
+                }
+                all_written(flow);
+            }
+            Event::Eof => (*flow).eof = true,
+            Event::Error(code, msg) => {
+                (*ctx).log(NEAT_LOG_ERROR, format_args!("flow {id}: {msg}"));
+                let f = &mut *flow;
+                if matches!(f.state, State::Opening | State::Listening) {
+                    f.state = State::Failed;
+                } else if f.state == State::Open {
+                    // The connection is gone: what was read can still be read, then
+                    // on_close as after an orderly end.
+                    f.eof = true;
+                }
+                call(flow, Cb::Error, code);
+            }
+        }
+    }
+}
+
+/// on_all_written, once, when everything written reached the kernel.
+unsafe fn all_written(flow: *mut Flow) {
+    // SAFETY: flow is live.
+    unsafe {
+        let f = &mut *flow;
+        if f.state == State::Open
+            && f.drain_pending
+            && f.unsent == 0
+            && f.ops.on_all_written.is_some()
+        {
+            f.drain_pending = false;
+            call(flow, Cb::AllWritten, NEAT_OK);
+        }
+    }
+}
+
+/// The level-triggered callbacks of one flow, once.
+unsafe fn level(ctx: *mut Ctx, id: u64) {
+    // SAFETY: ctx is live; the flow is re-looked-up after every callback.
+    unsafe {
+        let Some(flow) = lookup(ctx, id) else { return };
+        if (*flow).state != State::Open {
+            return;
+        }
+        if (*flow).ops.on_readable.is_some() && !(*flow).inbound.is_empty() {
+            call(flow, Cb::Readable, NEAT_OK);
+        }
+        let Some(flow) = lookup(ctx, id) else { return };
+        {
+            let f = &*flow;
+            if f.state == State::Open
+                && f.eof
+                && (f.inbound.is_empty() || f.ops.on_readable.is_none())
+            {
+                close(flow, false);
+                return;
+            }
+        }
+        if writable(&*flow) {
+            call(flow, Cb::Writable, NEAT_OK);
+        }
+        if lookup(ctx, id).is_some() {
+            all_written(flow);
+        }
+    }
+}
+
+/// Reports an error on a flow at the next dispatch (NEAT reports them asynchronously).
+pub(crate) fn post_error(ctx: &Ctx, id: u64, code: NeatError, msg: String) {
+    ctx.shared.post(id, Event::Error(code, msg));
+}
+
+/// Frees the flow-side read budget after the application read `n` bytes.
+pub(crate) fn consumed(f: &mut Flow, n: usize) {
+    f.shared.buffered.fetch_sub(n, Ordering::SeqCst);
+    if f.shared.paused.load(Ordering::SeqCst)
+        && f.shared.buffered.load(Ordering::SeqCst) < task::READ_LIMIT
+        && f.shared.paused.swap(false, Ordering::SeqCst)
+    {
+        f.send(Cmd::Resume);
+    }
+}
