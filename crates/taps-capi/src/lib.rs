@@ -11,6 +11,11 @@
 //! Every export catches panics (NEAT_ERROR_INTERNAL), checks its pointers
 //! (NEAT_ERROR_BAD_ARGUMENT) and holds no lock or borrow while it calls back into C.
 
+// A C API: raw pointers from C and calls into libuv are its substance, so this crate
+// allows unsafe code (every block says why it is sound); the rest of the workspace
+// denies it.
+#![allow(unsafe_code)]
+
 mod core;
 mod task;
 mod types;

@@ -14,7 +14,7 @@ use taps_core::properties::Protocol;
 use crate::interfaces::InterfaceWatcher;
 use crate::resolver::{NameServers, Resolver, ResolverConfig};
 use crate::sctp_flow::FlowMap;
-use crate::transport::quic::QuicClientSocket;
+use crate::security::quic::QuicClientSocket;
 use crate::Error;
 
 /// TLS sessions kept for resumption per context (rustls' default per configuration).

@@ -86,75 +86,124 @@ impl Listener {
             .collect();
         let has = |p: Protocol| runnable.iter().any(|s| s.protocol == p);
         let (tx, rx) = mpsc::channel(BACKLOG);
-        let mut tasks = Vec::new();
-        let mut bound = Vec::new();
-        let mut errors = Vec::new();
-        for addr in &addrs {
+        let mut b = Binder {
+            opts,
+            security,
+            tx,
+            tasks: Vec::new(),
+            bound: Vec::new(),
+            errors: Vec::new(),
+        };
+        for (i, addr) in addrs.iter().enumerate() {
             // One MPTCP listener also accepts plain TCP clients.
             if has(Protocol::Tcp) || has(Protocol::Mptcp) {
-                match transport::listen_tcp(*addr, has(Protocol::Mptcp), &opts) {
-                    Ok(l) => {
-                        let protocol = if has(Protocol::Mptcp) {
-                            Protocol::Mptcp
-                        } else {
-                            Protocol::Tcp
-                        };
-                        let stack = match &security {
-                            Some(_) => Stack::new(protocol, Security::Tls),
-                            None => Stack::plain(protocol),
-                        };
-                        bound.push((stack, l.local_addr()?));
-                        tasks.push(tokio::spawn(accept_stream(l, security.clone(), tx.clone())));
-                    }
-                    Err(e) => errors.push(format!("TCP {addr}: {e}")),
-                }
+                b.stream(*addr, has(Protocol::Mptcp))?;
             }
             // One dual-stack SCTP listener (its UDP socket takes IPv4 too).
-            let first_of_many = addrs.len() > 1 && addr == &addrs[0];
-            if has(Protocol::Sctp) && (addrs.len() == 1 || first_of_many) {
-                match transport::sctp::listen(addr.ip(), addr.port(), &opts) {
-                    Ok(l) => {
-                        let udp = l.local_addr();
-                        bound.push((
-                            Stack::plain(Protocol::Sctp),
-                            SocketAddr::new(udp.ip(), addr.port()),
-                        ));
-                        tasks.push(tokio::spawn(accept_sctp(l, tx.clone())));
-                    }
-                    Err(e) => errors.push(format!(
-                        "SCTP {addr} (UDP port {}): {e}",
-                        opts.sctp_udp_port
-                    )),
-                }
+            if has(Protocol::Sctp) && i == 0 {
+                b.sctp(*addr);
             }
-            if let (true, Some(security)) = (has(Protocol::Quic), &security) {
-                match transport::quic::listen(*addr, security.quic()) {
-                    Ok(endpoint) => {
-                        let stack = Stack::new(Protocol::Quic, Security::QuicTls);
-                        bound.push((stack, endpoint.local_addr()?));
-                        tasks.push(tokio::spawn(accept_quic(endpoint, tx.clone())));
-                    }
-                    Err(e) => errors.push(format!("QUIC {addr}: {e}")),
-                }
+            if has(Protocol::Quic) {
+                b.quic(*addr)?;
             }
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
-                if !has(p) {
-                    continue;
-                }
-                match transport::bind_udp(*addr, lite, &opts) {
-                    Ok(s) => {
-                        bound.push((Stack::plain(p), s.local_addr()?));
-                        tasks.push(tokio::spawn(accept_datagrams(
-                            Arc::new(s),
-                            Stack::plain(p),
-                            tx.clone(),
-                        )));
-                    }
-                    Err(e) => errors.push(format!("{p} {addr}: {e}")),
+                if has(p) {
+                    b.datagrams(*addr, p, lite)?;
                 }
             }
         }
-        if bound.is_empty() {
+        b.finish(plan, rx)
+    }
+}
+
+/// Binds one listener after another, collecting their accept tasks, what is bound where
+/// and why anything could not be bound.
+struct Binder {
+    opts: Arc<SocketOptions>,
+    security: Option<Arc<ServerSecurity>>,
+    tx: mpsc::Sender<Result<Connection, Error>>,
+    tasks: Vec<JoinHandle<()>>,
+    bound: Vec<(Stack, SocketAddr)>,
+    errors: Vec<String>,
+}
+
+impl Binder {
+    /// TCP (or MPTCP, which takes plain TCP clients too), with TLS if secured.
+    fn stream(&mut self, addr: SocketAddr, mptcp: bool) -> Result<(), Error> {
+        match transport::listen_tcp(addr, mptcp, &self.opts) {
+            Ok(l) => {
+                let protocol = if mptcp {
+                    Protocol::Mptcp
+                } else {
+                    Protocol::Tcp
+                };
+                let stack = match &self.security {
+                    Some(_) => Stack::new(protocol, Security::Tls),
+                    None => Stack::plain(protocol),
+                };
+                self.bound.push((stack, l.local_addr()?));
+                let task = accept_stream(l, self.security.clone(), self.tx.clone());
+                self.tasks.push(tokio::spawn(task));
+            }
+            Err(e) => self.errors.push(format!("TCP {addr}: {e}")),
+        }
+        Ok(())
+    }
+
+    /// SCTP over UDP: one dual-stack listener.
+    fn sctp(&mut self, addr: SocketAddr) {
+        match transport::sctp::listen(addr.ip(), addr.port(), &self.opts) {
+            Ok(l) => {
+                let udp = l.local_addr();
+                let at = SocketAddr::new(udp.ip(), addr.port());
+                self.bound.push((Stack::plain(Protocol::Sctp), at));
+                self.tasks
+                    .push(tokio::spawn(accept_sctp(l, self.tx.clone())));
+            }
+            Err(e) => self.errors.push(format!(
+                "SCTP {addr} (UDP port {}): {e}",
+                self.opts.sctp_udp_port
+            )),
+        }
+    }
+
+    /// QUIC on the same port (UDP), with the listener's identity.
+    fn quic(&mut self, addr: SocketAddr) -> Result<(), Error> {
+        let Some(security) = &self.security else {
+            return Ok(());
+        };
+        match crate::security::quic::listen(addr, security.quic()) {
+            Ok(endpoint) => {
+                let stack = Stack::new(Protocol::Quic, Security::QuicTls);
+                self.bound.push((stack, endpoint.local_addr()?));
+                self.tasks
+                    .push(tokio::spawn(accept_quic(endpoint, self.tx.clone())));
+            }
+            Err(e) => self.errors.push(format!("QUIC {addr}: {e}")),
+        }
+        Ok(())
+    }
+
+    /// UDP or UDP-Lite: one flow per remote endpoint.
+    fn datagrams(&mut self, addr: SocketAddr, p: Protocol, lite: bool) -> Result<(), Error> {
+        match transport::bind_udp(addr, lite, &self.opts) {
+            Ok(s) => {
+                self.bound.push((Stack::plain(p), s.local_addr()?));
+                let task = accept_datagrams(Arc::new(s), Stack::plain(p), self.tx.clone());
+                self.tasks.push(tokio::spawn(task));
+            }
+            Err(e) => self.errors.push(format!("{p} {addr}: {e}")),
+        }
+        Ok(())
+    }
+
+    /// The listener, or why nothing could listen.
+    fn finish(
+        self,
+        plan: &Plan,
+        rx: mpsc::Receiver<Result<Connection, Error>>,
+    ) -> Result<Listener, Error> {
+        if self.bound.is_empty() {
             let stacks: Vec<String> = plan
                 .stacks()
                 .iter()
@@ -166,14 +215,18 @@ impl Listener {
             return Err(Error::config(format!(
                 "nothing to listen on: allowed stacks {}; {}",
                 stacks.join(", "),
-                if errors.is_empty() {
+                if self.errors.is_empty() {
                     "none of them can listen in this build".to_string()
                 } else {
-                    errors.join("; ")
+                    self.errors.join("; ")
                 }
             )));
         }
-        Ok(Listener { rx, tasks, bound })
+        Ok(Listener {
+            rx,
+            tasks: self.tasks,
+            bound: self.bound,
+        })
     }
 }
 
@@ -245,7 +298,7 @@ async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connecti
         let tx = tx.clone();
         tokio::spawn(async move {
             let peer = incoming.remote_address();
-            let (stream, info) = match transport::quic::accept(incoming, local).await {
+            let (stream, info) = match crate::security::quic::accept(incoming, local).await {
                 Ok(done) => done,
                 Err(cause) => {
                     tracing::debug!(%peer, %cause, "QUIC connection from a client failed");

@@ -12,9 +12,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::quic::{self, QuicClientSocket, QuicStream};
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
 use crate::error::SetupError;
-use crate::transport::quic::{self, QuicClientSocket, QuicStream};
 
 /// The application protocol QUIC offers when the application named none (QUIC needs
 /// one; taps listeners accept it).

@@ -1,5 +1,6 @@
-//! Security: the RFC 9622 security parameters, and the TLS configurations built from
-//! them once per preconnection (client) or listener (server).
+//! Security: the RFC 9622 security parameters, the TLS configurations built from them
+//! once per preconnection (client) or listener (server), and QUIC (always secured, so it
+//! lives here: quinn, one client socket per context).
 //!
 //! Secure by default: a client verifies the peer's certificate chain against the system's
 //! trust store plus the Mozilla roots (webpki-roots), and the name the application asked
@@ -15,10 +16,12 @@
 mod client;
 mod failure;
 mod files;
+pub(crate) mod quic;
 mod server;
 
 pub(crate) use client::ClientSecurity;
 pub(crate) use failure::handshake_failure;
+pub(crate) use quic::QuicStream;
 pub(crate) use server::ServerSecurity;
 
 use std::path::PathBuf;

@@ -8,7 +8,6 @@
 
 mod listen;
 mod options;
-pub(crate) mod quic;
 pub(crate) mod sctp;
 mod stream;
 mod sys;
@@ -27,7 +26,7 @@ use socket2::{Domain, Socket, Type};
 use taps_core::candidates::{Candidate, LocalBinding, Security};
 use taps_core::failure::AttemptCause;
 
-use crate::security::{ClientSecurity, SecurityInfo};
+use crate::security::{ClientSecurity, QuicStream, SecurityInfo};
 use taps_core::properties::Protocol;
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 
@@ -130,7 +129,7 @@ pub(crate) enum Established {
         Box<SecurityInfo>,
     ),
     /// A QUIC connection's first stream, its handshake done and the peer verified.
-    Quic(Box<quic::QuicStream>, Box<SecurityInfo>),
+    Quic(Box<QuicStream>, Box<SecurityInfo>),
     /// A UDP or UDP-Lite socket `connect`ed to the remote (no handshake happened).
     Udp(
         UdpSocket,

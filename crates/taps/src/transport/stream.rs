@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsStream;
 
-use super::quic::QuicStream;
+use crate::security::QuicStream;
 
 /// A connected stream, plain or secured. The TLS state is boxed: a plain stream does not
 /// carry its size.

@@ -16,7 +16,7 @@ use rustls_pki_types::CertificateDer;
 use taps_core::{AttemptCause, VerifyFailure};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::security::SecurityInfo;
+use super::SecurityInfo;
 
 /// The UDP socket a context initiates QUIC from: created on the first QUIC attempt
 /// (dual-stack `[::]:0` where the host allows, else `0.0.0.0:0`), then shared, like
