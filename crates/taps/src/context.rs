@@ -240,6 +240,13 @@ impl Context {
         &self.inner.quic
     }
 
+    /// QUIC connections of this context still open, attempts in their handshake
+    /// included (what a leak check counts: none should outlive a cancelled attempt for
+    /// longer than it takes to close). No I/O.
+    pub fn open_quic_connections(&self) -> usize {
+        self.inner.quic.open_connections()
+    }
+
     /// Which stacks this build can run.
     pub fn availability(&self) -> &Availability {
         &self.inner.availability

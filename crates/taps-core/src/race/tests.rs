@@ -1444,3 +1444,55 @@ fn learned_outcomes_go_into_the_cib_as_successes_and_failures() {
     assert_eq!(cib.len(), 1, "{:?}", run.race.report().timeline);
     assert_eq!(cib.history(&v4, run.base + ms(300)), History::Unknown);
 }
+
+// --- Secure stacks: the handshake is the finish line (HEv3) -----------------------------
+
+/// A TLS attempt whose TCP connects 30 ms before the next staggered start is due holds
+/// that start back by 2 x its transport time + 10 ms, so a handshake about one more
+/// round trip long can finish first; when it then connects it wins without a second
+/// attempt. One whose transport came up early (far from the next start) changes nothing.
+#[test]
+fn transport_up_near_the_next_start_holds_it_for_the_handshake() {
+    let base = Instant::now();
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V6, cands(&["2001:db8::1"]), base);
+    race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base);
+    let first = match race.poll_action() {
+        Some(Action::Start { id, .. }) => id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(race.poll_timeout(), Some(base + ms(250)));
+    // TCP up at 220 ms: the next start (250 ms) is due before the handshake can finish
+    // (2 x 220 + 10 ms, bounded by the attempt delay): held until 220 + 250 ms.
+    race.on_attempt_transport_up(first, base + ms(220));
+    assert_eq!(race.poll_timeout(), Some(base + ms(470)));
+    race.handle_timeout(base + ms(250));
+    assert!(race.poll_action().is_none(), "nothing starts at 250 ms");
+    race.on_attempt_connected(first, base + ms(300));
+    assert!(matches!(race.poll_action(), Some(Action::Won { id }) if id == first));
+    let events: Vec<String> = race
+        .report()
+        .timeline_text()
+        .map(|(_, t)| t.to_string())
+        .collect();
+    assert!(
+        events.contains(
+            &"#1 transport up, security handshake running (next start held 250 ms for it)"
+                .to_string()
+        ),
+        "{events:?}"
+    );
+
+    // Transport up at 20 ms: 2 x 20 + 10 = 50 ms ends well before 250 ms: no change.
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V6, cands(&["2001:db8::1"]), base);
+    race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base);
+    let Some(Action::Start { id, .. }) = race.poll_action() else {
+        panic!("no start")
+    };
+    race.on_attempt_transport_up(id, base + ms(20));
+    assert_eq!(race.poll_timeout(), Some(base + ms(250)));
+    // A handshake that never finishes does not win: the next attempt starts on time.
+    race.handle_timeout(base + ms(250));
+    assert!(matches!(race.poll_action(), Some(Action::Start { .. })));
+}

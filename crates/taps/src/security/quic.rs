@@ -56,6 +56,13 @@ pub(crate) fn listen(addr: SocketAddr, config: quinn::ServerConfig) -> io::Resul
     )
 }
 
+impl QuicClientSocket {
+    /// QUIC connections of this socket still open (0 before the first QUIC attempt).
+    pub(crate) fn open_connections(&self) -> usize {
+        self.0.get().map_or(0, Endpoint::open_connections)
+    }
+}
+
 /// One QUIC connection's first bidirectional stream, as a byte stream.
 #[derive(Debug)]
 pub(crate) struct QuicStream {

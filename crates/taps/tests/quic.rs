@@ -1,0 +1,248 @@
+//! QUIC end to end on loopback: a taps listener serving QUIC and TLS/TCP on one port, a
+//! taps client racing them, verification failures as typed causes, a cancelled QUIC
+//! attempt that leaves nothing open, and an independent QUIC stack (ngtcp2's
+//! `gtlsserver`, HTTP/3) when installed.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener, UdpSocket as StdUdp};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use taps::taps_core::properties::{Name, Protocol};
+use taps::taps_core::race::AttemptOutcome;
+use taps::taps_core::VerifyFailure;
+use taps::{
+    AttemptCause, Context, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
+    TransportProperties,
+};
+use taps_testkit::TestPki;
+
+/// A secure listener (QUIC and TLS/TCP) on 127.0.0.1, echoing messages.
+async fn secure_echo(ctx: &Context, pki: &TestPki, port: u16) -> Listener {
+    let props = TransportProperties::for_listener()
+        .require(Name::Security)
+        .compile()
+        .unwrap();
+    let mut listener = Preconnection::new(ctx, props)
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
+        .listen()
+        .await
+        .unwrap();
+    let stacks: Vec<String> = listener
+        .local_addrs()
+        .iter()
+        .map(|(s, _)| s.to_string())
+        .collect();
+    assert!(stacks.contains(&"QUIC".to_string()), "{stacks:?}");
+    let accepted = std::mem::replace(&mut listener, dummy(ctx).await);
+    spawn_echo(accepted);
+    listener
+}
+
+/// A plain UDP listener to hold the place of the one moved into the echo task.
+async fn dummy(ctx: &Context) -> Listener {
+    let props = TransportProperties::for_listener()
+        .protocols(taps::Preference::Require, [Protocol::Udp])
+        .compile()
+        .unwrap();
+    Preconnection::new(ctx, props)
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .listen()
+        .await
+        .unwrap()
+}
+
+fn spawn_echo(mut listener: Listener) {
+    tokio::spawn(async move {
+        while let Some(Ok(mut conn)) = listener.accept().await {
+            tokio::spawn(async move {
+                while let Ok(Some(m)) = conn.receive().await {
+                    if conn.send(&m).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn free_port() -> u16 {
+    // A port free for both TCP and UDP on 127.0.0.1.
+    for _ in 0..50 {
+        let tcp = StdListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if StdUdp::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port");
+}
+
+fn secure() -> TransportProperties {
+    TransportProperties::new().require(Name::Security)
+}
+
+fn trusting(pki: &TestPki) -> SecurityParameters {
+    SecurityParameters::new()
+        .ca_file(&pki.ca)
+        .server_name("localhost")
+}
+
+#[tokio::test]
+async fn quic_wins_when_both_quic_and_tls_serve_the_port() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let _listener = secure_echo(&ctx, &pki, port).await;
+    let pre = Preconnection::new(&ctx, secure().compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(trusting(&pki));
+    let mut conn = pre.initiate().await.unwrap();
+    assert_eq!(conn.info().stack.to_string(), "QUIC");
+    let sec = conn.info().security.clone().unwrap();
+    assert!(sec.version.starts_with("TLS 1.3"), "{sec:?}");
+    assert_eq!(sec.alpn.as_deref(), Some(&b"taps"[..]));
+    conn.send(b"over QUIC").await.unwrap();
+    assert_eq!(
+        conn.receive().await.unwrap().as_deref(),
+        Some(&b"over QUIC"[..])
+    );
+    // A second flow of the same context shares its QUIC socket.
+    let mut second = pre.initiate().await.unwrap();
+    assert_eq!(second.info().local, conn.info().local);
+    second.send(b"2").await.unwrap();
+    assert_eq!(second.receive().await.unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+#[tokio::test]
+async fn quic_verification_failure_is_typed() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let _listener = secure_echo(&ctx, &pki, port).await;
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .compile()
+        .unwrap();
+    let err = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(SecurityParameters::new().server_name("localhost"))
+        .initiate()
+        .await
+        .unwrap_err();
+    let causes: Vec<AttemptCause> = err
+        .attempt_causes()
+        .into_iter()
+        .filter(|c| !matches!(c, AttemptCause::Unavailable(_)))
+        .collect();
+    assert_eq!(
+        causes,
+        [AttemptCause::Verification {
+            server_name: "localhost".into(),
+            reason: VerifyFailure::UnknownIssuer
+        }],
+        "{err}"
+    );
+}
+
+/// UDP to the port is silently dropped (a socket that never reads): QUIC gets no answer,
+/// TLS/TCP wins one attempt delay later, and the cancelled QUIC attempt leaves no
+/// connection open on the context's socket.
+#[tokio::test]
+async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    // TLS/TCP only on the port; a UDP socket on it that never answers.
+    let props = TransportProperties::for_listener()
+        .require(Name::Security)
+        .protocols(taps::Preference::Require, [Protocol::Tcp])
+        .compile()
+        .unwrap();
+    let listener = Preconnection::new(&ctx, props)
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
+        .listen()
+        .await
+        .unwrap();
+    spawn_echo(listener);
+    let _silent = StdUdp::bind(("127.0.0.1", port)).unwrap();
+    let props = secure()
+        .attempt_delay(Duration::from_millis(100))
+        .compile()
+        .unwrap();
+    let mut conn = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(trusting(&pki))
+        .initiate()
+        .await
+        .unwrap();
+    assert_eq!(conn.info().stack.to_string(), "TLS/TCP");
+    let report = conn.info().race.clone().unwrap();
+    let quic = report
+        .attempts
+        .iter()
+        .find(|a| a.candidate.stack.to_string() == "QUIC")
+        .expect("QUIC was attempted");
+    assert_eq!(
+        quic.outcome,
+        AttemptOutcome::Cancelled,
+        "{}",
+        report.trace()
+    );
+    conn.send(b"tls").await.unwrap();
+    assert_eq!(conn.receive().await.unwrap().as_deref(), Some(&b"tls"[..]));
+    // The dropped attempt's connection was closed when it was cancelled; the endpoint
+    // forgets it once its draining period (3 probe timeouts) is over.
+    let cancelled = std::time::Instant::now();
+    while ctx.open_quic_connections() > 0 && cancelled.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("QUIC attempt gone {:?} after the race", cancelled.elapsed());
+    assert_eq!(ctx.open_quic_connections(), 0);
+}
+
+/// Against ngtcp2 (an independent QUIC stack; its HTTP/3 server `gtlsserver`): the QUIC
+/// handshake completes, the certificate verifies, ALPN h3 is agreed.
+#[tokio::test]
+async fn interoperates_with_ngtcp2() {
+    if Command::new("gtlsserver").arg("--help").output().is_err() {
+        println!("skipped: ngtcp2-server is not installed (scripts/deps.sh installs it)");
+        return;
+    }
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let port = free_port();
+    let mut server = Command::new("gtlsserver")
+        .args(["-q", "127.0.0.1", &port.to_string()])
+        .arg(&pki.key)
+        .arg(&pki.cert)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(trusting(&pki).alpn(["h3"]));
+    let mut conn = None;
+    for _ in 0..50 {
+        match pre.initiate().await {
+            Ok(c) => {
+                conn = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let conn = conn.expect("gtlsserver answered");
+    let sec = conn.info().security.clone().unwrap();
+    assert_eq!(sec.alpn.as_deref(), Some(&b"h3"[..]));
+    assert_eq!(sec.peer_certificates.len(), 1);
+}
