@@ -20,6 +20,12 @@ use crate::stack::{Security, Stack};
 
 /// Default lifetime of a cached outcome (NEAT's 10 minutes).
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(600);
+/// How long a QUIC failure keeps QUIC ranked last for that endpoint the first time
+/// (Chromium's "broken alternative service": 5 minutes); each further failure in a row
+/// doubles it.
+pub const QUIC_BROKEN_FIRST: Duration = Duration::from_secs(300);
+/// The longest a QUIC failure counts (Chromium caps its doubling at about 2 days).
+pub const QUIC_BROKEN_MAX: Duration = Duration::from_secs(2 * 24 * 3600);
 /// Default bound on cached outcomes.
 pub const DEFAULT_MAX_ENTRIES: usize = 4096;
 const RTT_SAMPLES: usize = 8;
@@ -44,6 +50,8 @@ pub struct Outcome {
     pub last: Result<(), AttemptCause>,
     /// Recent connect times of successful attempts, newest last.
     pub rtt_samples: Vec<Duration>,
+    /// Failures in a row since the last success (QUIC's backoff doubles with them).
+    pub failures: u32,
 }
 
 /// The history of a candidate, as ranking uses it.
@@ -151,7 +159,12 @@ impl Cib {
     }
 
     /// Replaces the interface list (the I/O side calls this when the OS reports a change).
+    /// A different set of addresses means another network: QUIC failures are forgotten
+    /// ([`Cib::forget_quic_failures`]).
     pub fn set_interfaces(&mut self, interfaces: Arc<Vec<Interface>>) {
+        if addresses(&self.interfaces) != addresses(&interfaces) {
+            self.forget_quic_failures();
+        }
         self.interfaces = interfaces;
     }
 
@@ -174,6 +187,7 @@ impl Cib {
     pub fn record_success(&mut self, key: OutcomeKey, connect_time: Duration, now: Instant) {
         let o = self.entry(key, now);
         o.last = Ok(());
+        o.failures = 0;
         if o.rtt_samples.len() == RTT_SAMPLES {
             o.rtt_samples.remove(0);
         }
@@ -182,7 +196,30 @@ impl Cib {
 
     /// Records a failed attempt.
     pub fn record_failure(&mut self, key: OutcomeKey, cause: AttemptCause, now: Instant) {
-        self.entry(key, now).last = Err(cause);
+        let o = self.entry(key, now);
+        o.last = Err(cause);
+        o.failures = o.failures.saturating_add(1);
+    }
+
+    /// How long `o` of `key` counts: the configured lifetime, except for a QUIC failure,
+    /// which counts [`QUIC_BROKEN_FIRST`] doubled per further failure in a row, at most
+    /// [`QUIC_BROKEN_MAX`] (QUIC blocked on a network tends to stay blocked; a wrong
+    /// guess costs one attempt delay per connection, a right one saves a QUIC attempt
+    /// per connection). Cost: constant.
+    pub fn lifetime_of(&self, key: &OutcomeKey, o: &Outcome) -> Duration {
+        outcome_lifetime(self.config.lifetime, key, o)
+    }
+
+    /// Forgets every QUIC failure: the local network changed, and what was blocked on the
+    /// old one may work on the new one (as Chromium clears its marks). Cost: a scan.
+    pub fn forget_quic_failures(&mut self) {
+        let mut count = 0;
+        self.outcomes.retain(|_, list| {
+            list.retain(|(k, o)| k.stack.protocol != Protocol::Quic || o.last.is_ok());
+            count += list.len();
+            !list.is_empty()
+        });
+        self.count = count;
     }
 
     /// Learns what a race found out about `endpoint`: each record becomes a success or a
@@ -231,6 +268,7 @@ impl Cib {
                         at: now,
                         last: Ok(()),
                         rtt_samples: Vec::new(),
+                        failures: 0,
                     },
                 ));
                 self.count += 1;
@@ -263,10 +301,12 @@ impl Cib {
 
     /// Drops expired outcomes.
     pub fn prune(&mut self, now: Instant) {
-        let lifetime = self.config.lifetime;
         let mut count = 0;
+        let base = self.config.lifetime;
         self.outcomes.retain(|_, list| {
-            list.retain(|(_, o)| now.saturating_duration_since(o.at) < lifetime);
+            list.retain(|(k, o)| {
+                now.saturating_duration_since(o.at) < outcome_lifetime(base, k, o)
+            });
             count += list.len();
             !list.is_empty()
         });
@@ -284,12 +324,12 @@ impl Cib {
         else {
             return History::Unknown;
         };
-        self.history_of(o, now)
+        self.history_of(key, o, now)
     }
 
-    fn history_of(&self, o: &Outcome, now: Instant) -> History {
+    fn history_of(&self, key: &OutcomeKey, o: &Outcome, now: Instant) -> History {
         let age = now.saturating_duration_since(o.at);
-        if age >= self.config.lifetime {
+        if age >= self.lifetime_of(key, o) {
             return History::Unknown;
         }
         match &o.last {
@@ -340,7 +380,7 @@ impl Cib {
         };
         let entries = self
             .outcomes()
-            .filter(|(_, o)| now.saturating_duration_since(o.at) < self.config.lifetime)
+            .filter(|(k, o)| now.saturating_duration_since(o.at) < self.lifetime_of(k, o))
             .map(|(k, o)| Persisted {
                 endpoint: k.endpoint.to_string(),
                 protocol: k.stack.protocol.as_str().into(),
@@ -350,6 +390,7 @@ impl Cib {
                 error: o.last.as_ref().err().map(|c| c.to_string()),
                 cause: o.last.clone().err(),
                 rtt_us: o.rtt_samples.iter().map(|d| d.as_micros() as u64).collect(),
+                failures: o.failures,
             })
             .collect();
         serde_json::to_string_pretty(&PersistedFile {
@@ -388,9 +429,6 @@ impl Cib {
             };
             let at_wall = UNIX_EPOCH + Duration::from_millis(e.at_unix_ms);
             let age = wall_now.duration_since(at_wall).unwrap_or_default();
-            if age >= self.config.lifetime {
-                continue;
-            }
             let Some(at) = now.checked_sub(age) else {
                 continue;
             };
@@ -405,13 +443,24 @@ impl Cib {
                 stack: Stack::new(protocol, security),
                 remote: e.remote,
             };
-            let o = self.entry(key, at);
-            o.last = match (e.cause, e.error) {
+            let last = match (e.cause, e.error) {
                 (Some(cause), _) => Err(cause),
                 // Files written before causes were typed: the text is all there is.
                 (None, Some(text)) => Err(AttemptCause::Other(text.into())),
                 (None, None) => Ok(()),
             };
+            let probe = Outcome {
+                at,
+                last,
+                rtt_samples: Vec::new(),
+                failures: e.failures,
+            };
+            if age >= outcome_lifetime(self.config.lifetime, &key, &probe) {
+                continue;
+            }
+            let o = self.entry(key, at);
+            o.last = probe.last;
+            o.failures = probe.failures;
             o.rtt_samples = e
                 .rtt_us
                 .into_iter()
@@ -434,6 +483,29 @@ impl Cib {
             .iter()
             .any(|i| i.addresses.iter().any(|a| a.addr == addr))
     }
+}
+
+/// How long an outcome counts: `base`, except for a QUIC failure (see
+/// [`Cib::lifetime_of`]).
+fn outcome_lifetime(base: Duration, key: &OutcomeKey, o: &Outcome) -> Duration {
+    if key.stack.protocol != Protocol::Quic || o.last.is_ok() {
+        return base;
+    }
+    let doublings = o.failures.saturating_sub(1).min(20);
+    QUIC_BROKEN_FIRST
+        .saturating_mul(1u32 << doublings)
+        .min(QUIC_BROKEN_MAX)
+}
+
+/// The non-loopback addresses of an interface list, sorted: what identifies the network.
+fn addresses(interfaces: &[Interface]) -> Vec<IpAddr> {
+    let mut a: Vec<IpAddr> = interfaces
+        .iter()
+        .flat_map(|i| i.addresses.iter().map(|a| a.addr))
+        .filter(|a| !a.is_loopback())
+        .collect();
+    a.sort_unstable();
+    a
 }
 
 /// The median of up to [`RTT_SAMPLES`] connect times (the upper one of an even count),
@@ -471,4 +543,91 @@ struct Persisted {
     cause: Option<AttemptCause>,
     #[serde(default)]
     rtt_us: Vec<u64>,
+    /// Failures in a row (QUIC's backoff).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    failures: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{InterfaceAddress, InterfaceKind};
+
+    fn key(protocol: Protocol, security: Security) -> OutcomeKey {
+        OutcomeKey {
+            endpoint: "example.test:443".into(),
+            stack: Stack::new(protocol, security),
+            remote: "192.0.2.1:443".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn quic_failures_back_off_doubling_and_clear_on_a_new_network() {
+        let t0 = Instant::now();
+        let mut cib = Cib::default();
+        let quic = key(Protocol::Quic, Security::QuicTls);
+        let tls = key(Protocol::Tcp, Security::Tls);
+        let minute = Duration::from_secs(60);
+        cib.record_failure(quic.clone(), AttemptCause::TimedOut { after: None }, t0);
+        cib.record_failure(tls.clone(), AttemptCause::Refused, t0);
+        // First QUIC failure: 5 minutes; other stacks: the 10-minute lifetime.
+        assert!(matches!(
+            cib.history(&quic, t0 + 4 * minute),
+            History::Failed { .. }
+        ));
+        assert_eq!(cib.history(&quic, t0 + 6 * minute), History::Unknown);
+        assert!(matches!(
+            cib.history(&tls, t0 + 9 * minute),
+            History::Failed { .. }
+        ));
+        // Second and third in a row: 10, then 20 minutes.
+        cib.record_failure(quic.clone(), AttemptCause::TimedOut { after: None }, t0);
+        assert!(matches!(
+            cib.history(&quic, t0 + 9 * minute),
+            History::Failed { .. }
+        ));
+        cib.record_failure(quic.clone(), AttemptCause::TimedOut { after: None }, t0);
+        assert!(matches!(
+            cib.history(&quic, t0 + 19 * minute),
+            History::Failed { .. }
+        ));
+        assert_eq!(cib.history(&quic, t0 + 21 * minute), History::Unknown);
+        // Pruning keeps what still counts, and the persisted form keeps the count.
+        cib.prune(t0 + 15 * minute);
+        assert!(matches!(
+            cib.history(&quic, t0 + 15 * minute),
+            History::Failed { .. }
+        ));
+        let wall = SystemTime::now();
+        let mut loaded = Cib::default();
+        loaded.load_json(&cib.to_json(t0, wall), t0, wall).unwrap();
+        assert!(matches!(
+            loaded.history(&quic, t0 + 19 * minute),
+            History::Failed { .. }
+        ));
+        // A success resets the count; a new network forgets QUIC failures only.
+        cib.record_failure(tls.clone(), AttemptCause::Refused, t0);
+        cib.set_interfaces(Arc::new(vec![Interface {
+            name: "eth0".into(),
+            index: 2,
+            kind: InterfaceKind::Ethernet,
+            up: true,
+            addresses: vec![InterfaceAddress {
+                addr: "198.51.100.7".parse().unwrap(),
+                prefix_len: 24,
+            }],
+        }]));
+        assert_eq!(cib.history(&quic, t0), History::Unknown);
+        assert!(matches!(cib.history(&tls, t0), History::Failed { .. }));
+        // A too long doubling is capped at two days.
+        for _ in 0..40 {
+            cib.record_failure(quic.clone(), AttemptCause::TimedOut { after: None }, t0);
+        }
+        let (k, o) = cib.outcomes().find(|(k, _)| **k == quic).unwrap();
+        assert_eq!(cib.lifetime_of(k, o), QUIC_BROKEN_MAX);
+    }
 }

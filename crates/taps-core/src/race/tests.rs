@@ -1496,3 +1496,21 @@ fn transport_up_near_the_next_start_holds_it_for_the_handshake() {
     race.handle_timeout(base + ms(250));
     assert!(matches!(race.poll_action(), Some(Action::Start { .. })));
 }
+
+#[test]
+fn an_unproven_quic_gets_a_short_head_start_a_proven_one_its_rtt() {
+    let config = RaceConfig::default();
+    let mut quic = cand("192.0.2.1");
+    quic.stack = Stack::new(Protocol::Quic, crate::stack::Security::QuicTls);
+    assert_eq!(config.delay_after(&quic), UNPROVEN_QUIC_DELAY);
+    quic.history = History::Succeeded {
+        rtt: ms(30),
+        age: ms(1000),
+    };
+    assert_eq!(config.delay_after(&quic), ms(70));
+    // A plain candidate with no history waits the full attempt delay.
+    assert_eq!(
+        config.delay_after(&cand("192.0.2.1")),
+        DEFAULT_ATTEMPT_DELAY
+    );
+}
