@@ -342,6 +342,11 @@ impl Lab {
         self.bridge().set_rules(all);
     }
 
+    /// The lab's number (children registered under it are killed by its teardown).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Runs `cmd` (built with [`Netns::command`]) as a registered child, killed after
     /// `limit`, with its output captured.
     pub fn run_child(&self, cmd: Command, limit: Duration) -> io::Result<Captured> {
