@@ -7,7 +7,8 @@
 //!  198.51.100.2, 2001:db8:c::2                     zone addresses (192.0.2.0/24,
 //!  default routes -> nltun0                         2001:db8:5::/48), DNS 203.0.113.53 and
 //!        nltun0 <== bridge threads (rules) ==>      2001:db8:53::53, default routes -> nltun0
-//!                                                  TCP sink on port 80 (every address),
+//!                                                  TCP sink on port 80 (every address)
+//!                                                  and 443 (rts's IPv6 only),
 //!                                                  SCTP on port 80 in UDP 9899 (r4 only)
 //! ```
 //!
@@ -42,6 +43,16 @@ pub const SCTP_UDP_PORT: u16 = 9899;
 /// The zone name whose (one, IPv4) address runs the SCTP server. The other addresses
 /// answer SCTP with ICMP port unreachable (see [`crate::sctp_server`] for why one).
 pub const SCTP_HOST: &str = "r4";
+/// The TCP port of the TLS scenarios: the TLS servers they start listen on it, and the
+/// TCP sink also accepts on it on [`TLS_STUCK_HOST`]'s IPv6 address (where TLS never
+/// answers).
+pub const TLS_PORT: u16 = 443;
+/// The zone name whose IPv6 address accepts TCP on [`TLS_PORT`] (the sink) but never
+/// answers TLS; its IPv4 address is where `tls-stuck` runs a TLS server.
+pub const TLS_STUCK_HOST: &str = "rts";
+/// The zone name (IPv4 only) where `bad-cert` runs a TLS server presenting a
+/// certificate for another name.
+pub const BAD_CERT_HOST: &str = "rtb";
 /// The client's IPv4 address.
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 /// The client's IPv6 address.
@@ -109,6 +120,13 @@ pub const ZONE_RECORDS: &[ZoneRecord] = &[
     rec("r6", v6(6, 1), true),
     // r4: IPv4 only; the SCTP server's address (SCTP_HOST).
     rec("r4", v4(61), true),
+    // rts (TLS_STUCK_HOST): TLS on port 443 stuck on IPv6 (the TCP sink accepts and
+    // never answers), a TLS server on IPv4 when tls-stuck starts one.
+    rec("rts", v6(7, 1), true),
+    rec("rts", v4(71), true),
+    // rtb (BAD_CERT_HOST): IPv4 only; a TLS server on port 443 with a certificate for
+    // another name when bad-cert starts one.
+    rec("rtb", v4(81), true),
 ];
 
 /// The fully qualified name of a zone record name (`"rx"` → `"rx.netlab.test"`, without
@@ -131,6 +149,12 @@ pub fn addresses(name: &str) -> Vec<ZoneRecord> {
 /// The address of [`SCTP_HOST`], where the SCTP server listens.
 pub fn sctp_server_addr() -> IpAddr {
     addresses(SCTP_HOST)[0].addr
+}
+
+/// The address of [`TLS_STUCK_HOST`] whose [`TLS_PORT`] is the TCP sink's: it accepts
+/// TCP and never answers TLS.
+pub fn tls_stuck_addr() -> IpAddr {
+    addresses(TLS_STUCK_HOST)[0].addr
 }
 
 /// Whether `addr` is a dead zone address.
@@ -215,7 +239,7 @@ impl Lab {
             .thread_name("netlab-server")
             .enable_all()
             .build()?;
-        let (udp, tcp, sink_listener) = server.run(|| -> io::Result<_> {
+        let (udp, tcp, sink_listeners) = server.run(|| -> io::Result<_> {
             let mut udp = Vec::new();
             let mut tcp = Vec::new();
             for ip in [IpAddr::V4(DNS_V4), IpAddr::V6(DNS_V6)] {
@@ -224,7 +248,9 @@ impl Lab {
             }
             // Dual-stack: IPv4 clients arrive as v4-mapped addresses.
             let sink = std::net::TcpListener::bind((Ipv6Addr::UNSPECIFIED, SERVICE_PORT))?;
-            Ok((udp, tcp, sink))
+            // The TLS port of the stuck address: TCP accepted, TLS never answered.
+            let stuck = std::net::TcpListener::bind((tls_stuck_addr(), TLS_PORT))?;
+            Ok((udp, tcp, vec![sink, stuck]))
         })??;
         let (dns, sink) = {
             let _enter = runtime.enter();
@@ -234,7 +260,7 @@ impl Lab {
                 .collect();
             (
                 DnsServer::start_on(ZONE, &records, crate::dns::TTL, udp, tcp)?,
-                Sink::start(sink_listener, TAPS_FILL_BYTE)?,
+                Sink::start(sink_listeners, TAPS_FILL_BYTE)?,
             )
         };
         let sctp = SctpServer::start(
@@ -292,8 +318,8 @@ impl Lab {
         SocketAddr::new(IpAddr::V4(DNS_V4), 53)
     }
 
-    /// The sink: what every connection to the TCP sink on [`SERVICE_PORT`] and to the
-    /// SCTP server brought.
+    /// The sink: what every connection to the TCP sink on [`SERVICE_PORT`] (and on
+    /// [`TLS_PORT`] of [`tls_stuck_addr`]) and to the SCTP server brought.
     pub fn sink(&self) -> &Sink {
         self.sink.as_ref().expect("running")
     }
@@ -314,6 +340,11 @@ impl Lab {
             .collect();
         all.extend(rules);
         self.bridge().set_rules(all);
+    }
+
+    /// The lab's number (children registered under it are killed by its teardown).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Runs `cmd` (built with [`Netns::command`]) as a registered child, killed after

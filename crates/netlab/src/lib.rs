@@ -7,7 +7,8 @@
 //! silently). The server namespace holds the test zone's addresses (IPv4 and IPv6), a
 //! DNS server for the zone [`ZONE`] with a per-record-type answer delay, a TCP sink on
 //! port [`SERVICE_PORT`] and an SCTP server (SCTP over UDP, RFC 6951) on the address of
-//! [`lab::SCTP_HOST`]. [`scenario`] runs `taps connect` in the client namespace
+//! [`lab::SCTP_HOST`]; the TLS scenarios start taps' own TLS listener in it
+//! ([`tls_server`]). [`scenario`] runs `taps connect` in the client namespace
 //! against it and checks the time to connect, the winner and the attempts.
 //!
 //! Everything is named `nl<pid>-...` and torn down on drop, on panic and (in the binary)
@@ -35,13 +36,14 @@ pub mod scenario;
 pub mod sctp_server;
 pub mod sink;
 pub mod taps;
+pub mod tls_server;
 pub mod tun;
 
 pub use bridge::{Bridge, BridgeStats, DirStats};
 pub use dns::{DnsServer, RecordType};
 pub use lab::{
-    addresses, fqdn, is_dead, Lab, LabOptions, ZoneRecord, SCTP_HOST, SCTP_UDP_PORT, SERVICE_PORT,
-    ZONE, ZONE_RECORDS,
+    addresses, fqdn, is_dead, Lab, LabOptions, ZoneRecord, BAD_CERT_HOST, SCTP_HOST, SCTP_UDP_PORT,
+    SERVICE_PORT, TLS_PORT, TLS_STUCK_HOST, ZONE, ZONE_RECORDS,
 };
 pub use netns::{cleanup_stale, leftovers, teardown_all, unsupported_reason, Netns};
 pub use packet::Proto;

@@ -208,10 +208,12 @@ fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result
         lab::CLIENT_V6
     );
     println!(
-        "server namespace {s}: DNS {} (zone {}), TCP sink on port {} of every zone address",
+        "server namespace {s}: DNS {} (zone {}), TCP sink on port {} of every zone address and on [{}]:{} (TCP accepted, TLS never answered)",
         lab.dns_addr(),
         lab::ZONE,
-        lab::SERVICE_PORT
+        lab::SERVICE_PORT,
+        lab::tls_stuck_addr(),
+        lab::TLS_PORT
     );
     let sctp = lab.sctp_server();
     println!(

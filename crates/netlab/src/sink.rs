@@ -67,31 +67,29 @@ impl SinkRecord {
 #[derive(Debug)]
 pub struct Sink {
     records: Arc<Mutex<Vec<SinkRecord>>>,
-    task: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Sink {
-    /// Serves `listener` (already bound, e.g. on `[::]:80` in the server namespace),
-    /// expecting every byte to be `pattern`. Must be called within a tokio runtime.
-    pub(crate) fn start(listener: std::net::TcpListener, pattern: u8) -> std::io::Result<Sink> {
-        listener.set_nonblocking(true)?;
-        let listener = tokio::net::TcpListener::from_std(listener)?;
+    /// Serves `listeners` (already bound, e.g. on `[::]:80` in the server namespace),
+    /// expecting every byte to be `pattern`; one record list for all. Must be called
+    /// within a tokio runtime.
+    pub(crate) fn start(
+        listeners: Vec<std::net::TcpListener>,
+        pattern: u8,
+    ) -> std::io::Result<Sink> {
         let records = Arc::new(Mutex::new(Vec::new()));
-        let rec = records.clone();
-        let task = tokio::spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((stream, peer)) = accepted else { continue };
-                        let rec = rec.clone();
-                        conns.spawn(serve(stream, peer, pattern, rec));
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
-        Ok(Sink { records, task })
+        let mut tasks = Vec::with_capacity(listeners.len());
+        for listener in listeners {
+            listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            tasks.push(tokio::spawn(accept_loop(
+                listener,
+                pattern,
+                records.clone(),
+            )));
+        }
+        Ok(Sink { records, tasks })
     }
 
     /// Every finished connection so far, in the order they finished.
@@ -124,7 +122,27 @@ impl Sink {
 
 impl Drop for Sink {
     fn drop(&mut self) {
-        self.task.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Accepts on `listener` until aborted, serving each connection in a task of its own.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    pattern: u8,
+    records: Arc<Mutex<Vec<SinkRecord>>>,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                conns.spawn(serve(stream, peer, pattern, records.clone()));
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
     }
 }
 

@@ -56,6 +56,12 @@ pub struct Connect {
     pub send_bytes: Option<u64>,
     /// Number of flows (`--flows`).
     pub flows: usize,
+    /// Certificate authorities to trust besides the system's (`--ca`, PEM files).
+    pub ca: Vec<PathBuf>,
+    /// The name to verify the server's certificate against (`--server-name`).
+    pub server_name: Option<String>,
+    /// A line to send raw and read the replies of (`--line`, for an echoing peer).
+    pub line: Option<String>,
     /// The process is killed after this long.
     pub limit: Duration,
 }
@@ -70,6 +76,9 @@ impl Connect {
             props: None,
             send_bytes: None,
             flows: 1,
+            ca: Vec::new(),
+            server_name: None,
+            line: None,
             limit: Duration::from_secs(30),
         }
     }
@@ -86,6 +95,9 @@ pub struct Winner {
     pub local: String,
     /// Remote address and port.
     pub remote: String,
+    /// For a secure stack: the TLS version and cipher suite (`TLSv1_3
+    /// TLS13_AES_256_GCM_SHA384`).
+    pub security: Option<String>,
 }
 
 /// One attempt (or skipped candidate) of the race.
@@ -136,6 +148,8 @@ pub struct FlowReport {
     pub error: Option<String>,
     /// Bytes sent after connecting.
     pub bytes_sent: u64,
+    /// The lines the peer sent back (with [`Connect::line`]).
+    pub replies: Vec<String>,
     /// The race's events (ms since the race began, text), as `taps connect --trace`
     /// prints them: DNS answers, starts, `#1 reachable (peer answered): committing to
     /// it` (SCTP's INIT-ACK), cancels, the win.
@@ -211,6 +225,15 @@ impl Lab {
         }
         if c.flows != 1 {
             cmd.arg("--flows").arg(c.flows.to_string());
+        }
+        for ca in &c.ca {
+            cmd.arg("--ca").arg(ca);
+        }
+        if let Some(name) = &c.server_name {
+            cmd.arg("--server-name").arg(name);
+        }
+        if let Some(line) = &c.line {
+            cmd.arg("--line").arg(line);
         }
         let out = self
             .run_child(cmd, c.limit)
@@ -305,6 +328,10 @@ fn parse_flow(v: &Value) -> FlowReport {
         family: str_of(w, "family"),
         local: str_of(w, "local"),
         remote: str_of(w, "remote"),
+        security: w
+            .get("security")
+            .filter(|s| s.is_object())
+            .map(|s| format!("{} {}", str_of(s, "version"), str_of(s, "cipher_suite"))),
     });
     let attempts = v
         .get("attempts")
@@ -336,6 +363,14 @@ fn parse_flow(v: &Value) -> FlowReport {
             .unwrap_or(f64::NAN),
         error: v.get("error").and_then(Value::as_str).map(str::to_string),
         bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
+        replies: v
+            .get("replies")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
         timeline: v
             .get("timeline")
             .and_then(Value::as_array)

@@ -3,7 +3,7 @@
 //! returns what happened and which checks passed.
 //!
 //! The scenarios live one group per file (address families, dead addresses, loss, load,
-//! SCTP, the plain-socket probe); `runner` runs one and records its checks, `setup` and
+//! SCTP, TLS, the plain-socket probe); `runner` runs one and records its checks, `setup` and
 //! `checks` hold what the groups share (rules, connections; log lines, bounds).
 //!
 //! To add a scenario: write a `fn(&Lab, &Ctx, &mut Outcome) -> Result<(), String>` that
@@ -21,6 +21,7 @@ mod plain_sockets;
 mod runner;
 mod sctp;
 mod setup;
+mod tls;
 
 use crate::lab::Lab;
 use runner::Ctx;
@@ -120,6 +121,20 @@ pub fn all() -> &'static [Scenario] {
             summary: "2% loss, 100 ms RTT: a 10 MB transfer over SCTP completes, bytes verified",
             needs_taps: true,
             body: loss::sctp_loss,
+        },
+        // TLS over TCP ({"security": "require"}) on port 443 against taps' own TLS
+        // listener, certificates from a test CA made for the run.
+        Scenario {
+            name: "tls-stuck",
+            summary: "TLS, IPv6 accepts TCP but never answers TLS, IPv4 runs a TLS server, RTT 50 ms: the stuck attempt's transport comes up but it does not win; IPv4 wins within attempt delay + 2 RTT + 30 ms",
+            needs_taps: true,
+            body: tls::tls_stuck,
+        },
+        Scenario {
+            name: "bad-cert",
+            summary: "TLS, the server's certificate (trusted CA) is for another name, RTT 50 ms: taps connect fails within 2 RTT + 30 ms naming the host and the mismatch, no plain attempt, no application data",
+            needs_taps: true,
+            body: tls::bad_cert,
         },
     ];
     ALL
