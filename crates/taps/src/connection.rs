@@ -24,11 +24,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use taps_core::candidates::{Candidate, Stack};
+use taps_core::candidates::{Candidate, Security, Stack};
+use taps_core::properties::Protocol;
 use taps_core::race::RaceReport;
 
 use crate::sctp_flow::{NoSibling, SctpFlow};
-use crate::security::SecurityInfo;
+use crate::security::quic::SharedQuic;
+use crate::security::{QuicStream, SecurityInfo};
 use crate::transport::{Established, Stream};
 use crate::Error;
 
@@ -284,7 +286,7 @@ impl Connection {
     /// aborts the association (with every connection mapped onto it).
     pub fn abort(self) {
         match self.io {
-            Io::Stream(Stream::Quic(q)) => q.conn.close(0u32.into(), b"abort"),
+            Io::Stream(Stream::Quic(q)) => q.shared.conn.close(0u32.into(), b"abort"),
             Io::Stream(s) => {
                 if let Some(t) = s.tcp() {
                     let _ = t.set_zero_linger();
@@ -296,11 +298,19 @@ impl Connection {
     }
 
     /// RFC 9622 Clone: a new connection to the same peer with the same properties. On
-    /// SCTP it is a new stream of this connection's association (no handshake; the peer
-    /// sees a new connection); other stacks cannot clone here and return
-    /// [`Error::Usage`] (initiate again from the preconnection instead).
+    /// SCTP it is a new stream of this connection's association, on QUIC a new stream of
+    /// its QUIC connection (no handshake; the peer sees a new connection); other stacks
+    /// cannot clone here and return a usage error (initiate again from the
+    /// preconnection instead).
     pub async fn clone_flow(&self) -> Result<Connection, Error> {
         match &self.io {
+            Io::Stream(Stream::Quic(q)) => {
+                let mut c = Connection::quic_sibling(&q.shared)
+                    .await?
+                    .ok_or(Error::usage("the QUIC connection is closing or grants no new stream"))?;
+                c.info.candidate = self.info.candidate.clone();
+                Ok(c)
+            }
             Io::Sctp(f) => {
                 let flow = SctpFlow::open_sibling(f.shared()).await?.map_err(|why| {
                     Error::usage(match why {
@@ -315,7 +325,7 @@ impl Connection {
                 Ok(c)
             }
             _ => Err(Error::usage(
-                "only SCTP connections can be cloned (a new stream of the association)",
+                "only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)",
             )),
         }
     }
@@ -335,6 +345,32 @@ impl Connection {
             Io::Sctp(f) => Some(f.queued_bytes()),
             _ => None,
         }
+    }
+
+    /// The QUIC connection this one is a stream of, if it is.
+    pub(crate) fn quic_shared(&self) -> Option<&Arc<SharedQuic>> {
+        match &self.io {
+            Io::Stream(Stream::Quic(q)) => Some(&q.shared),
+            _ => None,
+        }
+    }
+
+    /// A new stream of `shared` as a connection (no handshake); `None` if the QUIC
+    /// connection is closing or the peer grants no stream now.
+    pub(crate) async fn quic_sibling(shared: &Arc<SharedQuic>) -> io::Result<Option<Connection>> {
+        let Some(stream) = QuicStream::sibling(shared).await else {
+            return Ok(None);
+        };
+        let stack = Stack::new(Protocol::Quic, Security::QuicTls);
+        let mut conn = Connection::new(
+            Io::Stream(Stream::Quic(Box::new(stream))),
+            stack,
+            None,
+            None,
+            None,
+        )?;
+        conn.info.security = Some(shared.info.clone());
+        Ok(Some(conn))
     }
 
     pub(crate) fn sctp_flow(&self) -> Option<&SctpFlow> {

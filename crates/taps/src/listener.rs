@@ -288,8 +288,9 @@ async fn accept_stream(
     }
 }
 
-/// Accepts QUIC connections; each handshake (and the wait for the client's first
-/// stream) runs in a task of its own, and only a finished one is handed on.
+/// Accepts QUIC connections; each one's handshake, then the streams the client opens
+/// on it (one taps connection each, handed on when the client first sends on it), run
+/// in a task of its own.
 async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connection, Error>>) {
     let Ok(local) = endpoint.local_addr() else {
         return;
@@ -298,20 +299,25 @@ async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connecti
         let tx = tx.clone();
         tokio::spawn(async move {
             let peer = incoming.remote_address();
-            let (stream, info) = match crate::security::quic::accept(incoming, local).await {
-                Ok(done) => done,
+            let shared = match crate::security::quic::accept(incoming, local).await {
+                Ok(shared) => shared,
                 Err(cause) => {
                     tracing::debug!(%peer, %cause, "QUIC connection from a client failed");
                     return;
                 }
             };
-            let stack = Stack::new(Protocol::Quic, Security::QuicTls);
-            let io = Io::Stream(Stream::Quic(Box::new(stream)));
-            let conn = Connection::new(io, stack, None, None, None).map(|mut c| {
-                c.set_security(info);
-                c
-            });
-            let _ = tx.send(conn.map_err(Error::from)).await;
+            while let Some(stream) = crate::security::quic::accept_stream(&shared).await {
+                let stack = Stack::new(Protocol::Quic, Security::QuicTls);
+                let info = shared.info.clone();
+                let io = Io::Stream(Stream::Quic(Box::new(stream)));
+                let conn = Connection::new(io, stack, None, None, None).map(|mut c| {
+                    c.set_security(info);
+                    c
+                });
+                if tx.send(conn.map_err(Error::from)).await.is_err() {
+                    return;
+                }
+            }
         });
     }
 }

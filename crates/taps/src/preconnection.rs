@@ -216,12 +216,16 @@ impl Preconnection {
             .as_ref()
             .ok_or(Error::usage("initiate needs a remote endpoint"))?;
         let plan = self.plan()?;
-        let maps = self.ctx.flow_mapping() && crate::transport::sctp::plan_runs_sctp(&plan);
+        let streams = plan.stacks().iter().any(|s| {
+            s.unavailable.is_none() && matches!(s.stack.protocol, Protocol::Sctp | Protocol::Quic)
+        });
+        let maps = self.ctx.flow_mapping() && streams;
         if !maps {
             return self.race(remote, &plan).await;
         }
         // Flow mapping: one race per remote endpoint and property set at a time; while it
-        // runs, other flows to the same key wait, then become streams of its association.
+        // runs, other flows to the same key wait, then become streams of its SCTP
+        // association or QUIC connection.
         let slot = self
             .ctx
             .flows()
@@ -241,14 +245,21 @@ impl Preconnection {
                 )?);
             }
         }
-        if slot.not_sctp {
+        if let Some(shared) = slot.quic.upgrade() {
+            // Closing, or no stream credit from the peer: race for a new connection below.
+            if let Some(conn) = Connection::quic_sibling(&shared).await? {
+                return Ok(conn);
+            }
+        }
+        if slot.unmappable {
             drop(slot);
             return self.race(remote, &plan).await;
         }
         let conn = self.race(remote, &plan).await?;
-        match conn.sctp_flow() {
-            Some(flow) => slot.association = Arc::downgrade(flow.shared()),
-            None => slot.not_sctp = true,
+        match (conn.sctp_flow(), conn.quic_shared()) {
+            (Some(flow), _) => slot.association = Arc::downgrade(flow.shared()),
+            (None, Some(quic)) => slot.quic = Arc::downgrade(quic),
+            (None, None) => slot.unmappable = true,
         }
         Ok(conn)
     }

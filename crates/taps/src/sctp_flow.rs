@@ -32,6 +32,7 @@ use std::task::{Context as TaskContext, Poll};
 use tokio::io::ReadBuf;
 use usrsctp::{Association, StreamHandle};
 
+use crate::security::quic::SharedQuic;
 use crate::transport::sctp::{DATA_PPID, EMPTY_PPID, FLOW_END_PPID, STREAM_OPEN_PPID};
 
 /// Largest message written by one `poll_write` (the rest is written by later calls).
@@ -413,8 +414,11 @@ type FlowKey = (Arc<str>, usize);
 pub(crate) struct Slot {
     /// The association flows are mapped onto, while any flow uses it.
     pub(crate) association: Weak<SharedAssociation>,
-    /// The last race for this key did not pick SCTP: later flows race on their own.
-    pub(crate) not_sctp: bool,
+    /// The QUIC connection flows are mapped onto, while any flow uses it.
+    pub(crate) quic: Weak<SharedQuic>,
+    /// The last race for this key picked a stack without streams (TCP, TLS, UDP):
+    /// later flows race on their own.
+    pub(crate) unmappable: bool,
 }
 
 impl FlowMap {
@@ -426,7 +430,7 @@ impl FlowMap {
         slots.retain(|_, s| {
             Arc::strong_count(s) > 1
                 || s.try_lock()
-                    .map(|s| s.association.strong_count() > 0)
+                    .map(|s| s.association.strong_count() > 0 || s.quic.strong_count() > 0)
                     .unwrap_or(true)
         });
         slots.entry((endpoint.clone(), props)).or_default().clone()

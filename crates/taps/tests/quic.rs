@@ -246,3 +246,51 @@ async fn interoperates_with_ngtcp2() {
     assert_eq!(sec.alpn.as_deref(), Some(&b"h3"[..]));
     assert_eq!(sec.peer_certificates.len(), 1);
 }
+
+/// Flows to the same remote with the same properties become streams of one QUIC
+/// connection (no second handshake), as does `clone_flow`; the listener hands out each
+/// stream as a connection; the QUIC connection closes after its last stream.
+#[tokio::test]
+async fn flows_map_onto_streams_of_one_quic_connection() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let _listener = secure_echo(&ctx, &pki, port).await;
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(trusting(&pki));
+    let mut first = pre.initiate().await.unwrap();
+    let mut second = pre.initiate().await.unwrap();
+    assert!(first.info().race.is_some(), "the first flow raced");
+    assert!(
+        second.info().race.is_none(),
+        "the second is a stream of the first's connection"
+    );
+    assert_eq!(second.info().stack.to_string(), "QUIC");
+    assert!(second.info().security.is_some());
+    let mut third = first.clone_flow().await.unwrap();
+    for (i, c) in [&mut first, &mut second, &mut third]
+        .into_iter()
+        .enumerate()
+    {
+        let m = format!("stream {i}");
+        c.send(m.as_bytes()).await.unwrap();
+        assert_eq!(c.receive().await.unwrap().as_deref(), Some(m.as_bytes()));
+    }
+    // One QUIC connection on the client socket for all three.
+    assert_eq!(
+        ctx.open_quic_connections(),
+        1,
+        "the client socket holds one QUIC connection"
+    );
+    drop((first, second, third));
+    let t0 = std::time::Instant::now();
+    while ctx.open_quic_connections() > 0 && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ctx.open_quic_connections(), 0);
+}

@@ -1,9 +1,12 @@
 //! QUIC (quinn): one client UDP socket per context shared by every attempt and
 //! connection, and one bidirectional stream per taps connection.
 //!
-//! A taps connection over QUIC is the first bidirectional stream of a QUIC connection,
-//! opened by the client. QUIC makes a stream known to the peer only when data crosses
-//! it, so a listener hands out an accepted QUIC connection when the client first sends.
+//! A taps connection over QUIC is a bidirectional stream of a QUIC connection, opened by
+//! the client: the first one made by the race, more by flow mapping (connections to the
+//! same remote with the same properties become streams of one QUIC connection, no
+//! handshake) and `Connection::clone_flow`. The QUIC connection closes when the last of
+//! its streams is done. QUIC makes a stream known to the peer only when data crosses it,
+//! so a listener hands out each accepted stream when the client first sends on it.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -63,21 +66,54 @@ impl QuicClientSocket {
     }
 }
 
-/// One QUIC connection's first bidirectional stream, as a byte stream.
+/// One QUIC connection, shared by the streams (taps connections) on it: closed when
+/// the last holder lets go (the client's streams; on the server also the task accepting
+/// the peer's next streams).
+#[derive(Debug)]
+pub(crate) struct SharedQuic {
+    pub(crate) conn: quinn::Connection,
+    /// What its handshake agreed on.
+    pub(crate) info: SecurityInfo,
+    /// The local address of the endpoint's socket.
+    pub(crate) local: SocketAddr,
+}
+
+impl Drop for SharedQuic {
+    fn drop(&mut self) {
+        self.conn.close(0u32.into(), b"");
+    }
+}
+
+/// One bidirectional stream of a QUIC connection, as a byte stream.
 #[derive(Debug)]
 pub(crate) struct QuicStream {
-    pub(crate) conn: quinn::Connection,
+    pub(crate) shared: Arc<SharedQuic>,
     /// Taken by `Drop`, which lets what is queued on it reach the peer.
     send: Option<quinn::SendStream>,
     recv: quinn::RecvStream,
-    /// The local address of the endpoint's socket.
-    pub(crate) local: SocketAddr,
 }
 
 impl QuicStream {
     /// The remote address (the path's current one).
     pub(crate) fn remote(&self) -> SocketAddr {
-        self.conn.remote_address()
+        self.shared.conn.remote_address()
+    }
+
+    /// A new stream of the same connection, for a mapped or cloned flow: no handshake.
+    /// `None` when the connection is closing or the peer allows no more streams now.
+    pub(crate) async fn sibling(shared: &Arc<SharedQuic>) -> Option<QuicStream> {
+        if shared.conn.close_reason().is_some() {
+            return None;
+        }
+        // The peer's stream limit: wait briefly for credit, else race anew.
+        let open =
+            tokio::time::timeout(std::time::Duration::from_millis(50), shared.conn.open_bi());
+        let (send, recv) = open.await.ok()?.ok()?;
+        Some(QuicStream {
+            shared: shared.clone(),
+            send: Some(send),
+            recv,
+        })
     }
 }
 
@@ -101,39 +137,42 @@ pub(crate) async fn connect(
         .map_err(|e| connection_failure(e, server_name))?;
     let info = security_info(&conn);
     let local = endpoint.local_addr().map_err(AttemptCause::other)?;
+    let shared = Arc::new(SharedQuic {
+        conn,
+        info: info.clone(),
+        local,
+    });
     Ok((
         QuicStream {
-            conn,
+            shared,
             send: Some(send),
             recv,
-            local,
         },
         info,
     ))
 }
 
-/// The server side of an accepted connection: waits for the client's first stream.
+/// The server side of an accepted connection: its handshake.
 pub(crate) async fn accept(
     incoming: quinn::Incoming,
     local: SocketAddr,
-) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
+) -> Result<Arc<SharedQuic>, AttemptCause> {
     let conn = incoming
         .await
         .map_err(|e| connection_failure(e, "the client"))?;
-    let (send, recv) = conn
-        .accept_bi()
-        .await
-        .map_err(|e| connection_failure(e, "the client"))?;
     let info = security_info(&conn);
-    Ok((
-        QuicStream {
-            conn,
-            send: Some(send),
-            recv,
-            local,
-        },
-        info,
-    ))
+    Ok(Arc::new(SharedQuic { conn, info, local }))
+}
+
+/// The next stream the client opens on an accepted connection; `None` once the
+/// connection is closed.
+pub(crate) async fn accept_stream(shared: &Arc<SharedQuic>) -> Option<QuicStream> {
+    let (send, recv) = shared.conn.accept_bi().await.ok()?;
+    Some(QuicStream {
+        shared: shared.clone(),
+        send: Some(send),
+        recv,
+    })
 }
 
 /// What the handshake agreed on (QUIC is always TLS 1.3).
@@ -255,13 +294,13 @@ const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
 impl Drop for QuicStream {
     /// Like a TCP socket closed with data still queued: the stream is finished and the
     /// connection kept (in a task) until the peer acknowledged everything, or for
-    /// [`LINGER`] at most, then closed. Dropping the last handle at once would discard
-    /// what was queued.
+    /// [`LINGER`] at most; then this stream's hold on the connection ends (the last one
+    /// closes it). Closing at once would discard what was queued.
     fn drop(&mut self) {
         let Some(mut send) = self.send.take() else {
             return;
         };
-        let conn = self.conn.clone();
+        let shared = self.shared.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -269,7 +308,7 @@ impl Drop for QuicStream {
             // Finished already if the application closed gracefully.
             let _ = send.finish();
             let _ = tokio::time::timeout(LINGER, send.stopped()).await;
-            conn.close(0u32.into(), b"");
+            drop(shared);
         });
     }
 }

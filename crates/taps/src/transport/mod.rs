@@ -147,7 +147,7 @@ impl Established {
         match self {
             Established::Tcp(s, _) => s.local_addr(),
             Established::Tls(t, _, _) => t.get_ref().0.local_addr(),
-            Established::Quic(q, _) => Ok(q.local),
+            Established::Quic(q, _) => Ok(q.shared.local),
             Established::Udp(s, _) => s.local_addr(),
             Established::Sctp(a) => Ok(a.local_addr()),
         }

@@ -31,14 +31,6 @@ pub(crate) const FLOW_END_PPID: u32 = 0x5441_5043;
 /// Payload protocol identifier of application messages (0: unspecified, RFC 9260).
 pub(crate) const DATA_PPID: u32 = 0;
 
-/// Whether `plan` has an SCTP stack this build can run (flow mapping and the INIT-ACK
-/// signal are only set up for such plans). Cost: a scan of the plan's few stacks.
-pub(crate) fn plan_runs_sctp(plan: &taps_core::candidates::Plan) -> bool {
-    plan.stacks().iter().any(|s| {
-        s.stack.protocol == taps_core::properties::Protocol::Sctp && s.unavailable.is_none()
-    })
-}
-
 /// Whether this host's kernel offers SCTP (`socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP)`
 /// succeeds). Checked once per process (one socket call).
 pub fn kernel_sctp_available() -> bool {

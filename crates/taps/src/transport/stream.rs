@@ -39,7 +39,7 @@ impl Stream {
     pub(crate) fn addrs(&self, known: Option<SocketAddr>) -> io::Result<(SocketAddr, SocketAddr)> {
         match (self.tcp(), self) {
             (Some(t), _) => Ok((t.local_addr()?, known.map_or_else(|| t.peer_addr(), Ok)?)),
-            (None, Stream::Quic(q)) => Ok((q.local, q.remote())),
+            (None, Stream::Quic(q)) => Ok((q.shared.local, q.remote())),
             (None, _) => Err(io::Error::other("a stream without a socket")),
         }
     }
