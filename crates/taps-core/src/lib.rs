@@ -20,8 +20,10 @@ pub mod net;
 pub mod policy;
 pub mod properties;
 pub mod race;
+pub mod service;
 pub mod stack;
 
 pub use failure::{AttemptCause, DnsFailure, VerifyFailure};
 pub use net::{Family, Interface, InterfaceAddress, InterfaceKind};
+pub use service::{ServiceInfo, ServiceRecord};
 pub use stack::{Provides, Security, Stack};

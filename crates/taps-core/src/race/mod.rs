@@ -60,6 +60,7 @@ use crate::failure::{AttemptCause, DnsFailure};
 use crate::net::Family;
 use crate::policy::History;
 use crate::properties::Protocol;
+use crate::service::ServiceInfo;
 
 /// RFC 8305 default Connection Attempt Delay.
 pub const DEFAULT_ATTEMPT_DELAY: Duration = Duration::from_millis(250);
@@ -109,6 +110,10 @@ pub struct RaceConfig {
     /// the Resolution Delay). Default IPv6 (RFC 8305); the caller sets IPv4 for a race
     /// when the CIB knows the endpoint connected fastest over IPv4.
     pub awaited_family: Family,
+    /// Whether an HTTPS/SVCB lookup runs beside A and AAAA: the race then waits for its
+    /// answer (or failure) too, up to the Resolution Delay after the first addresses
+    /// (HEv3), and reads it with [`Race::on_service`]. Default false.
+    pub await_service: bool,
 }
 
 impl Default for RaceConfig {
@@ -121,6 +126,7 @@ impl Default for RaceConfig {
             max_alive: DEFAULT_MAX_ALIVE,
             adaptive_delay: true,
             awaited_family: Family::V6,
+            await_service: false,
         }
     }
 }
@@ -223,6 +229,12 @@ pub struct Race {
     dns_complete: bool,
     /// Whether starting is allowed (the Resolution Delay, if any, is over).
     gate_open: bool,
+    /// The HTTPS/SVCB lookup (`Done` from the start when none runs).
+    service: Lookup,
+    /// What it said, once it answered: QUIC candidates are kept only if it allows QUIC.
+    service_info: Option<ServiceInfo>,
+    /// When the first candidates arrived (starts the wait for the service answer).
+    first_candidates_at: Option<Instant>,
     queue: Vec<Candidate>,
     /// Earliest time of the next staggered start (`None`: nothing started yet).
     next_start: Option<Instant>,
@@ -247,6 +259,11 @@ impl Race {
         if config.awaited_family != Family::V6 {
             report.log(now, RaceEvent::ExpectFamily(config.awaited_family));
         }
+        let service = if config.await_service {
+            Lookup::Pending
+        } else {
+            Lookup::Done
+        };
         Race {
             deadline: now + config.timeout,
             awaited: config.awaited_family,
@@ -254,6 +271,9 @@ impl Race {
             v6: Lookup::Pending,
             v4: Lookup::Pending,
             other_answered_at: None,
+            service,
+            service_info: None,
+            first_candidates_at: None,
             dns_complete: false,
             gate_open: false,
             queue: Vec::new(),
@@ -313,6 +333,12 @@ impl Race {
             result: Ok(addresses),
         });
         let mut candidates = candidates;
+        if addresses > 0 && self.first_candidates_at.is_none() {
+            self.first_candidates_at = Some(now);
+        }
+        if self.service_info.as_ref().is_some_and(|s| !s.allows_quic()) {
+            candidates.retain(|c| c.stack.protocol != Protocol::Quic);
+        }
         // Sized exactly: an in-flight race per flow should not carry spare slots of
         // candidate-sized entries.
         self.report.attempts.reserve_exact(candidates.len());
@@ -380,6 +406,37 @@ impl Race {
             at: self.report.offset(now),
             result: Err(cause),
         });
+        self.drive(now);
+    }
+
+    /// The HTTPS/SVCB lookup answered (`Ok`, possibly with no record) or failed. When its
+    /// records name application protocols and none is HTTP/3, QUIC candidates are dropped
+    /// (queued ones now, later ones as they come): the service says it has no QUIC. The
+    /// caller applies the records' port and address hints when it gathers candidates.
+    /// Ignored after the first call. Cost: a scan of the queue.
+    pub fn on_service(&mut self, answer: Result<ServiceInfo, DnsFailure>, now: Instant) {
+        if self.finished || self.report.service.is_some() {
+            return;
+        }
+        self.service = Lookup::Done;
+        let records = answer.as_ref().map_or(0, |s| s.records.len());
+        let mut quic_dropped = 0;
+        if let Ok(info) = &answer {
+            if !info.allows_quic() {
+                let before = self.queue.len();
+                self.queue.retain(|c| c.stack.protocol != Protocol::Quic);
+                quic_dropped = before - self.queue.len();
+            }
+            self.service_info = Some(info.clone());
+        }
+        self.report.service = Some(answer);
+        self.report.log(
+            now,
+            RaceEvent::Service {
+                records,
+                quic_dropped,
+            },
+        );
         self.drive(now);
     }
 
@@ -502,8 +559,8 @@ impl Race {
             return Some(t);
         }
         if !self.gate_open {
-            if let Some(at) = self.other_answered_at {
-                t = t.min(at + self.config.resolution_delay);
+            if let Some(at) = self.gate_deadline() {
+                t = t.min(at);
             }
         } else if self.alive < self.config.max_alive && self.leader.is_none() {
             if let Some(next) = self.next_start {
@@ -607,28 +664,60 @@ impl Race {
         }
     }
 
-    /// Opens the start gate when the Resolution Delay no longer applies.
+    /// What the start gate waits for: the awaited family (when the other answered
+    /// first) and the service answer (when candidates are in), each since when.
+    fn gate_waits(&self) -> (Option<Instant>, Option<Instant>) {
+        let family = self
+            .other_answered_at
+            .filter(|_| self.awaited_pending() && !self.dns_complete);
+        let service = self
+            .first_candidates_at
+            .filter(|_| self.service == Lookup::Pending && !self.dns_complete);
+        (family, service)
+    }
+
+    fn awaited_pending(&self) -> bool {
+        match self.awaited {
+            Family::V6 => self.v6 == Lookup::Pending,
+            Family::V4 => self.v4 == Lookup::Pending,
+        }
+    }
+
+    /// When the Resolution Delay ends the gate's wait, if it waits.
+    fn gate_deadline(&self) -> Option<Instant> {
+        let (family, service) = self.gate_waits();
+        let since = match (family, service) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(since + self.config.resolution_delay)
+    }
+
+    /// Opens the start gate when nothing is awaited any more or the Resolution Delay
+    /// since the first wait is over (HEv3: addresses in, and the preferred family and
+    /// the service answer in, or the delay passed).
     fn update_gate(&mut self, now: Instant) {
         if self.gate_open || self.queue.is_empty() {
             return;
         }
-        let awaited = self.awaited;
-        let waiting = *self.lookup(awaited) == Lookup::Pending && !self.dns_complete;
-        match self.other_answered_at {
-            Some(at) if waiting => {
-                if now >= at + self.config.resolution_delay {
-                    self.report.log(
-                        now,
-                        RaceEvent::ResolutionDelayOver {
-                            family: awaited,
-                            after: self.config.resolution_delay,
-                        },
-                    );
-                    self.gate_open = true;
-                }
-            }
-            _ => self.gate_open = true,
+        let (family, service) = self.gate_waits();
+        let Some(deadline) = self.gate_deadline() else {
+            self.gate_open = true;
+            return;
+        };
+        if now < deadline {
+            return;
         }
+        let after = self.config.resolution_delay;
+        if family.is_some() {
+            let family = self.awaited;
+            self.report
+                .log(now, RaceEvent::ResolutionDelayOver { family, after });
+        }
+        if service.is_some() {
+            self.report.log(now, RaceEvent::ServiceDelayOver { after });
+        }
+        self.gate_open = true;
     }
 
     /// Applies every rule at `now`: timeout, gate, starts, exhaustion.

@@ -274,6 +274,7 @@ fn config() -> impl Strategy<Value = RaceConfig> {
                 max_alive,
                 adaptive_delay: adaptive,
                 awaited_family: if v6 { Family::V6 } else { Family::V4 },
+                await_service: false,
             },
         )
 }

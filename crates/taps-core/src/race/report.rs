@@ -10,6 +10,7 @@ use crate::candidates::Candidate;
 use crate::failure::{AttemptCause, DnsFailure, Ms};
 use crate::net::Family;
 use crate::policy::AttemptRecord;
+use crate::service::ServiceInfo;
 
 /// How one attempt (or skipped candidate) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +102,8 @@ pub struct RaceReport {
     pub attempts: Vec<AttemptReport>,
     /// DNS answers and failures, in arrival order.
     pub dns: Vec<DnsEvent>,
+    /// The HTTPS/SVCB answer, when one was looked up and came in.
+    pub service: Option<Result<ServiceInfo, DnsFailure>>,
     /// The winning attempt.
     pub winner: Option<AttemptId>,
     /// Time from the start to the win or the failure; `None` while running.
@@ -135,6 +138,19 @@ pub enum RaceEvent {
     ResolutionDelayOver {
         /// The family that did not answer.
         family: Family,
+        /// The Resolution Delay.
+        after: Duration,
+    },
+    /// The HTTPS/SVCB answer came in (see [`RaceReport::service`]): `records` ServiceMode
+    /// records; `quic_dropped` queued QUIC candidates dropped because none serves h3.
+    Service {
+        /// Records in the answer (0 for none or a failed lookup).
+        records: usize,
+        /// Queued QUIC candidates dropped.
+        quic_dropped: usize,
+    },
+    /// The HTTPS/SVCB answer did not come within the Resolution Delay: starting without.
+    ServiceDelayOver {
         /// The Resolution Delay.
         after: Duration,
     },
@@ -218,6 +234,32 @@ impl fmt::Display for EventText<'_> {
                 Ok(())
             }
             RaceEvent::DnsComplete => f.write_str("DNS complete"),
+            RaceEvent::Service {
+                records,
+                quic_dropped,
+            } => {
+                match &r.service {
+                    Some(Err(e)) => write!(f, "HTTPS lookup failed: {e}")?,
+                    Some(Ok(info)) if *records > 0 => {
+                        f.write_str("HTTPS answered: ")?;
+                        for (i, rec) in info.records.iter().enumerate() {
+                            write!(f, "{}{rec}", if i == 0 { "" } else { "; " })?;
+                        }
+                    }
+                    _ => f.write_str("no HTTPS record")?,
+                }
+                if *quic_dropped > 0 {
+                    write!(f, " (no h3: {quic_dropped} QUIC candidates dropped)")?;
+                }
+                Ok(())
+            }
+            RaceEvent::ServiceDelayOver { after } => {
+                write!(
+                    f,
+                    "no HTTPS answer after {}: starting without it",
+                    Ms(*after)
+                )
+            }
             RaceEvent::ResolutionDelayOver { family, after } => write!(
                 f,
                 "no {} after {}: starting without it",
@@ -285,6 +327,7 @@ impl RaceReport {
             attempts: Vec::new(),
             // One answer per family at most, for most races.
             dns: Vec::with_capacity(2),
+            service: None,
             winner: None,
             total: None,
             // A one-candidate race logs about five events.

@@ -1514,3 +1514,78 @@ fn an_unproven_quic_gets_a_short_head_start_a_proven_one_its_rtt() {
         DEFAULT_ATTEMPT_DELAY
     );
 }
+
+// --- HTTPS records (HEv3) --------------------------------------------------------------
+
+fn quic_and_tls(ip: &str) -> Vec<Candidate> {
+    let mut quic = cand(ip);
+    quic.stack = Stack::new(Protocol::Quic, crate::stack::Security::QuicTls);
+    let mut tls = cand(ip);
+    tls.stack = Stack::new(Protocol::Tcp, crate::stack::Security::Tls);
+    vec![quic, tls]
+}
+
+fn service(alpn: &[&str]) -> crate::service::ServiceInfo {
+    crate::service::ServiceInfo::new(vec![crate::service::ServiceRecord {
+        priority: 1,
+        target: ".".into(),
+        alpn: alpn.iter().map(|a| a.to_string()).collect(),
+        ..Default::default()
+    }])
+}
+
+fn started(race: &mut Race) -> Vec<String> {
+    std::iter::from_fn(|| race.poll_action())
+        .filter_map(|a| match a {
+            Action::Start { candidate, .. } => Some(candidate.stack.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_race_waits_for_the_https_answer_up_to_the_resolution_delay() {
+    let base = Instant::now();
+    let config = RaceConfig {
+        await_service: true,
+        ..RaceConfig::default()
+    };
+    // AAAA in at 0 ms, HTTPS at 10 ms: the first start waits for it.
+    let mut race = Race::new(config.clone(), base);
+    race.on_candidates(Family::V6, quic_and_tls("2001:db8::1"), base);
+    assert!(started(&mut race).is_empty());
+    assert_eq!(race.poll_timeout(), Some(base + ms(50)));
+    race.on_service(Ok(service(&["h3", "h2"])), base + ms(10));
+    assert_eq!(started(&mut race), ["QUIC"]);
+    // No HTTPS answer: the start comes at the Resolution Delay.
+    let mut race = Race::new(config.clone(), base);
+    race.on_candidates(Family::V6, quic_and_tls("2001:db8::1"), base);
+    race.handle_timeout(base + ms(50));
+    assert_eq!(started(&mut race), ["QUIC"]);
+    assert!(race
+        .report()
+        .trace()
+        .contains("no HTTPS answer after 50 ms: starting without it"));
+}
+
+#[test]
+fn an_https_answer_without_h3_drops_quic_candidates() {
+    let base = Instant::now();
+    let config = RaceConfig {
+        await_service: true,
+        ..RaceConfig::default()
+    };
+    let mut race = Race::new(config, base);
+    race.on_candidates(Family::V6, quic_and_tls("2001:db8::1"), base);
+    race.on_service(Ok(service(&["h2", "http/1.1"])), base + ms(5));
+    // The A answer's QUIC candidate is dropped too.
+    race.on_candidates(Family::V4, quic_and_tls("192.0.2.1"), base + ms(6));
+    let mut stacks = started(&mut race);
+    race.handle_timeout(base + ms(255));
+    stacks.extend(started(&mut race));
+    assert_eq!(stacks, ["TLS/TCP", "TLS/TCP"]);
+    assert!(race
+        .report()
+        .trace()
+        .contains("HTTPS answered: 1 . alpn=h2,http/1.1 (no h3: 1 QUIC candidates dropped)"));
+}
