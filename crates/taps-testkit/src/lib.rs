@@ -13,7 +13,7 @@
 //! # async fn demo() {
 //! use std::time::Duration;
 //! use taps_testkit::DnsServer;
-//! use taps_core::Family;
+//! use taps_core::{Family, ServiceRecord};
 //! let dns = DnsServer::start("test.", &[("both", [192, 0, 2, 1].into())]);
 //! dns.set_delay(Family::V6, Duration::from_millis(300));
 //! println!("serving on {}", dns.addr());
@@ -34,12 +34,13 @@ use std::time::Duration;
 
 use hickory_server::net::runtime::Time;
 use hickory_server::proto::op::{Header, HeaderCounts, Metadata, ResponseCode};
-use hickory_server::proto::rr::rdata::{A, AAAA, SOA};
+use hickory_server::proto::rr::rdata::svcb::{Alpn, IpHint, SvcParamKey, SvcParamValue, SVCB};
+use hickory_server::proto::rr::rdata::{A, AAAA, HTTPS, SOA};
 use hickory_server::proto::rr::{Name, RData, Record};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
 use hickory_server::Server;
-use taps_core::Family;
+use taps_core::{Family, ServiceRecord};
 
 pub use hickory_server::proto::rr::RecordType;
 
@@ -103,6 +104,8 @@ struct State {
     queries: Mutex<HashMap<RecordType, usize>>,
     /// Requests received, well-formed or not.
     total: AtomicUsize,
+    /// HTTPS records per lower-case FQDN ([`DnsServer::set_https`]).
+    https: Mutex<HashMap<Name, Vec<Record>>>,
 }
 
 impl DnsServer {
@@ -202,6 +205,58 @@ impl DnsServer {
         } else {
             delays.insert(qtype.record_type(), delay);
         }
+    }
+
+    /// Serves `records` as the HTTPS (RFC 9460) records of `name` (relative to the zone,
+    /// or absolute), replacing what it had; an empty list removes them. ServiceMode only
+    /// (priority 1 and up); the target `.` means the owner name. TTL 1 s.
+    pub fn set_https(&self, name: &str, records: &[ServiceRecord]) -> io::Result<()> {
+        let zone = parse_name(&self.zone(), None)?;
+        let owner = parse_name(name, Some(&zone))?.to_lowercase();
+        let mut rrs = Vec::new();
+        for r in records {
+            let target = if r.target == "." {
+                Name::root()
+            } else {
+                parse_name(&r.target, Some(&zone))?
+            };
+            let mut params = Vec::new();
+            if !r.alpn.is_empty() {
+                params.push((SvcParamKey::Alpn, SvcParamValue::Alpn(Alpn(r.alpn.clone()))));
+            }
+            if r.no_default_alpn {
+                params.push((SvcParamKey::NoDefaultAlpn, SvcParamValue::NoDefaultAlpn));
+            }
+            if let Some(port) = r.port {
+                params.push((SvcParamKey::Port, SvcParamValue::Port(port)));
+            }
+            let v4: Vec<A> = r
+                .hints
+                .iter()
+                .filter_map(|ip| match *ip {
+                    IpAddr::V4(v4) => Some(A(v4)),
+                    IpAddr::V6(_) => None,
+                })
+                .collect();
+            if !v4.is_empty() {
+                params.push((SvcParamKey::Ipv4Hint, SvcParamValue::Ipv4Hint(IpHint(v4))));
+            }
+            let v6: Vec<AAAA> = r
+                .hints
+                .iter()
+                .filter_map(|ip| match *ip {
+                    IpAddr::V6(v6) => Some(AAAA(v6)),
+                    IpAddr::V4(_) => None,
+                })
+                .collect();
+            if !v6.is_empty() {
+                params.push((SvcParamKey::Ipv6Hint, SvcParamValue::Ipv6Hint(IpHint(v6))));
+            }
+            let rdata = RData::HTTPS(HTTPS(SVCB::new(r.priority.max(1), target, params)));
+            rrs.push(Record::from_rdata(owner.clone(), 1, rdata));
+        }
+        lock(&self.state.https).insert(owner, rrs);
+        Ok(())
     }
 
     /// Removes every delay. Takes a lock, nothing else.
@@ -375,8 +430,19 @@ impl RequestHandler for Handler {
         qname.set_fqdn(true);
         let in_zone = self.zone.zone_of(&qname);
         metadata.authoritative = in_zone;
+        let https = (qtype == RecordType::HTTPS)
+            .then(|| lock(&self.state.https).get(&qname).cloned())
+            .flatten();
         let answers: Vec<Record> = if qtype == RecordType::SOA && qname == self.zone {
             vec![self.soa.clone()]
+        } else if let Some(records) = https {
+            records
+                .into_iter()
+                .map(|mut r| {
+                    r.name = query.name().clone();
+                    r
+                })
+                .collect()
         } else {
             self.records
                 .get(&qname)

@@ -15,18 +15,20 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
+use std::net::IpAddr;
 use taps_core::candidates::{Candidate, Plan, PrunedCandidate};
 use taps_core::failure::AttemptCause;
 use taps_core::properties::{Properties, Protocol};
 use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceError, RaceReport};
 use taps_core::Security;
-use taps_core::{DnsFailure, Family};
+
+use taps_core::{DnsFailure, Family, ServiceInfo};
 use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::endpoint::RemoteEndpoint;
 use crate::error::{Error, EstablishError};
-use crate::resolver::{DnsAnswer, Resolution};
+use crate::resolver::{DnsAnswer, Resolution, ResolutionEvent};
 use crate::scoring::AnswerCache;
 use crate::security::ClientSecurity;
 use crate::transport::{self, AttemptError, Established, Milestone, SocketOptions};
@@ -80,9 +82,27 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
     if let Some(family) = input.ctx.cib().best_family(&input.key, start) {
         config.awaited_family = family;
     }
+    // HEv3: a secure race looks up the name's HTTPS records beside A and AAAA.
+    let secure = input
+        .plan
+        .stacks()
+        .iter()
+        .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
+    let resolution = if secure {
+        input
+            .ctx
+            .resolver()
+            .resolve_with_service(&input.remote.host)
+    } else {
+        input.ctx.resolver().resolve(&input.remote.host)
+    };
+    config.await_service = resolution.service_pending();
     let driver = Driver {
         race: Race::new(config, start),
-        resolution: input.ctx.resolver().resolve(&input.remote.host),
+        resolution,
+        service: None,
+        answered: Vec::new(),
+        addresses_done: false,
         dns_done: false,
         attempts: Vec::new(),
         connected: Vec::new(),
@@ -133,6 +153,13 @@ struct Driver<'a> {
     input: RaceInput<'a>,
     race: Race,
     resolution: Resolution,
+    /// What the HTTPS records said (port, hints), once they answered.
+    service: Option<ServiceInfo>,
+    /// The families whose A/AAAA answer came (hints stand in for the others).
+    answered: Vec<Family>,
+    /// Every address lookup answered.
+    addresses_done: bool,
+    /// Every lookup (addresses, HTTPS) answered.
     dns_done: bool,
     /// Live attempts. Few entries (bounded by the attempts alive at once): vectors, not
     /// maps.
@@ -157,6 +184,7 @@ enum Decided {
 /// What woke the driver.
 enum Wake {
     Dns(Option<DnsAnswer>),
+    Service(Result<ServiceInfo, DnsFailure>),
     Attempt(AttemptId, Result<Established, AttemptError>),
     Milestone(AttemptId, Milestone),
     Timer,
@@ -187,7 +215,11 @@ impl Driver<'_> {
                 armed = deadline;
             }
             let wake = tokio::select! {
-                answer = self.resolution.next(), if !self.dns_done => Wake::Dns(answer),
+                Some(event) = self.resolution.next_event(), if !self.dns_done => match event {
+                    ResolutionEvent::Addresses(answer) => Wake::Dns(Some(answer)),
+                    ResolutionEvent::AddressesDone => Wake::Dns(None),
+                    ResolutionEvent::Service(answer) => Wake::Service(answer),
+                },
                 (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
                     Wake::Attempt(id, r)
                 }
@@ -241,10 +273,20 @@ impl Driver<'_> {
     fn feed(&mut self, wake: Wake, now: Instant) {
         match wake {
             Wake::Dns(None) => {
-                self.dns_done = true;
-                self.race.on_dns_complete(now);
+                self.addresses_done = true;
+                if !self.resolution.service_pending() {
+                    self.dns_done = true;
+                    self.race.on_dns_complete(now);
+                }
             }
             Wake::Dns(Some(answer)) => self.on_dns_answer(answer, now),
+            Wake::Service(answer) => {
+                self.on_service(answer, now);
+                if self.addresses_done {
+                    self.dns_done = true;
+                    self.race.on_dns_complete(now);
+                }
+            }
             Wake::Attempt(id, result) => {
                 self.attempts.retain(|(i, _)| *i != id);
                 match result {
@@ -266,25 +308,47 @@ impl Driver<'_> {
     /// One family's DNS answer: its candidates join the race (scored once per answer
     /// and preconnection, see `Preconnection`), or its failure is kept for the error.
     fn on_dns_answer(&mut self, answer: DnsAnswer, now: Instant) {
+        self.answered.push(answer.family);
         match answer.result {
-            Ok(addrs) => {
-                self.any_address = true;
-                let input = &self.input;
-                let mut gathered = input.scored.gather(
-                    input.plan,
-                    input.ctx,
-                    &input.key,
-                    input.remote.port,
-                    &addrs,
-                    now,
-                );
-                self.pruned.append(&mut gathered.pruned);
-                self.race
-                    .on_candidates(answer.family, gathered.candidates, now);
-            }
+            Ok(addrs) => self.add_addresses(answer.family, &addrs, now),
             Err(e) => {
                 self.race.on_dns_failed(answer.family, e.clone(), now);
                 self.dns_causes.push((answer.family, e));
+            }
+        }
+    }
+
+    /// Candidates for `addrs` of `family` join the race, on the HTTPS records' port if
+    /// they name one.
+    fn add_addresses(&mut self, family: Family, addrs: &[IpAddr], now: Instant) {
+        self.any_address = true;
+        let input = &self.input;
+        let port = self
+            .service
+            .as_ref()
+            .and_then(ServiceInfo::port)
+            .unwrap_or(input.remote.port);
+        let mut gathered = input
+            .scored
+            .gather(input.plan, input.ctx, &input.key, port, addrs, now);
+        self.pruned.append(&mut gathered.pruned);
+        self.race.on_candidates(family, gathered.candidates, now);
+    }
+
+    /// The HTTPS answer: the race learns it (QUIC kept only with h3), and its address
+    /// hints stand in for the families whose A/AAAA answer has not come yet (HEv3).
+    fn on_service(&mut self, answer: Result<ServiceInfo, DnsFailure>, now: Instant) {
+        if let Ok(info) = &answer {
+            self.service = Some(info.clone());
+        }
+        self.race.on_service(answer, now);
+        let Some(info) = self.service.clone() else {
+            return;
+        };
+        for family in [Family::V6, Family::V4] {
+            let hints = info.hints(family);
+            if !hints.is_empty() && !self.answered.contains(&family) {
+                self.add_addresses(family, &hints, now);
             }
         }
     }

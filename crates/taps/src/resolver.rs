@@ -27,11 +27,12 @@ use hickory_resolver::config::{
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::net::NetError;
+use hickory_resolver::proto::rr::rdata::svcb::{SvcParamValue, SVCB};
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
 pub use taps_core::DnsFailure;
-use taps_core::Family;
-use tokio::task::{Id, JoinSet};
+use taps_core::{Family, ServiceInfo, ServiceRecord};
+use tokio::task::{Id, JoinHandle, JoinSet};
 
 /// Where DNS queries go.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -199,6 +200,8 @@ impl Resolver {
             }),
             tasks: None,
             families: Vec::new(),
+            service: None,
+            addresses_done: false,
         };
         if let Some(ip) = parse_literal(host) {
             return ready([Some((Family::of(&ip), ip)), None]);
@@ -227,8 +230,84 @@ impl Resolver {
             ready: [None, None],
             tasks: Some(tasks),
             families,
+            service: None,
+            addresses_done: false,
         }
     }
+
+    /// [`resolve`](Self::resolve), plus the name's HTTPS records (RFC 9460) looked up
+    /// beside A and AAAA (a third task), read with [`Resolution::next_service`]. Literal
+    /// addresses and localhost names have none (no query).
+    pub fn resolve_with_service(&self, host: &str) -> Resolution {
+        let mut resolution = self.resolve(host);
+        if resolution.tasks.is_some() {
+            let resolver = self.inner.clone();
+            let name = host.to_owned();
+            resolution.service = Some(tokio::spawn(async move {
+                match resolver.get() {
+                    Ok(r) => lookup_service(&r, &name).await,
+                    Err(e) => Err(e),
+                }
+            }));
+        }
+        resolution
+    }
+}
+
+/// The HTTPS records of `name` in ServiceMode, following AliasMode records (at most 4
+/// hops). No record is `Ok` with none (the name exists, nothing is known about its
+/// services).
+async fn lookup_service(resolver: &TokioResolver, name: &str) -> Result<ServiceInfo, DnsFailure> {
+    let mut name = name.to_string();
+    for _ in 0..4 {
+        let lookup = match resolver.lookup(name.as_str(), RecordType::HTTPS).await {
+            Ok(l) => l,
+            Err(e) => {
+                return match dns_failure(&e) {
+                    DnsFailure::NoRecords => Ok(ServiceInfo::default()),
+                    other => Err(other),
+                }
+            }
+        };
+        let mut records = Vec::new();
+        let mut alias = None;
+        for record in lookup.answers() {
+            let RData::HTTPS(https) = &record.data else {
+                continue;
+            };
+            if https.svc_priority == 0 {
+                alias = Some(https.target_name.to_string());
+                continue;
+            }
+            records.push(service_record(https));
+        }
+        match alias {
+            Some(target) if records.is_empty() => name = target,
+            _ => return Ok(ServiceInfo::new(records)),
+        }
+    }
+    Ok(ServiceInfo::default())
+}
+
+/// One ServiceMode record as taps reads it.
+fn service_record(svcb: &SVCB) -> ServiceRecord {
+    let mut r = ServiceRecord {
+        priority: svcb.svc_priority,
+        target: svcb.target_name.to_string(),
+        ..ServiceRecord::default()
+    };
+    for (_, value) in &svcb.svc_params {
+        match value {
+            SvcParamValue::Alpn(a) => r.alpn = a.0.clone(),
+            SvcParamValue::NoDefaultAlpn => r.no_default_alpn = true,
+            SvcParamValue::Port(p) => r.port = Some(*p),
+            SvcParamValue::Ipv4Hint(h) => r.hints.extend(h.0.iter().map(|a| IpAddr::V4(a.0))),
+            SvcParamValue::Ipv6Hint(h) => r.hints.extend(h.0.iter().map(|a| IpAddr::V6(a.0))),
+            SvcParamValue::EchConfigList(_) => r.ech = true,
+            _ => {}
+        }
+    }
+    r
 }
 
 /// The answers of one [`Resolver::resolve`], in arrival order. Dropping it aborts the
@@ -242,9 +321,78 @@ pub struct Resolution {
     tasks: Option<JoinSet<DnsAnswer>>,
     /// Which family each task looks up, to name a task that panicked.
     families: Vec<(Id, Family)>,
+    /// The HTTPS lookup, while it runs (`resolve_with_service`).
+    service: Option<JoinHandle<Result<ServiceInfo, DnsFailure>>>,
+    /// [`ResolutionEvent::AddressesDone`] was given out.
+    addresses_done: bool,
+}
+
+impl Drop for Resolution {
+    fn drop(&mut self) {
+        if let Some(task) = &self.service {
+            task.abort();
+        }
+    }
+}
+
+/// What a [`Resolution`] delivers, in arrival order ([`Resolution::next_event`]).
+#[derive(Debug)]
+pub enum ResolutionEvent {
+    /// One family's A or AAAA answer.
+    Addresses(DnsAnswer),
+    /// Every family has answered.
+    AddressesDone,
+    /// The HTTPS answer (`resolve_with_service` only).
+    Service(Result<ServiceInfo, DnsFailure>),
 }
 
 impl Resolution {
+    /// Whether an HTTPS lookup is still to answer.
+    pub fn service_pending(&self) -> bool {
+        self.service.is_some()
+    }
+
+    /// The next answer of any kind: addresses (then [`ResolutionEvent::AddressesDone`]
+    /// once) and the HTTPS answer, as they come; `None` when all are in. Cancel-safe.
+    pub async fn next_event(&mut self) -> Option<ResolutionEvent> {
+        if let Some(answer) = self.ready.iter_mut().find_map(Option::take) {
+            return Some(ResolutionEvent::Addresses(answer));
+        }
+        if !self.addresses_done && self.tasks.as_ref().is_none_or(|t| t.is_empty()) {
+            self.addresses_done = true;
+            return Some(ResolutionEvent::AddressesDone);
+        }
+        if self.addresses_done && self.service.is_none() {
+            return None;
+        }
+        let addresses_pending = !self.addresses_done;
+        let service_pending = self.service.is_some();
+        let service = async {
+            match &mut self.service {
+                Some(task) => task.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            answer = next_from(&mut self.tasks, &self.families), if addresses_pending => {
+                Some(match answer {
+                    Some(a) => ResolutionEvent::Addresses(a),
+                    None => {
+                        self.addresses_done = true;
+                        ResolutionEvent::AddressesDone
+                    }
+                })
+            }
+            result = service, if service_pending => {
+                self.service = None;
+                let answer = result.unwrap_or_else(|e| {
+                    Err(DnsFailure::Other(format!("HTTPS lookup task failed: {e}").into()))
+                });
+                Some(ResolutionEvent::Service(answer))
+            }
+        }
+    }
+
     /// Next answer, in arrival order; None once every family has answered.
     ///
     /// Cancel-safe: if the future is dropped before it completes (e.g. in `select!`), no
@@ -253,21 +401,28 @@ impl Resolution {
         if let Some(answer) = self.ready.iter_mut().find_map(Option::take) {
             return Some(answer);
         }
-        match self.tasks.as_mut()?.join_next_with_id().await? {
-            Ok((_, answer)) => Some(answer),
-            Err(err) => {
-                let family = self
-                    .families
-                    .iter()
-                    .find(|(id, _)| *id == err.id())
-                    .map_or(Family::V4, |(_, f)| *f);
-                Some(DnsAnswer {
-                    family,
-                    result: Err(DnsFailure::Other(
-                        format!("lookup task failed: {err}").into(),
-                    )),
-                })
-            }
+        next_from(&mut self.tasks, &self.families).await
+    }
+}
+
+/// The next answer of the address lookups, in arrival order; `None` when all are in.
+async fn next_from(
+    tasks: &mut Option<JoinSet<DnsAnswer>>,
+    families: &[(Id, Family)],
+) -> Option<DnsAnswer> {
+    match tasks.as_mut()?.join_next_with_id().await? {
+        Ok((_, answer)) => Some(answer),
+        Err(err) => {
+            let family = families
+                .iter()
+                .find(|(id, _)| *id == err.id())
+                .map_or(Family::V4, |(_, f)| *f);
+            Some(DnsAnswer {
+                family,
+                result: Err(DnsFailure::Other(
+                    format!("lookup task failed: {err}").into(),
+                )),
+            })
         }
     }
 }

@@ -96,7 +96,9 @@ pub(crate) struct QuicStream {
 impl QuicStream {
     /// The remote address (the path's current one).
     pub(crate) fn remote(&self) -> SocketAddr {
-        self.shared.conn.remote_address()
+        // The client socket is dual-stack: an IPv4 peer shows as ::ffff:a.b.c.d there.
+        let addr = self.shared.conn.remote_address();
+        SocketAddr::new(addr.ip().to_canonical(), addr.port())
     }
 
     /// A new stream of the same connection, for a mapped or cloned flow: no handshake.
