@@ -9,6 +9,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::tests::{addr, cand, ms, Input, Path, Sim};
+use std::time::Duration;
+
 use super::*;
 use crate::candidates::Stack;
 use crate::policy::History;

@@ -237,22 +237,7 @@ impl fmt::Display for EventText<'_> {
             RaceEvent::Service {
                 records,
                 quic_dropped,
-            } => {
-                match &r.service {
-                    Some(Err(e)) => write!(f, "HTTPS lookup failed: {e}")?,
-                    Some(Ok(info)) if *records > 0 => {
-                        f.write_str("HTTPS answered: ")?;
-                        for (i, rec) in info.records.iter().enumerate() {
-                            write!(f, "{}{rec}", if i == 0 { "" } else { "; " })?;
-                        }
-                    }
-                    _ => f.write_str("no HTTPS record")?,
-                }
-                if *quic_dropped > 0 {
-                    write!(f, " (no h3: {quic_dropped} QUIC candidates dropped)")?;
-                }
-                Ok(())
-            }
+            } => write_service(f, r, *records, *quic_dropped),
             RaceEvent::ServiceDelayOver { after } => {
                 write!(
                     f,
@@ -299,18 +284,8 @@ impl fmt::Display for EventText<'_> {
                 let took = attempt(id).and_then(|a| a.duration()).unwrap_or_default();
                 write!(f, "{id} connected in {}: won", Ms(took))
             }
-            RaceEvent::Failed(id) | RaceEvent::TimedOut(id) => {
-                let cause = attempt(id).and_then(|a| match &a.outcome {
-                    AttemptOutcome::Failed(c) => Some(c),
-                    _ => None,
-                });
-                match (self.event, cause) {
-                    (RaceEvent::TimedOut(_), Some(c)) => write!(f, "{id} {c}: cancel"),
-                    (RaceEvent::TimedOut(_), None) => write!(f, "{id} timed out: cancel"),
-                    (_, Some(c)) => write!(f, "{id} failed: {c}"),
-                    (_, None) => write!(f, "{id} failed"),
-                }
-            }
+            RaceEvent::Failed(id) => write_ended(f, r, *id, false),
+            RaceEvent::TimedOut(id) => write_ended(f, r, *id, true),
             RaceEvent::Cancelled(id) => write!(f, "cancel {id}"),
             RaceEvent::RaceFailed { kind, not_started } => {
                 f.write_str("race failed: ")?;
@@ -561,6 +536,48 @@ fn write_failure(
             write!(f, "{sep}{d}")?;
             sep = "; ";
         }
+    }
+    Ok(())
+}
+
+/// A failed or timed-out attempt in words, with its cause.
+fn write_ended(
+    f: &mut fmt::Formatter<'_>,
+    r: &RaceReport,
+    id: AttemptId,
+    timed_out: bool,
+) -> fmt::Result {
+    let cause = r.attempt(id).and_then(|a| match &a.outcome {
+        AttemptOutcome::Failed(c) => Some(c),
+        _ => None,
+    });
+    match (timed_out, cause) {
+        (true, Some(c)) => write!(f, "{id} {c}: cancel"),
+        (true, None) => write!(f, "{id} timed out: cancel"),
+        (false, Some(c)) => write!(f, "{id} failed: {c}"),
+        (false, None) => write!(f, "{id} failed"),
+    }
+}
+
+/// The HTTPS answer in words.
+fn write_service(
+    f: &mut fmt::Formatter<'_>,
+    r: &RaceReport,
+    records: usize,
+    quic_dropped: usize,
+) -> fmt::Result {
+    match &r.service {
+        Some(Err(e)) => write!(f, "HTTPS lookup failed: {e}")?,
+        Some(Ok(info)) if records > 0 => {
+            f.write_str("HTTPS answered: ")?;
+            for (i, rec) in info.records.iter().enumerate() {
+                write!(f, "{}{rec}", if i == 0 { "" } else { "; " })?;
+            }
+        }
+        _ => f.write_str("no HTTPS record")?,
+    }
+    if quic_dropped > 0 {
+        write!(f, " (no h3: {quic_dropped} QUIC candidates dropped)")?;
     }
     Ok(())
 }

@@ -7,6 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use super::*;
 use crate::candidates::{LocalBinding, Stack};
 use crate::policy::{Cib, History};
