@@ -14,14 +14,14 @@ use crate::connection::Io;
 use crate::endpoint::RemoteEndpoint;
 use crate::error::EstablishError;
 use crate::racing::RaceInput;
-use crate::resolver::DnsFailure;
+use crate::resolver::{DnsFailure, ResolutionEvent};
 use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
 use crate::security::{ClientSecurity, SecurityParameters, ServerSecurity};
 use crate::transport::SocketOptions;
 use crate::{racing, Connection, Context, Error, Listener};
 use taps_core::properties::Protocol;
-use taps_core::Security;
+use taps_core::{Security, ServiceInfo};
 
 /// Endpoints and properties, ready to initiate or listen.
 pub struct Preconnection {
@@ -48,6 +48,9 @@ pub struct CandidateListing {
     pub plan: Arc<Plan>,
     /// Each family's DNS answer: addresses or the error.
     pub dns: Vec<(Family, Result<Vec<IpAddr>, DnsFailure>)>,
+    /// The HTTPS records (looked up when the plan has secure stacks): which candidates
+    /// they keep (no h3: no QUIC), their port and address hints.
+    pub service: Option<Result<ServiceInfo, DnsFailure>>,
     /// Ranked and pruned candidates.
     pub gathered: Gathered,
 }
@@ -171,15 +174,32 @@ impl Preconnection {
             .as_ref()
             .ok_or(Error::usage("candidates need a remote endpoint"))?;
         let plan = self.plan()?;
-        let mut resolution = self.ctx.resolver().resolve(&remote.host);
+        let secure = plan
+            .stacks()
+            .iter()
+            .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
+        let mut resolution = if secure {
+            self.ctx.resolver().resolve_with_service(&remote.host)
+        } else {
+            self.ctx.resolver().resolve(&remote.host)
+        };
         let mut dns = Vec::new();
         let mut addrs = Vec::new();
-        while let Some(answer) = resolution.next().await {
-            if let Ok(a) = &answer.result {
-                addrs.extend(a.iter().copied());
+        let mut service = None;
+        while let Some(event) = resolution.next_event().await {
+            match event {
+                ResolutionEvent::Addresses(answer) => {
+                    if let Ok(a) = &answer.result {
+                        addrs.extend(a.iter().copied());
+                    }
+                    dns.push((answer.family, answer.result));
+                }
+                ResolutionEvent::Service(answer) => service = Some(answer),
+                ResolutionEvent::AddressesDone => {}
             }
-            dns.push((answer.family, answer.result));
         }
+        let info = service.as_ref().and_then(|s| s.as_ref().ok());
+        let port = info.and_then(ServiceInfo::port).unwrap_or(remote.port);
         if addrs.is_empty() {
             return Err(EstablishError::Resolve {
                 host: remote.host.clone(),
@@ -190,19 +210,19 @@ impl Preconnection {
             }
             .into());
         }
-        let gathered = {
+        let mut gathered = {
             let cib = self.ctx.cib();
-            plan.gather(
-                &self.remote_key(remote),
-                remote.port,
-                &addrs,
-                &cib,
-                Instant::now(),
-            )
+            plan.gather(&self.remote_key(remote), port, &addrs, &cib, Instant::now())
         };
+        if info.is_some_and(|s| !s.allows_quic()) {
+            gathered
+                .candidates
+                .retain(|c| c.stack.protocol != Protocol::Quic);
+        }
         Ok(CandidateListing {
             plan,
             dns,
+            service,
             gathered,
         })
     }

@@ -74,6 +74,18 @@ fn to_json(args: &Args, l: &CandidateListing) -> Value {
             Ok(a) => json!({"family": f.to_string(), "addresses": a.iter().map(|a| a.to_string()).collect::<Vec<_>>()}),
             Err(e) => json!({"family": f.to_string(), "error": e.to_string()}),
         }).collect::<Vec<_>>(),
+        "https": l.service.as_ref().map(|s| match s {
+            Ok(info) => json!({"records": info.records.iter().map(|r| json!({
+                "priority": r.priority,
+                "target": r.target,
+                "alpn": r.alpn,
+                "no_default_alpn": r.no_default_alpn,
+                "port": r.port,
+                "hints": r.hints.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+                "ech": r.ech,
+            })).collect::<Vec<_>>(), "quic": info.allows_quic()}),
+            Err(e) => json!({"error": e.to_string()}),
+        }),
         "candidates": l.gathered.candidates.iter().enumerate().map(|(i, c)| {
             let mut v = candidate_json(c);
             v["rank"] = json!(i + 1);
@@ -104,6 +116,19 @@ fn print_text(args: &Args, l: &CandidateListing) {
             ),
             Err(e) => println!("  DNS {f}: {e}"),
         }
+    }
+    match &l.service {
+        Some(Ok(info)) if info.records.is_empty() => println!("  HTTPS: no record"),
+        Some(Ok(info)) => {
+            for r in &info.records {
+                println!("  HTTPS: {r}");
+            }
+            if !info.allows_quic() {
+                println!("         (no h3: QUIC candidates left out)");
+            }
+        }
+        Some(Err(e)) => println!("  HTTPS: {e}"),
+        None => {}
     }
     println!();
     println!("Race order:");
