@@ -84,7 +84,9 @@ impl ClientSecurity {
                 quic_tls.enable_early_data = false;
                 let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls)
                     .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
-                Some((quinn::ClientConfig::new(Arc::new(crypto)), socket))
+                let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+                config.transport_config(quic::transport());
+                Some((config, socket))
             }
             None => None,
         };

@@ -39,6 +39,29 @@ impl QuicClientSocket {
     }
 }
 
+/// How long a QUIC connection (or handshake) may hear nothing before it is given up.
+/// QUIC to a port where nothing answers gets no ICMP through a shared socket, so this
+/// bounds a dead QUIC attempt: 10 s leaves a handshake three or four retransmissions on a
+/// lossy path, and a race whose other attempts all failed reports in 10 s, not after the
+/// 30 s establishment timeout. Established connections send a keep-alive well within it.
+pub(crate) const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The keep-alive interval of established QUIC connections (under [`IDLE_TIMEOUT`]; also
+/// keeps NAT bindings open).
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// The transport settings every taps QUIC connection uses (built once per process).
+pub(crate) fn transport() -> Arc<quinn::TransportConfig> {
+    static CONFIG: OnceLock<Arc<quinn::TransportConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut t = quinn::TransportConfig::default();
+            t.max_idle_timeout(IDLE_TIMEOUT.try_into().ok());
+            t.keep_alive_interval(Some(KEEP_ALIVE));
+            Arc::new(t)
+        })
+        .clone()
+}
+
 /// A QUIC server endpoint on `addr` (UDP; an IPv6 socket takes IPv6 only, so the
 /// unspecified addresses of both families can each have one).
 pub(crate) fn listen(addr: SocketAddr, config: quinn::ServerConfig) -> io::Result<Endpoint> {

@@ -55,7 +55,11 @@ impl ServerSecurity {
             .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
         Ok(ServerSecurity {
             config: Arc::new(config),
-            quic: quinn::ServerConfig::with_crypto(Arc::new(crypto)),
+            quic: {
+                let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+                config.transport_config(super::quic::transport());
+                config
+            },
         })
     }
 

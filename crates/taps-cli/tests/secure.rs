@@ -1,0 +1,213 @@
+//! `taps connect` and `taps listen` over TLS and QUIC, end to end with the real binary:
+//! against OpenSSL's `s_server` (an independent TLS stack), and `taps listen --cert`
+//! against `openssl s_client` and `taps connect`. Certificates are made at run time.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener as StdListener, UdpSocket as StdUdp};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use taps_testkit::TestPki;
+
+fn free_port() -> u16 {
+    for _ in 0..50 {
+        let tcp = StdListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if StdUdp::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port");
+}
+
+fn have_openssl() -> bool {
+    Command::new("openssl").arg("version").output().is_ok()
+}
+
+fn taps(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_taps"))
+        .args(args)
+        .output()
+        .expect("run taps")
+}
+
+/// Waits until something accepts TCP on 127.0.0.1:`port`.
+fn wait_for(port: u16) {
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "nothing on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const SECURE: &str = r#"{"security":"require"}"#;
+
+#[test]
+fn connect_to_openssl_s_server_verified_and_not() {
+    if !have_openssl() {
+        println!("skipped: openssl is not installed (scripts/deps.sh installs it)");
+        return;
+    }
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let port = free_port();
+    let _server = Killed(
+        Command::new("openssl")
+            .args(["s_server", "-quiet", "-rev", "-alpn", "h2", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-cert")
+            .arg(&pki.cert)
+            .arg("-key")
+            .arg(&pki.key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let p = port.to_string();
+    let ca = pki.ca.to_str().unwrap();
+    let out = taps(&[
+        "connect",
+        "127.0.0.1",
+        &p,
+        "--props",
+        SECURE,
+        "--ca",
+        ca,
+        "--server-name",
+        "localhost",
+        "--alpn",
+        "h2",
+        "--line",
+        "hi",
+        "--trace",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("connected: TLS/TCP"), "{text}");
+    assert!(text.contains("security: TLS 1.3"), "{text}");
+    assert!(text.contains("ALPN h2"), "{text}");
+    assert!(text.contains("reply: ih"), "{text}");
+    // Without the CA: a verification error naming the host and why; non-zero exit.
+    let out = taps(&[
+        "connect",
+        "127.0.0.1",
+        &p,
+        "--props",
+        SECURE,
+        "--server-name",
+        "localhost",
+        "--line",
+        "hi",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "certificate of localhost rejected: issued by an unknown certificate authority"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let port = free_port();
+    let p = port.to_string();
+    let mut listener = Killed(
+        Command::new(env!("CARGO_BIN_EXE_taps"))
+            .args(["listen", &p, "--local", "127.0.0.1", "--echo", "--cert"])
+            .arg(&pki.cert)
+            .arg("--key")
+            .arg(&pki.key)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = listener.0.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut listening = Vec::new();
+    while listening.len() < 2 {
+        let line = lines.next().expect("listener output").unwrap();
+        if line.starts_with("listening:") {
+            listening.push(line);
+        }
+    }
+    let all = listening.join("\n");
+    assert!(all.contains("TLS/") && all.contains("QUIC"), "{all}");
+    let ca = pki.ca.to_str().unwrap();
+    // taps over QUIC (ranked first) and over TLS/TCP (required).
+    for (props, stack) in [
+        (SECURE, "QUIC"),
+        (
+            r#"{"security":"require","transport":{"value":"TCP","precedence":2}}"#,
+            "TLS/TCP",
+        ),
+    ] {
+        let out = taps(&[
+            "connect",
+            "127.0.0.1",
+            &p,
+            "--props",
+            props,
+            "--ca",
+            ca,
+            "--server-name",
+            "localhost",
+            "--message",
+            "hello",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(&format!("connected: {stack}")), "{text}");
+        assert!(text.contains("reply: hello"), "{text}");
+    }
+    if !have_openssl() {
+        println!("skipped: the openssl s_client part (openssl is not installed)");
+        return;
+    }
+    let mut client = Command::new("openssl")
+        .args([
+            "s_client",
+            "-quiet",
+            "-no_ign_eof",
+            "-verify_return_error",
+            "-connect",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", "localhost", "-CAfile"])
+        .arg(&pki.ca)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // taps' echo frames messages: send one framed message, read it back.
+    let mut stdin = client.stdin.take().unwrap();
+    stdin.write_all(&[0, 0, 0, 2, b'o', b'k']).unwrap();
+    // End of input closes the connection (-no_ign_eof): give the echo time to come back.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(stdin);
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.stdout, [0, 0, 0, 2, b'o', b'k'], "{:?}", out);
+}
