@@ -53,6 +53,13 @@ pub const TLS_STUCK_HOST: &str = "rts";
 /// The zone name (IPv4 only) where `bad-cert` runs a TLS server presenting a
 /// certificate for another name.
 pub const BAD_CERT_HOST: &str = "rtb";
+/// The zone name (IPv4 only) where `quic-wins` runs the lab's secure server, which serves
+/// TLS/TCP and QUIC (UDP) on [`TLS_PORT`].
+pub const QUIC_HOST: &str = "rq";
+/// The zone name (IPv4 only) where `quic-blocked` runs the secure server with its UDP
+/// port blackholed (a host of its own, so a CIB kept across scenarios with `--cib` does
+/// not carry QUIC's failure there over to `quic-wins`).
+pub const QUIC_BLOCKED_HOST: &str = "rqx";
 /// The client's IPv4 address.
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 /// The client's IPv6 address.
@@ -127,6 +134,12 @@ pub const ZONE_RECORDS: &[ZoneRecord] = &[
     // rtb (BAD_CERT_HOST): IPv4 only; a TLS server on port 443 with a certificate for
     // another name when bad-cert starts one.
     rec("rtb", v4(81), true),
+    // rq (QUIC_HOST): IPv4 only; the secure server (TLS/TCP and QUIC on port 443) when
+    // quic-wins starts one.
+    rec("rq", v4(91), true),
+    // rqx (QUIC_BLOCKED_HOST): IPv4 only; the secure server when quic-blocked starts one,
+    // which blackholes its UDP port 443 (QUIC), not TCP.
+    rec("rqx", v4(92), true),
 ];
 
 /// The fully qualified name of a zone record name (`"rx"` → `"rx.netlab.test"`, without

@@ -42,8 +42,9 @@ pub mod tun;
 pub use bridge::{Bridge, BridgeStats, DirStats};
 pub use dns::{DnsServer, RecordType};
 pub use lab::{
-    addresses, fqdn, is_dead, Lab, LabOptions, ZoneRecord, BAD_CERT_HOST, SCTP_HOST, SCTP_UDP_PORT,
-    SERVICE_PORT, TLS_PORT, TLS_STUCK_HOST, ZONE, ZONE_RECORDS,
+    addresses, fqdn, is_dead, Lab, LabOptions, ZoneRecord, BAD_CERT_HOST, QUIC_BLOCKED_HOST,
+    QUIC_HOST, SCTP_HOST, SCTP_UDP_PORT, SERVICE_PORT, TLS_PORT, TLS_STUCK_HOST, ZONE,
+    ZONE_RECORDS,
 };
 pub use netns::{cleanup_stale, leftovers, teardown_all, unsupported_reason, Netns};
 pub use packet::Proto;

@@ -118,6 +118,23 @@ impl TlsServer {
         lock(&self.seen).listening.clone()
     }
 
+    /// Waits up to `limit` until it says it listens with `stack` (`listening: STACK on
+    /// ADDR`, one line per stack; [`Lab::start_tls_server`] returns after the first);
+    /// whether it did.
+    pub fn wait_listening(&self, stack: &str, limit: Duration) -> bool {
+        let start = Instant::now();
+        let prefix = format!("{stack} on ");
+        loop {
+            if self.listening().iter().any(|l| l.starts_with(&prefix)) {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Every connection it accepted so far (handshake finished), in order.
     pub fn connections(&self) -> Vec<TlsConnection> {
         lock(&self.seen)

@@ -3,8 +3,9 @@
 //! returns what happened and which checks passed.
 //!
 //! The scenarios live one group per file (address families, dead addresses, loss, load,
-//! SCTP, TLS, the plain-socket probe); `runner` runs one and records its checks, `setup` and
-//! `checks` hold what the groups share (rules, connections; log lines, bounds).
+//! SCTP, TLS, QUIC, the plain-socket probe); `runner` runs one and records its checks,
+//! `setup` and `checks` hold what the groups share (rules, connections; log lines,
+//! bounds).
 //!
 //! To add a scenario: write a `fn(&Lab, &Ctx, &mut Outcome) -> Result<(), String>` that
 //! sets rules (and DNS delays), runs connections with `Ctx::connect` and records checks
@@ -18,6 +19,7 @@ mod dead_addresses;
 mod load;
 mod loss;
 mod plain_sockets;
+mod quic;
 mod runner;
 mod sctp;
 mod setup;
@@ -41,104 +43,120 @@ pub struct Scenario {
 
 /// Every scenario, in the order the suite runs them.
 pub fn all() -> &'static [Scenario] {
-    const ALL: &[Scenario] = &[
-        Scenario {
-            name: "probe",
-            summary: "plain sockets: 50 ms each way gives a 100 ms TCP connect; blackhole, DNS delay, rate limit and loss work",
-            needs_taps: false,
-            body: plain_sockets::probe,
-        },
-        Scenario {
-            name: "rd",
-            summary: "TCP, both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 10 ms",
-            needs_taps: true,
-            body: address_families::rd,
-        },
-        Scenario {
-            name: "r6",
-            summary: "TCP, IPv6 only, RTT 40 ms: connects within RTT + 10 ms",
-            needs_taps: true,
-            body: address_families::r6,
-        },
-        Scenario {
-            name: "rx",
-            summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
-            needs_taps: true,
-            body: dead_addresses::rx,
-        },
-        Scenario {
-            name: "rxxx",
-            summary: "TCP, three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
-            needs_taps: true,
-            body: dead_addresses::rxxx,
-        },
-        Scenario {
-            name: "rxz4",
-            summary: "TCP, one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
-            needs_taps: true,
-            body: dead_addresses::rxz4,
-        },
-        Scenario {
-            name: "rxxzz",
-            summary: "TCP, two dead of each family: failure within the establishment timeout, listing four causes",
-            needs_taps: true,
-            body: dead_addresses::rxxzz,
-        },
-        Scenario {
-            name: "aaaa-slow",
-            summary: "TCP, AAAA answers delayed 300 ms: connects over IPv4 after the Resolution Delay, not after 300 ms",
-            needs_taps: true,
-            body: address_families::aaaa_slow,
-        },
-        Scenario {
-            name: "loss",
-            summary: "2% loss, 100 ms RTT: a 10 MB transfer over TCP completes, bytes verified",
-            needs_taps: true,
-            body: loss::loss,
-        },
-        Scenario {
-            name: "load",
-            summary: "TCP, 50 flows at once to rd (RTT 40/50 ms): all connect over IPv6",
-            needs_taps: true,
-            body: load::load,
-        },
-        // SCTP (user-space, inside UDP port 9899, RFC 6951) against the lab's SCTP
-        // server on r4 (192.0.2.61), with SCTP preferred over TCP.
-        Scenario {
-            name: "sctp-blocked",
-            summary: "SCTP preferred but UDP 9899 blackholed, RTT 50 ms: TCP wins within attempt delay + RTT + 20 ms; again (same CIB) the CIB skips SCTP: within RTT + 10 ms",
-            needs_taps: true,
-            body: sctp::sctp_blocked,
-        },
-        Scenario {
-            name: "sctp-fair",
-            summary: "SCTP preferred, TCP 30 ms later, RTT 100 ms: SCTP wins on its INIT-ACK (1 RTT), TCP cancelled, connected within 2 RTT + 20 ms",
-            needs_taps: true,
-            body: sctp::sctp_fair,
-        },
-        Scenario {
-            name: "sctp-loss",
-            summary: "2% loss, 100 ms RTT: a 10 MB transfer over SCTP completes, bytes verified",
-            needs_taps: true,
-            body: loss::sctp_loss,
-        },
-        // TLS over TCP ({"security": "require"}) on port 443 against taps' own TLS
-        // listener, certificates from a test CA made for the run.
-        Scenario {
-            name: "tls-stuck",
-            summary: "TLS, IPv6 accepts TCP but never answers TLS, IPv4 runs a TLS server, RTT 50 ms: the stuck attempt's transport comes up but it does not win; IPv4 wins within attempt delay + 2 RTT + 30 ms",
-            needs_taps: true,
-            body: tls::tls_stuck,
-        },
-        Scenario {
-            name: "bad-cert",
-            summary: "TLS, the server's certificate (trusted CA) is for another name, RTT 50 ms: taps connect fails within 2 RTT + 30 ms naming the host and the mismatch, no plain attempt, no application data",
-            needs_taps: true,
-            body: tls::bad_cert,
-        },
-    ];
     ALL
 }
+
+/// The scenarios [`all`] returns.
+const ALL: &[Scenario] = &[
+    Scenario {
+        name: "probe",
+        summary: "plain sockets: 50 ms each way gives a 100 ms TCP connect; blackhole, DNS delay, rate limit and loss work",
+        needs_taps: false,
+        body: plain_sockets::probe,
+    },
+    Scenario {
+        name: "rd",
+        summary: "TCP, both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 10 ms",
+        needs_taps: true,
+        body: address_families::rd,
+    },
+    Scenario {
+        name: "r6",
+        summary: "TCP, IPv6 only, RTT 40 ms: connects within RTT + 10 ms",
+        needs_taps: true,
+        body: address_families::r6,
+    },
+    Scenario {
+        name: "rx",
+        summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+        needs_taps: true,
+        body: dead_addresses::rx,
+    },
+    Scenario {
+        name: "rxxx",
+        summary: "TCP, three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+        needs_taps: true,
+        body: dead_addresses::rxxx,
+    },
+    Scenario {
+        name: "rxz4",
+        summary: "TCP, one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+        needs_taps: true,
+        body: dead_addresses::rxz4,
+    },
+    Scenario {
+        name: "rxxzz",
+        summary: "TCP, two dead of each family: failure within the establishment timeout, listing four causes",
+        needs_taps: true,
+        body: dead_addresses::rxxzz,
+    },
+    Scenario {
+        name: "aaaa-slow",
+        summary: "TCP, AAAA answers delayed 300 ms: connects over IPv4 after the Resolution Delay, not after 300 ms",
+        needs_taps: true,
+        body: address_families::aaaa_slow,
+    },
+    Scenario {
+        name: "loss",
+        summary: "2% loss, 100 ms RTT: a 10 MB transfer over TCP completes, bytes verified",
+        needs_taps: true,
+        body: loss::loss,
+    },
+    Scenario {
+        name: "load",
+        summary: "TCP, 50 flows at once to rd (RTT 40/50 ms): all connect over IPv6",
+        needs_taps: true,
+        body: load::load,
+    },
+    // SCTP (user-space, inside UDP port 9899, RFC 6951) against the lab's SCTP
+    // server on r4 (192.0.2.61), with SCTP preferred over TCP.
+    Scenario {
+        name: "sctp-blocked",
+        summary: "SCTP preferred but UDP 9899 blackholed, RTT 50 ms: TCP wins within attempt delay + RTT + 20 ms; again (same CIB) the CIB skips SCTP: within RTT + 10 ms",
+        needs_taps: true,
+        body: sctp::sctp_blocked,
+    },
+    Scenario {
+        name: "sctp-fair",
+        summary: "SCTP preferred, TCP 30 ms later, RTT 100 ms: SCTP wins on its INIT-ACK (1 RTT), TCP cancelled, connected within 2 RTT + 20 ms",
+        needs_taps: true,
+        body: sctp::sctp_fair,
+    },
+    Scenario {
+        name: "sctp-loss",
+        summary: "2% loss, 100 ms RTT: a 10 MB transfer over SCTP completes, bytes verified",
+        needs_taps: true,
+        body: loss::sctp_loss,
+    },
+    // TLS over TCP ({"security": "require"}) on port 443 against taps' own TLS
+    // listener, certificates from a test CA made for the run.
+    Scenario {
+        name: "tls-stuck",
+        summary: "TLS, IPv6 accepts TCP but never answers TLS, IPv4 runs a TLS server, RTT 50 ms: the stuck attempt's transport comes up but it does not win; IPv4 wins within attempt delay + 2 RTT + 30 ms",
+        needs_taps: true,
+        body: tls::tls_stuck,
+    },
+    Scenario {
+        name: "bad-cert",
+        summary: "TLS, the server's certificate (trusted CA) is for another name, RTT 50 ms: taps connect fails within 2 RTT + 30 ms naming the host and the mismatch, no plain attempt, no application data",
+        needs_taps: true,
+        body: tls::bad_cert,
+    },
+    // QUIC raced against TLS/TCP ({"security": "require"}) on port 443 against the
+    // same listener, which serves QUIC on UDP 443 beside TLS/TCP.
+    Scenario {
+        name: "quic-blocked",
+        summary: "QUIC vs TLS/TCP, UDP 443 blackholed, RTT 50 ms: QUIC starts first, TLS/TCP 100 ms later wins within 100 + 2 RTT + 30 ms; again (same CIB) QUIC is not started: TLS/TCP within 2 RTT + 30 ms",
+        needs_taps: true,
+        body: quic::quic_blocked,
+    },
+    Scenario {
+        name: "quic-wins",
+        summary: "QUIC vs TLS/TCP, UDP open, RTT 50 ms: QUIC wins within RTT + 30 ms, before TLS/TCP is due (100 ms): no TLS/TCP attempt",
+        needs_taps: true,
+        body: quic::quic_wins,
+    },
+];
 
 /// The scenario called `name`.
 pub fn find(name: &str) -> Option<&'static Scenario> {

@@ -26,29 +26,35 @@ use crate::tls_server::TlsServer;
 /// connected), so QUIC, which the lab's TLS server also serves, is left out.
 const SECURE: &str = r#"{"security": "require", "transport": {"value": "TCP", "precedence": 2}}"#;
 /// The stack taps reports for TLS over TCP.
-const TLS_TCP: &str = "TLS/TCP";
+pub(super) const TLS_TCP: &str = "TLS/TCP";
 /// What a verification failure for a certificate of another name says.
 const NAME_MISMATCH: &str = "certificate is for another name";
 /// The name `bad-cert`'s certificate is for (not the host asked for).
 const OTHER_NAME: &str = "other.netlab.test";
 /// The line the clients send (the TLS server echoes it).
-const LINE: &str = "hello over TLS";
+pub(super) const LINE: &str = "hello over TLS";
 /// Margin on the TLS bounds: DNS, the handshake's crypto in a debug build, the bridge.
-const MARGIN: Duration = Duration::from_millis(30);
+pub(super) const MARGIN: Duration = Duration::from_millis(30);
 
 /// A connection to `host` on [`TLS_PORT`] with [`SECURE`], trusting `pki`'s CA, sending
 /// [`LINE`].
 fn secure_to(host: &str, pki: &TestPki) -> Connect {
+    secure_with(host, pki, SECURE)
+}
+
+/// A connection to `host` on [`TLS_PORT`] with properties `props`, trusting `pki`'s CA,
+/// sending [`LINE`].
+pub(super) fn secure_with(host: &str, pki: &TestPki, props: &str) -> Connect {
     let mut c = Connect::new(host);
     c.port = TLS_PORT;
-    c.props = Some(SECURE.to_string());
+    c.props = Some(props.to_string());
     c.ca = vec![pki.ca.clone()];
     c.line = Some(LINE.to_string());
     c
 }
 
 /// Starts the TLS server on `ip`:[`TLS_PORT`] with `pki`'s certificate and logs it.
-fn start_server(
+pub(super) fn start_server(
     lab: &Lab,
     out: &mut Outcome,
     ip: IpAddr,
@@ -66,12 +72,12 @@ fn start_server(
 }
 
 /// A test PKI with a leaf for `name`.
-fn pki_for(name: &str) -> Result<TestPki, String> {
+pub(super) fn pki_for(name: &str) -> Result<TestPki, String> {
     TestPki::new(&[name]).map_err(|e| format!("cannot make test certificates: {e}"))
 }
 
 /// Logs what the winner negotiated and what came back.
-fn show_tls(out: &mut Outcome, label: &str, f: &FlowReport) {
+pub(super) fn show_tls(out: &mut Outcome, label: &str, f: &FlowReport) {
     if let Some(s) = f.winner.as_ref().and_then(|w| w.security.as_deref()) {
         out.say(format!("      {label} security: {s}"));
     }
@@ -113,7 +119,7 @@ fn check_all_secure(out: &mut Outcome, label: &str, f: &FlowReport) -> bool {
 }
 
 /// Checks the echoed line came back.
-fn check_echo(out: &mut Outcome, label: &str, f: &FlowReport) -> bool {
+pub(super) fn check_echo(out: &mut Outcome, label: &str, f: &FlowReport) -> bool {
     out.check(
         f.replies == [LINE],
         format!(
