@@ -92,6 +92,7 @@ impl Ctx {
     /// A context with its own uv loop (None if libuv fails).
     pub(crate) fn new() -> Option<*mut Ctx> {
         let rt = task::runtime();
+        task::linger_at_exit();
         let taps = {
             let _g = rt.enter();
             taps::Context::new().ok()?
@@ -283,7 +284,11 @@ pub(crate) unsafe fn close(flow: *mut Flow, abort: bool) {
             return;
         }
         f.state = State::Closed;
-        f.send(if abort { Cmd::Abort } else { Cmd::Close });
+        f.send(if abort {
+            Cmd::Abort
+        } else {
+            Cmd::Close(task::Linger::start())
+        });
         f.tx = None;
         f.inbound.clear();
         let ctx = &mut *f.ctx;
