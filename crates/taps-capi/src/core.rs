@@ -86,6 +86,10 @@ pub(crate) struct Flow {
     pub(crate) port: u16,
     pub(crate) bytes_sent: u64,
     pub(crate) bytes_received: u64,
+    /// PEM files from `neat_secure_identity`: certificate, key, both in one file.
+    pub(crate) cert_pem: Option<String>,
+    pub(crate) key_pem: Option<String>,
+    pub(crate) cert_key_pem: Option<String>,
 }
 
 impl Ctx {
@@ -197,6 +201,9 @@ impl Flow {
             port: 0,
             bytes_sent: 0,
             bytes_received: 0,
+            cert_pem: None,
+            key_pem: None,
+            cert_key_pem: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Exports that make flows and start them: new flow, operations, properties, open
 //! (client) and accept (listener).
 
-use std::ffi::{c_char, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::core::{Ctx, Flow, State};
@@ -135,6 +135,86 @@ fn note_tlvs(ctx: &Ctx, call: &str, tlvs: &[NeatTlv]) {
     }
 }
 
+/// Names this flow's certificate and key (PEM files) for TLS: NEAT_CERT_KEY_PEM for
+/// one file holding both (what NEAT's TLS servers use), NEAT_CERT_PEM and NEAT_KEY_PEM
+/// for separate files. Files are read when the flow opens or listens (a bad file is then
+/// an error naming it: on_error, or NEAT_ERROR_BAD_ARGUMENT from neat_accept).
+///
+/// # Safety
+/// Pointers are NULL or live; `filename` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn neat_secure_identity(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    filename: *const c_char,
+    pem_type: c_int,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, f) = tryc!(both(nc, flow));
+        if filename.is_null() {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: a C string from the caller; f is live; short borrow.
+        unsafe {
+            let name = CStr::from_ptr(filename).to_string_lossy().into_owned();
+            let fr = &mut *f;
+            match pem_type {
+                NEAT_CERT_PEM => fr.cert_pem = Some(name),
+                NEAT_KEY_PEM => fr.key_pem = Some(name),
+                NEAT_CERT_KEY_PEM => fr.cert_key_pem = Some(name),
+                NEAT_CERT_NONE => {}
+                other => (*ctx).log(
+                    NEAT_LOG_WARNING,
+                    format_args!("neat_secure_identity: unknown kind {other} ignored"),
+                ),
+            }
+        }
+        NEAT_OK
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Client,
+    Server,
+}
+
+/// A boolean property as NEAT wrote it (`{"value": false}` or a bare `false`).
+fn flag(f: &Flow, name: &str) -> Option<bool> {
+    let (_, v) = f.props.iter().find(|(k, _)| k == name)?;
+    v.get("value").unwrap_or(v).as_bool()
+}
+
+/// The flow's TLS parameters, used only if a secure stack runs (the `security`
+/// property). The identity: separate certificate and key files if both were named,
+/// else the one file holding both. Clients verify the server's certificate against the
+/// system's trust store and the host name, as NEAT did (OpenSSL, `SSL_VERIFY_PEER` and
+/// the flow's name); NEAT's `"verification": {"value": false}` property turns that off
+/// for a client, as it did in NEAT, and maps to taps' explicitly named opt-out.
+fn security(ctx: &Ctx, f: &Flow, side: Side) -> taps::SecurityParameters {
+    let mut p = taps::SecurityParameters::new();
+    let identity = match (&f.cert_pem, &f.key_pem, &f.cert_key_pem) {
+        (Some(c), Some(k), _) => Some((c, k)),
+        (_, _, Some(both)) => Some((both, both)),
+        (Some(c), None, None) => Some((c, c)),
+        _ => None,
+    };
+    if let Some((cert, key)) = identity {
+        p = p.identity(cert, key);
+    }
+    if side == Side::Client && flag(f, "verification") == Some(false) {
+        ctx.log(
+            NEAT_LOG_INFO,
+            format_args!(
+                "flow {}: certificate verification off (\"verification\": false)",
+                f.id
+            ),
+        );
+        p = p.danger_accept_any_certificate();
+    }
+    p
+}
+
 /// Starts connecting to `name`:`port` and returns at once; on_connected or on_error
 /// follows from the loop.
 ///
@@ -170,7 +250,8 @@ pub unsafe extern "C" fn neat_open(
                 }
             };
             let pre = taps::Preconnection::new(&(*ctx).taps, props)
-                .remote(taps::RemoteEndpoint::new(host.clone(), port));
+                .remote(taps::RemoteEndpoint::new(host.clone(), port))
+                .security(security(&*ctx, &*f, Side::Client));
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let fr = &mut *f;
             fr.state = State::Opening;
@@ -236,7 +317,8 @@ pub unsafe extern "C" fn neat_accept(
                 }
             };
             let pre = taps::Preconnection::new(&(*ctx).taps, props)
-                .local(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+                .local(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+                .security(security(&*ctx, &*f, Side::Server));
             let fr = &mut *f;
             fr.port = port;
             let rt = task::runtime();

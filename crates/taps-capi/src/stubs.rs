@@ -61,20 +61,6 @@ pub unsafe extern "C" fn neat_set_checksum_coverage(
     unable(nc, flow, "neat_set_checksum_coverage")
 }
 
-/// TLS is not in taps yet: NEAT_ERROR_UNABLE.
-///
-/// # Safety
-/// Pointers are NULL or live.
-#[no_mangle]
-pub unsafe extern "C" fn neat_secure_identity(
-    nc: *mut NeatCtx,
-    flow: *mut NeatFlow,
-    _filename: *const c_char,
-    _pem_type: c_int,
-) -> NeatError {
-    unable(nc, flow, "neat_secure_identity (TLS)")
-}
-
 /// Not offered by taps yet (DSCP per flow; use the `dscp_value` property): NEAT_ERROR_UNABLE.
 ///
 /// # Safety

@@ -76,7 +76,8 @@ impl ConnInfo {
             stream_id: c.sctp_stream().unwrap_or(0),
             remote: c.info().remote,
             local: c.info().local,
-            message: !matches!(stack, NEAT_STACK_TCP | NEAT_STACK_MPTCP),
+            // QUIC (no NEAT stack number: 0) carries a byte stream like TLS/TCP.
+            message: matches!(stack, NEAT_STACK_SCTP | NEAT_STACK_UDP | NEAT_STACK_UDPLITE),
         }
     }
 }

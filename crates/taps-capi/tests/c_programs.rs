@@ -274,6 +274,51 @@ fn chunks_then_exit_over_tcp() {
     chunks_then_exit("27110", TCP);
 }
 
+/// TLS over TCP, as NEAT's server_http and TLS echo do it: the listener has the
+/// `security` property and one PEM file with certificate and key
+/// (neat_secure_identity, NEAT_CERT_KEY_PEM). Clients verify the certificate by default
+/// (this CA is not in the system's store, so that fails with on_error), and
+/// NEAT's `"verification": {"value": false}` turns that off.
+#[test]
+fn tls_echo_with_secure_identity() {
+    let (work, _l) = need!();
+    let pki = taps_testkit::TestPki::new(&["localhost"]).expect("test PKI");
+    let pem = pki.dir().join("cert-and-key.pem");
+    let both = [
+        std::fs::read_to_string(&pki.cert).expect("cert"),
+        std::fs::read_to_string(&pki.key).expect("key"),
+    ]
+    .concat();
+    std::fs::write(&pem, both).expect("write PEM");
+    let secure =
+        r#"{"transport":{"value":"TCP","precedence":2},"security":{"value":true,"precedence":2}}"#;
+    let no_verify = r#"{"transport":{"value":"TCP","precedence":2},"security":{"value":true,"precedence":2},"verification":{"value":false}}"#;
+    let server = Server::start(
+        &work,
+        &["echo", "27111", secure, pem.to_str().expect("path")],
+    );
+    let out = run(
+        &work,
+        "client",
+        &["echo", "localhost", "27111", no_verify, "5"],
+        Duration::from_secs(20),
+    );
+    assert!(ok(&out).contains("echo ok: 5 messages"));
+    let out = run(
+        &work,
+        "client",
+        &["echo", "localhost", "27111", secure, "5"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("rejected"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(server);
+}
+
 #[test]
 fn daytime_server_closes_first() {
     let (work, _l) = need!();
