@@ -41,7 +41,7 @@ pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int
                 on_sigint as extern "C" fn(c_int) as libc::sighandler_t,
             );
             let lp = (*ctx).uv;
-            crate::core::rearm(ctx);
+            crate::core::mark_all(ctx);
             uv::uv_run(lp, run_mode);
             if run_mode == uv::UV_RUN_DEFAULT {
                 uv::uv_loop_close(lp);

@@ -49,7 +49,7 @@ pub unsafe extern "C" fn neat_set_operations(
             (*own).ctx = ctx.cast();
             (*own).flow = f.cast();
             if (*f).state != State::Closed {
-                crate::core::rearm(ctx);
+                crate::core::mark(ctx, (*f).id);
             }
         }
         NEAT_OK
@@ -123,6 +123,27 @@ unsafe fn properties(
         p = p.merge_neat_json(&one).map_err(|e| e.to_string())?;
     }
     p.compile().map_err(|e| e.to_string())
+}
+
+/// The flow's properties for opening: compiled once per distinct set in the context.
+///
+/// # Safety
+/// `ctx` and `f` are live.
+unsafe fn client_properties(ctx: *mut Ctx, f: *mut Flow) -> Result<taps::Properties, String> {
+    // SAFETY: ctx and f are live; short borrows.
+    unsafe {
+        let key = serde_json::to_string(&(*f).props).map_err(|e| e.to_string())?;
+        if let Some(p) = (*ctx).props_cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let p = properties(f, taps::TransportProperties::new())?;
+        let cache = &mut (*ctx).props_cache;
+        if cache.len() >= crate::core::PROPS_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, p.clone());
+        Ok(p)
+    }
 }
 
 /// Ignores optional arguments this call cannot use, with a log line.
@@ -242,7 +263,7 @@ pub unsafe extern "C" fn neat_open(
             let host = CStr::from_ptr(name).to_string_lossy().into_owned();
             let tlvs = tlvs(optional.cast(), opt_count);
             note_tlvs(&*ctx, "neat_open", tlvs);
-            let props = match properties(f, taps::TransportProperties::new()) {
+            let props = match client_properties(ctx, f) {
                 Ok(p) => p,
                 Err(e) => {
                     (*ctx).log(NEAT_LOG_ERROR, format_args!("neat_open: {e}"));

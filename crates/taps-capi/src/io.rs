@@ -60,6 +60,8 @@ pub unsafe extern "C" fn neat_read(
             *actual = n as u32;
             fr.bytes_received += n as u64;
             crate::core::consumed(fr, n);
+            // What is left (or the end of stream behind it) is for the next dispatch.
+            crate::core::mark(ctx, fr.id);
             let (stream, stack) = fr.info.map_or((0, 0), |i| (i.stream_id, i.stack));
             for t in tlvs(optional.cast(), opt_count) {
                 match t.tag {
@@ -68,7 +70,6 @@ pub unsafe extern "C" fn neat_read(
                     _ => {}
                 }
             }
-            let _ = ctx;
         }
         NEAT_OK
     })
@@ -128,7 +129,7 @@ pub unsafe extern "C" fn neat_write(
                 fr.bytes_sent += u64::from(amt);
                 fr.send(Cmd::Write(data));
             } else {
-                crate::core::rearm(ctx);
+                crate::core::mark(ctx, fr.id);
             }
         }
         NEAT_OK

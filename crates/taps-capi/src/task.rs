@@ -264,7 +264,6 @@ struct Pump {
     rx: UnboundedReceiver<Cmd>,
     wq: VecDeque<Vec<u8>>,
     woff: usize,
-    buf: Vec<u8>,
     read_done: bool,
     shut_req: bool,
     shut_done: bool,
@@ -351,7 +350,16 @@ impl Pump {
     }
 
     /// Reads what the connection has, up to [`READ_LIMIT`] unread by the application.
+    /// Reads go through one scratch buffer per thread (what arrived is copied out), not
+    /// 64 KiB per flow.
     fn read_available(&mut self, cx: &mut TaskContext<'_>) {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; MAX_MESSAGE]);
+        }
+        SCRATCH.with(|b| self.read_into(cx, &mut b.borrow_mut()));
+    }
+
+    fn read_into(&mut self, cx: &mut TaskContext<'_>, buf: &mut [u8]) {
         let shared = &self.shared;
         while self.closing.is_none() && !self.read_done {
             if shared.buffered.load(Ordering::SeqCst) >= READ_LIMIT {
@@ -361,7 +369,7 @@ impl Pump {
                 }
                 shared.paused.store(false, Ordering::SeqCst);
             }
-            let mut rb = ReadBuf::new(&mut self.buf);
+            let mut rb = ReadBuf::new(buf);
             match Pin::new(&mut self.conn).poll_read(cx, &mut rb) {
                 Poll::Ready(Ok(())) => {
                     let n = rb.filled().len();
@@ -416,7 +424,6 @@ pub(crate) async fn drive(
         rx,
         wq: VecDeque::new(),
         woff: 0,
-        buf: vec![0u8; MAX_MESSAGE],
         read_done: false,
         shut_req: false,
         shut_done: false,
@@ -424,7 +431,11 @@ pub(crate) async fn drive(
     };
     let end = poll_fn(|cx| p.poll_turn(cx)).await;
     let token = p.closing.take();
+    // A stream whose sending side already ended (FIN, close_notify) needs no second
+    // shutdown: dropping it closes the socket. SCTP's close ends the association.
+    let shut_stream = p.shut_done && p.conn.info().stack.protocol != Protocol::Sctp;
     match end {
+        End::Close if shut_stream => {}
         End::Close => {
             let _ = tokio::time::timeout(CLOSE_LIMIT, p.conn.close()).await;
         }
