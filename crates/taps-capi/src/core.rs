@@ -5,7 +5,7 @@
 //! reference to either is alive while a C callback runs (a callback may call any NEAT
 //! function on the same flow or context). After a callback, state is looked up again.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,6 +35,9 @@ fn writable(f: &Flow) -> bool {
         }
 }
 
+/// Entries of [`Ctx::props_cache`].
+pub(crate) const PROPS_CACHE: usize = 64;
+
 /// A `struct neat_ctx`.
 pub(crate) struct Ctx {
     pub(crate) uv: *mut uv::UvLoop,
@@ -45,6 +48,14 @@ pub(crate) struct Ctx {
     pub(crate) taps: taps::Context,
     /// Flows not yet closed, by id (creation order).
     pub(crate) flows: BTreeMap<u64, *mut Flow>,
+    /// Flows the next dispatch looks at (in id order): those with news from their task,
+    /// those an API call touched, those that wanted a callback at the last dispatch.
+    /// A dispatch costs what is ready, not every flow of the context.
+    ready: BTreeSet<u64>,
+    /// Compiled client properties by their JSON (programs open many flows with the same
+    /// properties; compiling them is most of neat_open's own cost). At most
+    /// [`PROPS_CACHE`] entries.
+    pub(crate) props_cache: std::collections::HashMap<String, taps::Properties>,
     /// Closed flows, freed at the next dispatch (after their on_close returned).
     graveyard: Vec<*mut Flow>,
     /// Opens started at the next dispatch, as NEAT connects on the next loop turn (a
@@ -86,12 +97,17 @@ pub(crate) struct Flow {
     pub(crate) port: u16,
     pub(crate) bytes_sent: u64,
     pub(crate) bytes_received: u64,
+    /// PEM files from `neat_secure_identity`: certificate, key, both in one file.
+    pub(crate) cert_pem: Option<String>,
+    pub(crate) key_pem: Option<String>,
+    pub(crate) cert_key_pem: Option<String>,
 }
 
 impl Ctx {
     /// A context with its own uv loop (None if libuv fails).
     pub(crate) fn new() -> Option<*mut Ctx> {
         let rt = task::runtime();
+        task::linger_at_exit();
         let taps = {
             let _g = rt.enter();
             taps::Context::new().ok()?
@@ -117,6 +133,8 @@ impl Ctx {
                 shared: Arc::new(CtxShared::new(ah)),
                 taps,
                 flows: BTreeMap::new(),
+                ready: BTreeSet::new(),
+                props_cache: std::collections::HashMap::new(),
                 graveyard: Vec::new(),
                 pending_opens: Vec::new(),
             }));
@@ -196,6 +214,9 @@ impl Flow {
             port: 0,
             bytes_sent: 0,
             bytes_received: 0,
+            cert_pem: None,
+            key_pem: None,
+            cert_key_pem: None,
         }
     }
 
@@ -283,7 +304,11 @@ pub(crate) unsafe fn close(flow: *mut Flow, abort: bool) {
             return;
         }
         f.state = State::Closed;
-        f.send(if abort { Cmd::Abort } else { Cmd::Close });
+        f.send(if abort {
+            Cmd::Abort
+        } else {
+            Cmd::Close(task::Linger::start())
+        });
         f.tx = None;
         f.inbound.clear();
         let ctx = &mut *f.ctx;
@@ -338,12 +363,19 @@ unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
                 apply(ctx, id, ev);
             }
         }
-        let ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
-        for id in ids {
+        let ids = std::mem::take(&mut (*ctx).ready);
+        for &id in &ids {
             level(ctx, id);
         }
-        let want = (*ctx).flows.values().any(|f| (**f).wants_dispatch());
+        // Flows that still want a callback stay ready (level-triggered); flows the
+        // callbacks touched were marked meanwhile.
+        for id in ids {
+            if lookup(ctx, id).is_some_and(|f| (*f).wants_dispatch()) {
+                (*ctx).ready.insert(id);
+            }
+        }
         let c = &mut *ctx;
+        let want = !c.ready.is_empty();
         if want != c.idle_on {
             c.idle_on = want;
             if want {
@@ -355,18 +387,34 @@ unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
     }
 }
 
-/// Arms the idle handle so the next loop iteration dispatches (after an API call that
-/// may make a flow ready: set_operations, write, read).
+/// Marks a flow for the next dispatch and arms the idle handle so the next loop
+/// iteration runs it (after an API call that may make the flow ready: set_operations, a
+/// zero-length write, a read outside its callback).
 ///
 /// # Safety
 /// `ctx` is live.
-pub(crate) unsafe fn rearm(ctx: *mut Ctx) {
-    // SAFETY: ctx is live.
+pub(crate) unsafe fn mark(ctx: *mut Ctx, id: u64) {
+    // SAFETY: ctx is live; short borrow.
     unsafe {
         let c = &mut *ctx;
+        c.ready.insert(id);
         if !c.idle_on {
             c.idle_on = true;
             uv::uv_idle_start(c.idle_handle, on_idle);
+        }
+    }
+}
+
+/// Marks every flow (when the loop starts).
+///
+/// # Safety
+/// `ctx` is live.
+pub(crate) unsafe fn mark_all(ctx: *mut Ctx) {
+    // SAFETY: ctx is live; short borrows.
+    unsafe {
+        let ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
+        for id in ids {
+            mark(ctx, id);
         }
     }
 }
@@ -381,6 +429,7 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
     // SAFETY: ctx is live; flows found in the map are live.
     unsafe {
         let Some(flow) = lookup(ctx, id) else { return };
+        (*ctx).ready.insert(id);
         match ev {
             Event::Connected(info) => {
                 {
@@ -421,6 +470,7 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                     f.port = info.remote.port();
                     let nf = Box::into_raw(Box::new(f));
                     (*ctx).flows.insert(nid, nf);
+                    (*ctx).ready.insert(nid);
                     nf
                 };
                 call(nf, Cb::Connected, NEAT_OK);

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::Poll;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
@@ -43,7 +43,8 @@ pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
 pub(crate) enum Cmd {
     Write(Vec<u8>),
     Shutdown,
-    Close,
+    /// Close gracefully; the token counts the close until it is done.
+    Close(Linger),
     Abort,
     /// The application read below [`READ_LIMIT`]: read again.
     Resume,
@@ -75,7 +76,8 @@ impl ConnInfo {
             stream_id: c.sctp_stream().unwrap_or(0),
             remote: c.info().remote,
             local: c.info().local,
-            message: !matches!(stack, NEAT_STACK_TCP | NEAT_STACK_MPTCP),
+            // QUIC (no NEAT stack number: 0) carries a byte stream like TLS/TCP.
+            message: matches!(stack, NEAT_STACK_SCTP | NEAT_STACK_UDP | NEAT_STACK_UDPLITE),
         }
     }
 }
@@ -209,7 +211,7 @@ pub(crate) async fn open(
 async fn until_closed(rx: &mut UnboundedReceiver<Cmd>) {
     loop {
         match rx.recv().await {
-            None | Some(Cmd::Close) | Some(Cmd::Abort) => return,
+            None | Some(Cmd::Close(_)) | Some(Cmd::Abort) => return,
             Some(_) => {}
         }
     }
@@ -250,79 +252,116 @@ enum End {
     Failed,
 }
 
-/// Moves bytes between an established connection and the application until either
-/// side ends it. One poll function handles commands, writes and reads, so a single
-/// task owns the connection with no locks.
-pub(crate) async fn drive(
-    mut conn: Connection,
+/// One established connection's task state: the application's commands, the bytes it
+/// wrote and not yet handed to the connection, and where reading and closing stand.
+/// [`drive`] polls its steps in order (commands, writes, shutdown, reads), so one task
+/// owns the connection with no locks.
+struct Pump {
+    conn: Connection,
     id: u64,
     ctx: Arc<CtxShared>,
     shared: Arc<FlowShared>,
-    mut rx: UnboundedReceiver<Cmd>,
-) {
-    let mut wq: VecDeque<Vec<u8>> = VecDeque::new();
-    let mut woff = 0usize;
-    let mut buf = vec![0u8; MAX_MESSAGE];
-    let mut read_done = false;
-    let mut shut_req = false;
-    let mut shut_done = false;
-    let mut closing = false;
-    let end = poll_fn(|cx| {
-        while !closing {
-            match rx.poll_recv(cx) {
-                Poll::Ready(Some(Cmd::Write(d))) => wq.push_back(d),
-                Poll::Ready(Some(Cmd::Shutdown)) => shut_req = true,
-                Poll::Ready(Some(Cmd::Close)) | Poll::Ready(None) => closing = true,
+    rx: UnboundedReceiver<Cmd>,
+    wq: VecDeque<Vec<u8>>,
+    woff: usize,
+    read_done: bool,
+    shut_req: bool,
+    shut_done: bool,
+    /// The application closed the flow; the token keeps the process from exiting until
+    /// the close is done (see [`Linger`]).
+    closing: Option<Linger>,
+}
+
+impl Pump {
+    /// Takes the application's commands; Ready(Abort) when it aborted.
+    fn take_commands(&mut self, cx: &mut TaskContext<'_>) -> Poll<End> {
+        while self.closing.is_none() {
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(Cmd::Write(d))) => self.wq.push_back(d),
+                Poll::Ready(Some(Cmd::Shutdown)) => self.shut_req = true,
+                Poll::Ready(Some(Cmd::Close(token))) => self.closing = Some(token),
+                Poll::Ready(None) => self.closing = Some(Linger::none()),
                 Poll::Ready(Some(Cmd::Abort)) => return Poll::Ready(End::Abort),
                 Poll::Ready(Some(Cmd::Resume)) => {}
                 Poll::Ready(Some(Cmd::Stats(tx))) => {
-                    let _ = tx.send(conn.statistics());
+                    let _ = tx.send(self.conn.statistics());
                 }
                 Poll::Pending => break,
             }
         }
+        Poll::Pending
+    }
+
+    /// Hands queued bytes to the connection and tells the application how many went;
+    /// Ready(Failed) when the connection failed.
+    fn write_queued(&mut self, cx: &mut TaskContext<'_>) -> Poll<End> {
         let mut written = 0u64;
-        while let Some(front) = wq.front() {
-            match Pin::new(&mut conn).poll_write(cx, &front[woff..]) {
-                Poll::Ready(Ok(0)) if front.len() > woff => {
-                    let e = io::Error::from(io::ErrorKind::WriteZero);
-                    ctx.post(id, Event::Error(NEAT_ERROR_IO, e.to_string()));
-                    return Poll::Ready(End::Failed);
+        let mut failed = None;
+        while let Some(front) = self.wq.front() {
+            match Pin::new(&mut self.conn).poll_write(cx, &front[self.woff..]) {
+                Poll::Ready(Ok(0)) if front.len() > self.woff => {
+                    failed = Some(io::Error::from(io::ErrorKind::WriteZero));
+                    break;
                 }
                 Poll::Ready(Ok(n)) => {
-                    woff += n;
+                    self.woff += n;
                     written += n as u64;
-                    if woff >= front.len() {
-                        wq.pop_front();
-                        woff = 0;
+                    if self.woff >= front.len() {
+                        self.wq.pop_front();
+                        self.woff = 0;
                     }
                 }
                 Poll::Ready(Err(e)) => {
-                    if written > 0 {
-                        ctx.post(id, Event::Written(written));
-                    }
-                    if !closing {
-                        ctx.post(id, Event::Error(NEAT_ERROR_IO, e.to_string()));
-                    }
-                    return Poll::Ready(End::Failed);
+                    failed = Some(e);
+                    break;
                 }
                 Poll::Pending => break,
             }
         }
         if written > 0 {
-            ctx.post(id, Event::Written(written));
+            self.ctx.post(self.id, Event::Written(written));
         }
-        if wq.is_empty()
-            && shut_req
-            && !shut_done
-            && Pin::new(&mut conn).poll_shutdown(cx).is_ready()
+        match failed {
+            Some(e) => {
+                if self.closing.is_none() {
+                    self.ctx
+                        .post(self.id, Event::Error(NEAT_ERROR_IO, e.to_string()));
+                }
+                Poll::Ready(End::Failed)
+            }
+            None => Poll::Pending,
+        }
+    }
+
+    /// Ends the sending side once everything asked for before the shutdown is written;
+    /// Ready(Close) when the flow is closing and nothing is left to write.
+    fn shut_or_close(&mut self, cx: &mut TaskContext<'_>) -> Poll<End> {
+        if self.wq.is_empty()
+            && self.shut_req
+            && !self.shut_done
+            && Pin::new(&mut self.conn).poll_shutdown(cx).is_ready()
         {
-            shut_done = true;
+            self.shut_done = true;
         }
-        if closing && wq.is_empty() {
+        if self.closing.is_some() && self.wq.is_empty() {
             return Poll::Ready(End::Close);
         }
-        while !closing && !read_done {
+        Poll::Pending
+    }
+
+    /// Reads what the connection has, up to [`READ_LIMIT`] unread by the application.
+    /// Reads go through one scratch buffer per thread (what arrived is copied out), not
+    /// 64 KiB per flow.
+    fn read_available(&mut self, cx: &mut TaskContext<'_>) {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; MAX_MESSAGE]);
+        }
+        SCRATCH.with(|b| self.read_into(cx, &mut b.borrow_mut()));
+    }
+
+    fn read_into(&mut self, cx: &mut TaskContext<'_>, buf: &mut [u8]) {
+        let shared = &self.shared;
+        while self.closing.is_none() && !self.read_done {
             if shared.buffered.load(Ordering::SeqCst) >= READ_LIMIT {
                 shared.paused.store(true, Ordering::SeqCst);
                 if shared.buffered.load(Ordering::SeqCst) >= READ_LIMIT {
@@ -330,33 +369,137 @@ pub(crate) async fn drive(
                 }
                 shared.paused.store(false, Ordering::SeqCst);
             }
-            let mut rb = ReadBuf::new(&mut buf);
-            match Pin::new(&mut conn).poll_read(cx, &mut rb) {
+            let mut rb = ReadBuf::new(buf);
+            match Pin::new(&mut self.conn).poll_read(cx, &mut rb) {
                 Poll::Ready(Ok(())) => {
                     let n = rb.filled().len();
                     if n == 0 {
-                        read_done = true;
-                        ctx.post(id, Event::Eof);
+                        self.read_done = true;
+                        self.ctx.post(self.id, Event::Eof);
                     } else {
                         shared.buffered.fetch_add(n, Ordering::SeqCst);
-                        ctx.post(id, Event::Data(rb.filled().to_vec()));
+                        self.ctx.post(self.id, Event::Data(rb.filled().to_vec()));
                     }
                 }
                 Poll::Ready(Err(e)) => {
-                    read_done = true;
-                    ctx.post(id, Event::Error(NEAT_ERROR_IO, e.to_string()));
+                    self.read_done = true;
+                    self.ctx
+                        .post(self.id, Event::Error(NEAT_ERROR_IO, e.to_string()));
                 }
                 Poll::Pending => break,
             }
         }
-        Poll::Pending
-    })
-    .await;
-    match end {
-        End::Close => {
-            let _ = tokio::time::timeout(Duration::from_secs(10), conn.close()).await;
+    }
+
+    /// One turn of every step, in order.
+    fn poll_turn(&mut self, cx: &mut TaskContext<'_>) -> Poll<End> {
+        if let Poll::Ready(end) = self.take_commands(cx) {
+            return Poll::Ready(end);
         }
-        End::Abort => conn.abort(),
+        if let Poll::Ready(end) = self.write_queued(cx) {
+            return Poll::Ready(end);
+        }
+        if let Poll::Ready(end) = self.shut_or_close(cx) {
+            return Poll::Ready(end);
+        }
+        self.read_available(cx);
+        Poll::Pending
+    }
+}
+
+/// Moves bytes between an established connection and the application until either
+/// side ends it, then closes (gracefully, within 10 s) or aborts it.
+pub(crate) async fn drive(
+    conn: Connection,
+    id: u64,
+    ctx: Arc<CtxShared>,
+    shared: Arc<FlowShared>,
+    rx: UnboundedReceiver<Cmd>,
+) {
+    let mut p = Pump {
+        conn,
+        id,
+        ctx,
+        shared,
+        rx,
+        wq: VecDeque::new(),
+        woff: 0,
+        read_done: false,
+        shut_req: false,
+        shut_done: false,
+        closing: None,
+    };
+    let end = poll_fn(|cx| p.poll_turn(cx)).await;
+    let token = p.closing.take();
+    // A stream whose sending side already ended (FIN, close_notify) needs no second
+    // shutdown: dropping it closes the socket. SCTP's close ends the association.
+    let shut_stream = p.shut_done && p.conn.info().stack.protocol != Protocol::Sctp;
+    match end {
+        End::Close if shut_stream => {}
+        End::Close => {
+            let _ = tokio::time::timeout(CLOSE_LIMIT, p.conn.close()).await;
+        }
+        End::Abort => p.conn.abort(),
         End::Failed => {}
     }
+    drop(token);
+}
+
+/// How long a graceful close may take (the peer acknowledging what was queued).
+const CLOSE_LIMIT: Duration = Duration::from_secs(10);
+/// How long the process waits at exit for closes in progress.
+const EXIT_LINGER: Duration = Duration::from_secs(5);
+
+/// Closes the application asked for and the tokio side has not finished yet.
+static CLOSES_IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
+
+/// A close in progress: counted from `neat_close` until the flow's task has closed the
+/// connection (or the task is gone). NEAT's streams lived in the kernel, which finishes
+/// a close after the process exits; taps' SCTP (usrsctp) and QUIC run inside the
+/// process, so the process waits for these at exit (see [`wait_for_closes`]), or the
+/// data still queued would be lost.
+pub(crate) struct Linger(bool);
+
+impl Linger {
+    /// Counts one close in progress.
+    pub(crate) fn start() -> Linger {
+        CLOSES_IN_PROGRESS.fetch_add(1, Ordering::SeqCst);
+        Linger(true)
+    }
+
+    /// A close nobody waits for (the application dropped the flow's channel).
+    fn none() -> Linger {
+        Linger(false)
+    }
+}
+
+impl Drop for Linger {
+    fn drop(&mut self) {
+        if self.0 {
+            CLOSES_IN_PROGRESS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Waits (at most [`EXIT_LINGER`]) until every close in progress is done. Polls an
+/// atomic with short sleeps: it may run from `exit()` inside NEAT's SIGINT handler, so
+/// it takes no lock.
+pub(crate) fn wait_for_closes() {
+    let deadline = std::time::Instant::now() + EXIT_LINGER;
+    while CLOSES_IN_PROGRESS.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+extern "C" fn wait_for_closes_at_exit() {
+    wait_for_closes();
+}
+
+/// Makes `exit()` wait for closes in progress (once per process).
+pub(crate) fn linger_at_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(wait_for_closes_at_exit) };
+    });
 }

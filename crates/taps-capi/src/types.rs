@@ -21,6 +21,11 @@ pub(crate) const NEAT_LOG_WARNING: u8 = 2;
 pub(crate) const NEAT_LOG_INFO: u8 = 3;
 pub(crate) const NEAT_LOG_DEBUG: u8 = 4;
 
+pub(crate) const NEAT_CERT_NONE: c_int = 0;
+pub(crate) const NEAT_CERT_PEM: c_int = 1;
+pub(crate) const NEAT_KEY_PEM: c_int = 2;
+pub(crate) const NEAT_CERT_KEY_PEM: c_int = 3;
+
 pub(crate) const NEAT_TAG_STREAM_ID: c_int = 0;
 pub(crate) const NEAT_TAG_TRANSPORT_STACK: c_int = 16;
 

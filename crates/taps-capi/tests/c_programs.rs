@@ -17,7 +17,7 @@ const SCTP: &str = r#"{"transport":{"value":"SCTP","precedence":2}}"#;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The directory with libneat.so (target/debug) and our scratch directory with the
+/// The directory with the libneat.so under test (target/debug/deps) and our scratch directory with the
 /// soname link and the compiled programs; None (with a reason) when cc or uv is missing.
 fn setup() -> Result<&'static (PathBuf, PathBuf), String> {
     static DIRS: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
@@ -28,13 +28,12 @@ fn setup() -> Result<&'static (PathBuf, PathBuf), String> {
         if Command::new("cc").arg("--version").output().is_err() {
             return Err("no C compiler (cc)".into());
         }
-        // target/debug/deps/c_programs-... -> target/debug
+        // target/debug/deps/c_programs-...: cargo builds this crate's library (all its
+        // crate types, as it has an rlib) into the same deps directory for the tests, so
+        // the C programs run against the code under test, never a stale target/debug
+        // copy.
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let lib_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("no target dir")?
-            .to_path_buf();
+        let lib_dir = exe.parent().ok_or("no target dir")?.to_path_buf();
         let so = lib_dir.join("libneat.so");
         if !so.exists() {
             return Err(format!("{} was not built", so.display()));
@@ -46,7 +45,7 @@ fn setup() -> Result<&'static (PathBuf, PathBuf), String> {
         std::os::unix::fs::symlink(&so, &link).map_err(|e| e.to_string())?;
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
         let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-        for prog in ["layout", "server", "client", "close_everywhere"] {
+        for prog in ["layout", "server", "client", "close_everywhere", "chunks"] {
             let out = Command::new("cc")
                 .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I"])
                 .arg(&include)
@@ -84,6 +83,11 @@ macro_rules! need {
             }
         }
     };
+}
+
+/// The scratch directory (after [`need!`] checked that it exists).
+fn work_dir() -> PathBuf {
+    setup().expect("set up").1.clone()
 }
 
 fn command(work: &Path, prog: &str, args: &[&str]) -> Command {
@@ -232,6 +236,87 @@ fn discard_server_fed_10_mb() {
         printed.contains("discarded 10485760"),
         "server printed: {printed}"
     );
+}
+
+/// NEAT's client_data pattern (1000-byte chunks from on_writable, close in
+/// on_all_written, exit right after): every byte reaches the discard server, also when
+/// the stack (SCTP over UDP, usrsctp) lives inside the client's process, which must
+/// finish its close before exit.
+fn chunks_then_exit(port: &str, props: &str) {
+    let server = Server::start(&work_dir(), &["discard", port, props]);
+    for _ in 0..3 {
+        let out = run(
+            &work_dir(),
+            "chunks",
+            &["127.0.0.1", port, props, "100"],
+            Duration::from_secs(20),
+        );
+        assert!(ok(&out).contains("chunks written: 0 left"));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let printed = server.finish();
+    assert_eq!(
+        printed.matches("discarded 100000\n").count(),
+        3,
+        "server printed: {printed}"
+    );
+}
+
+#[test]
+fn chunks_then_exit_over_sctp() {
+    let (_work, _l) = need!();
+    chunks_then_exit("27109", SCTP);
+}
+
+#[test]
+fn chunks_then_exit_over_tcp() {
+    let (_work, _l) = need!();
+    chunks_then_exit("27110", TCP);
+}
+
+/// TLS over TCP, as NEAT's server_http and TLS echo do it: the listener has the
+/// `security` property and one PEM file with certificate and key
+/// (neat_secure_identity, NEAT_CERT_KEY_PEM). Clients verify the certificate by default
+/// (this CA is not in the system's store, so that fails with on_error), and
+/// NEAT's `"verification": {"value": false}` turns that off.
+#[test]
+fn tls_echo_with_secure_identity() {
+    let (work, _l) = need!();
+    let pki = taps_testkit::TestPki::new(&["localhost"]).expect("test PKI");
+    let pem = pki.dir().join("cert-and-key.pem");
+    let both = [
+        std::fs::read_to_string(&pki.cert).expect("cert"),
+        std::fs::read_to_string(&pki.key).expect("key"),
+    ]
+    .concat();
+    std::fs::write(&pem, both).expect("write PEM");
+    let secure =
+        r#"{"transport":{"value":"TCP","precedence":2},"security":{"value":true,"precedence":2}}"#;
+    let no_verify = r#"{"transport":{"value":"TCP","precedence":2},"security":{"value":true,"precedence":2},"verification":{"value":false}}"#;
+    let server = Server::start(
+        &work,
+        &["echo", "27111", secure, pem.to_str().expect("path")],
+    );
+    let out = run(
+        &work,
+        "client",
+        &["echo", "localhost", "27111", no_verify, "5"],
+        Duration::from_secs(20),
+    );
+    assert!(ok(&out).contains("echo ok: 5 messages"));
+    let out = run(
+        &work,
+        "client",
+        &["echo", "localhost", "27111", secure, "5"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("rejected"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(server);
 }
 
 #[test]

@@ -51,7 +51,10 @@ int main(void)
     assert(neat_set_property(ctx, flow, "{\"flow_size_bytes\":{\"value\":5},\"__he_delay\":{\"value\":20}}") == NEAT_OK);
     assert(neat_set_property(ctx, flow, "{\"transport\":[{\"value\":\"SCTP\",\"precedence\":1},{\"value\":\"TCP\",\"precedence\":1}]}") == NEAT_OK);
     assert(neat_set_property(ctx, flow, "{\"transport\":{\"value\":[\"TCP\"],\"precedence\":2}}") == NEAT_OK);
-    assert(neat_secure_identity(ctx, flow, "cert.pem", NEAT_CERT_KEY_PEM) == NEAT_ERROR_UNABLE);
+    /* files are named here and read when the flow opens or listens */
+    assert(neat_secure_identity(ctx, flow, "cert.pem", NEAT_CERT_KEY_PEM) == NEAT_OK);
+    assert(neat_secure_identity(ctx, flow, NULL, NEAT_CERT_PEM) == NEAT_ERROR_BAD_ARGUMENT);
+    assert(neat_secure_identity(NULL, flow, "cert.pem", NEAT_CERT_PEM) == NEAT_ERROR_BAD_ARGUMENT);
     char *stats = NULL;
     assert(neat_get_stats(ctx, &stats) == NEAT_OK && stats);
     printf("%s\n", stats);

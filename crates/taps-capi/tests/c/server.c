@@ -1,6 +1,8 @@
-/* Test server on the NEAT API: server MODE PORT [PROPERTIES-JSON]
+/* Test server on the NEAT API: server MODE PORT [PROPERTIES-JSON] [PEM]
  * MODE echo: writes back what it reads; discard: counts bytes, prints the total at
- * on_close; daytime: writes a line, then closes first. Runs until killed. */
+ * on_close; daytime: writes a line, then closes first. Runs until killed.
+ * PEM: certificate and key in one file (neat_secure_identity, NEAT_CERT_KEY_PEM), for
+ * properties asking for security. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +117,8 @@ int main(int argc, char **argv)
     memset(&ops, 0, sizeof ops);
     neat_log_level(ctx, NEAT_LOG_WARNING);
     if (argc > 3 && neat_set_property(ctx, flow, argv[3]) != NEAT_OK)
+        return 1;
+    if (argc > 4 && neat_secure_identity(ctx, flow, argv[4], NEAT_CERT_KEY_PEM) != NEAT_OK)
         return 1;
     ops.on_connected = on_connected;
     ops.on_error = on_error;

@@ -1,0 +1,146 @@
+//! Exports for the context and its libuv loop: create, run, stop, free, logging.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use crate::core::Ctx;
+use crate::types::*;
+use crate::{cx, guard, uv, NeatCtx};
+
+/// Creates a context with its own libuv loop; NULL on failure.
+#[no_mangle]
+pub extern "C" fn neat_init_ctx() -> *mut NeatCtx {
+    guard(std::ptr::null_mut(), || {
+        Ctx::new().map_or(std::ptr::null_mut(), |c| c.cast())
+    })
+}
+
+extern "C" fn on_sigint(_sig: c_int) {
+    // NEAT's handler: leave at once.
+    // SAFETY: exit is what NEAT's own handler did.
+    unsafe { libc::exit(0) };
+}
+
+/// Runs the loop (`uv_run` with the same mode), then tries `uv_loop_close` as NEAT did.
+/// Installs NEAT's SIGINT handler (exit 0).
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let Some(ctx) = cx(nc) else {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        };
+        if !(0..=2).contains(&run_mode) {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: installing a handler; ctx is live; no borrow is held during uv_run.
+        unsafe {
+            libc::signal(
+                libc::SIGINT,
+                on_sigint as extern "C" fn(c_int) as libc::sighandler_t,
+            );
+            let lp = (*ctx).uv;
+            crate::core::mark_all(ctx);
+            uv::uv_run(lp, run_mode);
+            if run_mode == uv::UV_RUN_DEFAULT {
+                uv::uv_loop_close(lp);
+            }
+        }
+        NEAT_OK
+    })
+}
+
+/// Makes the running loop return (`uv_stop`).
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_stop_event_loop(nc: *mut NeatCtx) {
+    guard((), || {
+        if let Some(ctx) = cx(nc) {
+            // SAFETY: ctx is live.
+            unsafe { uv::uv_stop((*ctx).uv) };
+        }
+    })
+}
+
+/// The context's `uv_loop_t` (the system libuv's).
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_event_loop(nc: *mut NeatCtx) -> *mut c_void {
+    guard(std::ptr::null_mut(), || match cx(nc) {
+        // SAFETY: ctx is live.
+        Some(ctx) => unsafe { (*ctx).uv.cast() },
+        None => std::ptr::null_mut(),
+    })
+}
+
+/// `uv_backend_fd` of the context's loop: readable when the loop has work.
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_backend_fd(nc: *mut NeatCtx) -> c_int {
+    guard(-1, || match cx(nc) {
+        // SAFETY: ctx is live.
+        Some(ctx) => unsafe { uv::uv_backend_fd((*ctx).uv) },
+        None => -1,
+    })
+}
+
+/// `uv_backend_timeout` of the context's loop (ms; 0 when a flow wants a dispatch).
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_backend_timeout(nc: *mut NeatCtx) -> c_int {
+    guard(-1, || match cx(nc) {
+        // SAFETY: ctx is live.
+        Some(ctx) => unsafe { uv::uv_backend_timeout((*ctx).uv) },
+        None => -1,
+    })
+}
+
+/// Closes every flow (each gets on_close), every handle on the loop, and frees it all.
+///
+/// # Safety
+/// `nc` is NULL or a live context, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn neat_free_ctx(nc: *mut NeatCtx) {
+    guard((), || {
+        if let Some(ctx) = cx(nc) {
+            // SAFETY: ctx is live and the caller gives it up.
+            unsafe { Ctx::free(ctx) };
+        }
+    })
+}
+
+/// Sets how much the library logs (NEAT_LOG_OFF .. NEAT_LOG_DEBUG), on stderr.
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_log_level(nc: *mut NeatCtx, level: u8) {
+    guard((), || {
+        if let Some(ctx) = cx(nc) {
+            // SAFETY: ctx is live.
+            let shared = unsafe { &(*ctx).shared };
+            shared
+                .log_level
+                .store(level.min(4), std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+}
+
+/// Logging to a file is not offered: returns 0 (NEAT: 0 on failure) and logs stay on
+/// stderr.
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_log_file(_nc: *mut NeatCtx, _file_name: *const c_char) -> u8 {
+    0
+}

@@ -1,0 +1,398 @@
+//! Exports that make flows and start them: new flow, operations, properties, open
+//! (client) and accept (listener).
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::core::{Ctx, Flow, State};
+use crate::types::*;
+use crate::{both, cx, guard, task, NeatCtx, NeatFlow};
+
+/// A new flow on the context (not yet opened or accepting).
+///
+/// # Safety
+/// `nc` is NULL or a live context.
+#[no_mangle]
+pub unsafe extern "C" fn neat_new_flow(nc: *mut NeatCtx) -> *mut NeatFlow {
+    guard(std::ptr::null_mut(), || match cx(nc) {
+        // SAFETY: ctx is live.
+        Some(ctx) => unsafe { crate::core::new_flow(ctx).cast() },
+        None => std::ptr::null_mut(),
+    })
+}
+
+/// Copies `ops` into the flow (unless it is the flow's own copy), keeping the flow's
+/// transport_protocol; the next loop iteration sees the new callbacks.
+///
+/// # Safety
+/// Pointers are NULL or live; `ops` points to a whole `struct neat_flow_operations`.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_operations(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    ops: *mut c_void,
+) -> NeatError {
+    let ops: *mut NeatFlowOperations = ops.cast();
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, f) = tryc!(both(nc, flow));
+        if ops.is_null() {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: f is live; ops is readable; short borrows.
+        unsafe {
+            let own = std::ptr::addr_of_mut!((*f).ops);
+            if own != ops {
+                let keep = (*f).ops.transport_protocol;
+                *own = *ops;
+                (*own).transport_protocol = keep;
+            }
+            (*own).ctx = ctx.cast();
+            (*own).flow = f.cast();
+            if (*f).state != State::Closed {
+                crate::core::mark(ctx, (*f).id);
+            }
+        }
+        NEAT_OK
+    })
+}
+
+/// Properties in NEAT's JSON (value/precedence objects or the list form). Properties
+/// taps does not know, or cannot take, are ignored with a log line, as NEAT did.
+///
+/// # Safety
+/// Pointers are NULL or live; `properties` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_property(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    properties: *const c_char,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, f) = tryc!(both(nc, flow));
+        if properties.is_null() {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: a C string from the caller.
+        let text = unsafe { CStr::from_ptr(properties) }.to_string_lossy();
+        let json: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(serde_json::Value::Object(m)) => serde_json::Value::Object(m),
+            _ => {
+                // SAFETY: ctx is live.
+                unsafe {
+                    (*ctx).log(
+                        NEAT_LOG_ERROR,
+                        format_args!("properties are not a JSON object: {text}"),
+                    )
+                };
+                return NEAT_ERROR_BAD_ARGUMENT;
+            }
+        };
+        let serde_json::Value::Object(map) = json else {
+            unreachable!()
+        };
+        for (k, v) in map {
+            let one = serde_json::json!({ k.clone(): v.clone() }).to_string();
+            match taps::TransportProperties::new().merge_neat_json(&one) {
+                // SAFETY: f is live; short borrow.
+                Ok(_) => unsafe {
+                    (*f).props.retain(|(name, _)| name != &k);
+                    (*f).props.push((k, v));
+                },
+                // SAFETY: ctx is live.
+                Err(e) => unsafe {
+                    (*ctx).log(NEAT_LOG_WARNING, format_args!("ignoring property {k}: {e}"))
+                },
+            }
+        }
+        NEAT_OK
+    })
+}
+
+/// Builds the flow's properties over `base`.
+///
+/// # Safety
+/// `f` is live.
+unsafe fn properties(
+    f: *mut Flow,
+    base: taps::TransportProperties,
+) -> Result<taps::Properties, String> {
+    let mut p = base;
+    // SAFETY: f is live; short borrow.
+    for (k, v) in unsafe { &(*f).props } {
+        let one = serde_json::json!({ k: v }).to_string();
+        p = p.merge_neat_json(&one).map_err(|e| e.to_string())?;
+    }
+    p.compile().map_err(|e| e.to_string())
+}
+
+/// The flow's properties for opening: compiled once per distinct set in the context.
+///
+/// # Safety
+/// `ctx` and `f` are live.
+unsafe fn client_properties(ctx: *mut Ctx, f: *mut Flow) -> Result<taps::Properties, String> {
+    // SAFETY: ctx and f are live; short borrows.
+    unsafe {
+        let key = serde_json::to_string(&(*f).props).map_err(|e| e.to_string())?;
+        if let Some(p) = (*ctx).props_cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let p = properties(f, taps::TransportProperties::new())?;
+        let cache = &mut (*ctx).props_cache;
+        if cache.len() >= crate::core::PROPS_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, p.clone());
+        Ok(p)
+    }
+}
+
+/// Ignores optional arguments this call cannot use, with a log line.
+fn note_tlvs(ctx: &Ctx, call: &str, tlvs: &[NeatTlv]) {
+    for t in tlvs {
+        ctx.log(
+            NEAT_LOG_DEBUG,
+            format_args!("{call}: optional argument tag {} ignored", t.tag),
+        );
+    }
+}
+
+/// Names this flow's certificate and key (PEM files) for TLS: NEAT_CERT_KEY_PEM for
+/// one file holding both (what NEAT's TLS servers use), NEAT_CERT_PEM and NEAT_KEY_PEM
+/// for separate files. Files are read when the flow opens or listens (a bad file is then
+/// an error naming it: on_error, or NEAT_ERROR_BAD_ARGUMENT from neat_accept).
+///
+/// # Safety
+/// Pointers are NULL or live; `filename` is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn neat_secure_identity(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    filename: *const c_char,
+    pem_type: c_int,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, f) = tryc!(both(nc, flow));
+        if filename.is_null() {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: a C string from the caller; f is live; short borrow.
+        unsafe {
+            let name = CStr::from_ptr(filename).to_string_lossy().into_owned();
+            let fr = &mut *f;
+            match pem_type {
+                NEAT_CERT_PEM => fr.cert_pem = Some(name),
+                NEAT_KEY_PEM => fr.key_pem = Some(name),
+                NEAT_CERT_KEY_PEM => fr.cert_key_pem = Some(name),
+                NEAT_CERT_NONE => {}
+                other => (*ctx).log(
+                    NEAT_LOG_WARNING,
+                    format_args!("neat_secure_identity: unknown kind {other} ignored"),
+                ),
+            }
+        }
+        NEAT_OK
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Client,
+    Server,
+}
+
+/// A boolean property as NEAT wrote it (`{"value": false}` or a bare `false`).
+fn flag(f: &Flow, name: &str) -> Option<bool> {
+    let (_, v) = f.props.iter().find(|(k, _)| k == name)?;
+    v.get("value").unwrap_or(v).as_bool()
+}
+
+/// The flow's TLS parameters, used only if a secure stack runs (the `security`
+/// property). The identity: separate certificate and key files if both were named,
+/// else the one file holding both. Clients verify the server's certificate against the
+/// system's trust store and the host name, as NEAT did (OpenSSL, `SSL_VERIFY_PEER` and
+/// the flow's name); NEAT's `"verification": {"value": false}` property turns that off
+/// for a client, as it did in NEAT, and maps to taps' explicitly named opt-out.
+fn security(ctx: &Ctx, f: &Flow, side: Side) -> taps::SecurityParameters {
+    let mut p = taps::SecurityParameters::new();
+    let identity = match (&f.cert_pem, &f.key_pem, &f.cert_key_pem) {
+        (Some(c), Some(k), _) => Some((c, k)),
+        (_, _, Some(both)) => Some((both, both)),
+        (Some(c), None, None) => Some((c, c)),
+        _ => None,
+    };
+    if let Some((cert, key)) = identity {
+        p = p.identity(cert, key);
+    }
+    if side == Side::Client && flag(f, "verification") == Some(false) {
+        ctx.log(
+            NEAT_LOG_INFO,
+            format_args!(
+                "flow {}: certificate verification off (\"verification\": false)",
+                f.id
+            ),
+        );
+        p = p.danger_accept_any_certificate();
+    }
+    p
+}
+
+/// Starts connecting to `name`:`port` and returns at once; on_connected or on_error
+/// follows from the loop.
+///
+/// # Safety
+/// Pointers are NULL or live; `name` is a C string; `optional` holds `opt_count` TLVs.
+#[no_mangle]
+pub unsafe extern "C" fn neat_open(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    name: *const c_char,
+    port: u16,
+    optional: *mut c_void,
+    opt_count: c_uint,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, f) = tryc!(both(nc, flow));
+        if name.is_null() || port == 0 {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: checked pointers from the caller; ctx and f live; short borrows.
+        unsafe {
+            if (*f).state != State::New {
+                return NEAT_ERROR_BAD_ARGUMENT;
+            }
+            let host = CStr::from_ptr(name).to_string_lossy().into_owned();
+            let tlvs = tlvs(optional.cast(), opt_count);
+            note_tlvs(&*ctx, "neat_open", tlvs);
+            let props = match client_properties(ctx, f) {
+                Ok(p) => p,
+                Err(e) => {
+                    (*ctx).log(NEAT_LOG_ERROR, format_args!("neat_open: {e}"));
+                    return NEAT_ERROR_BAD_ARGUMENT;
+                }
+            };
+            let pre = taps::Preconnection::new(&(*ctx).taps, props)
+                .remote(taps::RemoteEndpoint::new(host.clone(), port))
+                .security(security(&*ctx, &*f, Side::Client));
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let fr = &mut *f;
+            fr.state = State::Opening;
+            fr.host = host;
+            fr.port = port;
+            fr.tx = Some(tx);
+            let shared = (*ctx).shared.clone();
+            (*ctx).pending_opens.push(Box::pin(task::open(
+                pre,
+                fr.id,
+                shared,
+                fr.shared.clone(),
+                rx,
+            )));
+            (*ctx).wake();
+        }
+        NEAT_OK
+    })
+}
+
+/// The properties a listener without any uses: every stack taps can run.
+/// (RFC 9622's defaults would rule out the datagram stacks, so they become no
+/// preference here.)
+const ALL_STACKS: &str = r#"{"transport":{"value":["SCTP","TCP","MPTCP","UDP","UDP-Lite"],"precedence":2},
+ "reliability":{"value":true,"precedence":0}, "preserveOrder":{"value":true,"precedence":0},
+ "congestionControl":{"value":true,"precedence":0},
+ "fullChecksumSend":{"value":true,"precedence":0}, "fullChecksumRecv":{"value":true,"precedence":0}}"#;
+
+/// Listens on `port` (all addresses, both families) and returns; each accepted
+/// connection becomes a new flow with the listener's callbacks and userData. A failed
+/// bind is reported through on_error.
+///
+/// # Safety
+/// Pointers are NULL or live; `optional` holds `opt_count` TLVs.
+#[no_mangle]
+pub unsafe extern "C" fn neat_accept(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    port: u16,
+    optional: *mut c_void,
+    opt_count: c_uint,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, f) = tryc!(both(nc, flow));
+        // SAFETY: ctx and f live; short borrows; block_on runs on this (non-runtime) thread.
+        unsafe {
+            if (*f).state != State::New {
+                return NEAT_ERROR_BAD_ARGUMENT;
+            }
+            note_tlvs(&*ctx, "neat_accept", tlvs(optional.cast(), opt_count));
+            let mut base = taps::TransportProperties::for_listener();
+            if (*f).props.is_empty() {
+                base = base
+                    .merge_neat_json(ALL_STACKS)
+                    .map_err(|e| e.to_string())
+                    .unwrap_or_else(|_| taps::TransportProperties::for_listener());
+            }
+            let props = match properties(f, base) {
+                Ok(p) => p,
+                Err(e) => {
+                    (*ctx).log(NEAT_LOG_ERROR, format_args!("neat_accept: {e}"));
+                    return NEAT_ERROR_BAD_ARGUMENT;
+                }
+            };
+            let pre = taps::Preconnection::new(&(*ctx).taps, props)
+                .local(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+                .security(security(&*ctx, &*f, Side::Server));
+            let fr = &mut *f;
+            fr.port = port;
+            let rt = task::runtime();
+            match rt.block_on(pre.listen()) {
+                Ok(l) => {
+                    for (stack, addr) in l.local_addrs() {
+                        (*ctx).log(NEAT_LOG_INFO, format_args!("listening: {stack} on {addr}"));
+                    }
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    fr.state = State::Listening;
+                    fr.tx = Some(tx);
+                    rt.spawn(task::accept(l, fr.id, (*ctx).shared.clone(), rx));
+                }
+                Err(e) => {
+                    fr.state = State::Listening;
+                    crate::core::post_error(
+                        &*ctx,
+                        fr.id,
+                        NEAT_ERROR_IO,
+                        format!("listen on port {port}: {e}"),
+                    );
+                }
+            }
+        }
+        NEAT_OK
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listener_without_properties_plans_every_stack() {
+        let rt = crate::task::runtime();
+        let _g = rt.enter();
+        let ctx = taps::Context::new().unwrap();
+        let props = taps::TransportProperties::for_listener()
+            .merge_neat_json(super::ALL_STACKS)
+            .unwrap()
+            .compile()
+            .unwrap();
+        let pre = taps::Preconnection::new(&ctx, props);
+        let plan = pre.plan().unwrap();
+        let runnable: Vec<String> = plan
+            .stacks()
+            .iter()
+            .filter(|s| s.unavailable.is_none())
+            .map(|s| s.stack.to_string())
+            .collect();
+        for want in ["SCTP", "TCP", "UDP"] {
+            assert!(
+                runnable.iter().any(|s| s == want),
+                "{want} not in {runnable:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Tuning exports and the calls taps does not offer (yet): each checks its arguments and
+//! answers honestly (NEAT_ERROR_UNABLE, a neutral value, or a no-op NEAT kept too).
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+use crate::types::*;
+use crate::{both, fl, guard, task, NeatCtx, NeatFlow};
+
+/// Checks the flow and says taps cannot do this (yet): NEAT_ERROR_UNABLE.
+fn unable(nc: *mut NeatCtx, flow: *mut NeatFlow, what: &str) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let (ctx, _f) = tryc!(both(nc, flow));
+        // SAFETY: ctx is live.
+        unsafe {
+            (*ctx).log(
+                NEAT_LOG_INFO,
+                format_args!("{what}: not offered by taps yet"),
+            )
+        };
+        NEAT_ERROR_UNABLE
+    })
+}
+
+/// Not offered by taps yet (a user timeout per flow): NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_change_timeout(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _seconds: c_uint,
+) -> NeatError {
+    unable(nc, flow, "neat_change_timeout")
+}
+
+/// Not offered by taps yet (SCTP primary path): NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_primary_dest(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _name: *const c_char,
+) -> NeatError {
+    unable(nc, flow, "neat_set_primary_dest")
+}
+
+/// Not offered by taps yet (UDP-Lite coverage per flow): NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_checksum_coverage(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _send: c_uint,
+    _recv: c_uint,
+) -> NeatError {
+    unable(nc, flow, "neat_set_checksum_coverage")
+}
+
+/// Not offered by taps yet (DSCP per flow; use the `dscp_value` property): NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_qos(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _qos: u8,
+) -> NeatError {
+    unable(nc, flow, "neat_set_qos")
+}
+
+/// The flow's DSCP is not known to taps: 0.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_qos(_nc: *mut NeatCtx, _flow: *mut NeatFlow) -> c_int {
+    0
+}
+
+/// Not offered by taps yet (ECN bits per flow): NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_ecn(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _ecn: u8,
+) -> NeatError {
+    unable(nc, flow, "neat_set_ecn")
+}
+
+/// Accepted and kept: on_writable already fires only while less than 256 KiB waits.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_set_low_watermark(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _watermark: u32,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        tryc!(both(nc, flow));
+        NEAT_OK
+    })
+}
+
+/// taps owns the sockets: -1.
+///
+/// # Safety
+/// Any pointer.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_socket_fd(_flow: *mut NeatFlow) -> c_int {
+    -1
+}
+
+/// The flow's stack (neat_protocol_stack_type) as an int into `ptr`.
+///
+/// # Safety
+/// Pointers are NULL or live; `ptr` has `*size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_stack(
+    flow: *mut NeatFlow,
+    ptr: *mut c_void,
+    size: *mut usize,
+) -> NeatError {
+    guard(NEAT_ERROR_INTERNAL, || {
+        let Some(f) = fl(flow) else {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        };
+        if ptr.is_null() || size.is_null() {
+            return NEAT_ERROR_BAD_ARGUMENT;
+        }
+        // SAFETY: checked pointers; f is live.
+        unsafe {
+            if *size < std::mem::size_of::<c_int>() {
+                return NEAT_ERROR_MESSAGE_TOO_BIG;
+            }
+            let Some(info) = (*f).info else {
+                return NEAT_ERROR_UNABLE;
+            };
+            *ptr.cast::<c_int>() = info.stack;
+            *size = std::mem::size_of::<c_int>();
+        }
+        NEAT_OK
+    })
+}
+
+/// Properties are not read back: NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_property(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _name: *const c_char,
+    _ptr: *mut c_void,
+    _size: *mut usize,
+) -> NeatError {
+    unable(nc, flow, "neat_get_property")
+}
+
+/// The per-read and per-write sizes this library uses (64 KiB each).
+///
+/// # Safety
+/// `send` and `recv` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn neat_get_max_buffer_sizes(
+    _flow: *mut NeatFlow,
+    send: *mut c_int,
+    recv: *mut c_int,
+) {
+    // SAFETY: checked pointers from the caller.
+    unsafe {
+        if !send.is_null() {
+            *send = task::MAX_MESSAGE as c_int;
+        }
+        if !recv.is_null() {
+            *recv = task::MAX_MESSAGE as c_int;
+        }
+    }
+}
+
+/// NEAT's unused initiate timer: does nothing.
+///
+/// # Safety
+/// Any pointers.
+#[no_mangle]
+pub unsafe extern "C" fn set_initiate_timer(
+    _nc: *mut NeatCtx,
+    _flow: *mut NeatFlow,
+    _ops: *mut c_void,
+    _timeout: f32,
+) {
+}
+
+/// Sets `ops->userData`.
+///
+/// # Safety
+/// `ops` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn set_ops_user_data(ops: *mut c_void, data: *mut u8) {
+    let ops: *mut NeatFlowOperations = ops.cast();
+    if !ops.is_null() {
+        // SAFETY: checked pointer.
+        unsafe { (*ops).user_data = data.cast() };
+    }
+}
+
+/// Returns `ops->userData`.
+///
+/// # Safety
+/// `ops` is NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn get_ops_user_data(ops: *mut c_void) -> *mut u8 {
+    let ops: *mut NeatFlowOperations = ops.cast();
+    if ops.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: checked pointer.
+    unsafe { (*ops).user_data.cast() }
+}
+
+/// WebRTC is not offered: NEAT_ERROR_UNABLE.
+///
+/// # Safety
+/// Pointers are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn neat_send_remote_parameters(
+    nc: *mut NeatCtx,
+    flow: *mut NeatFlow,
+    _params: *mut c_char,
+) -> NeatError {
+    unable(nc, flow, "neat_send_remote_parameters (WebRTC)")
+}
