@@ -13,10 +13,11 @@
 //! 4. [`Experiment::Http`]: an HTTP/1.0 keep-alive server on taps listening on TCP and
 //!    SCTP under Poisson load, 100–1000 requests/s, 1 KiB and 35 KiB objects, clients
 //!    racing or not: server CPU load.
-//! 5. [`Experiment::Secure`]: experiment 3 over TLS: QUIC raced against TLS/TCP vs a
+//! 6. [`Experiment::Secure`]: experiment 3 over TLS: QUIC raced against TLS/TCP vs a
 //!    single secure protocol at CIB hit ratios 0 … 100 %, each connection fetching a
 //!    1 KiB or 35 KiB object; and taps' TLS and QUIC against tokio-rustls and quinn used
-//!    directly (same certificates, verification, ALPN and resumption).
+//!    directly (same certificates, verification, ALPN and resumption). (5 is the
+//!    criterion micro-benchmarks of the sans-IO core, `benches/core.rs`.)
 //!
 //! Experiments 1 and 2 run over TCP and/or SCTP ([`Config::protocols`]). The raw baseline
 //! is plain tokio sockets for TCP and the `usrsctp` crate used directly for SCTP (one

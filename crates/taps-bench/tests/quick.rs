@@ -237,6 +237,6 @@ fn quick_secure_matrix_produces_sane_results() {
         assert!(written.iter().any(|p| p.ends_with(name)), "{name} missing");
     }
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report");
-    assert!(report.contains("## 5. Secure Happy Eyeballs cost"));
+    assert!(report.contains("## 6. Secure Happy Eyeballs cost"));
     let _ = std::fs::remove_dir_all(&dir);
 }

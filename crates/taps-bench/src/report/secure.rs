@@ -85,7 +85,7 @@ fn range(s: &crate::experiments::Summary) -> String {
 pub(super) fn secure_section(s: &mut String, r: &Results, plots: &[&str]) {
     let _ = writeln!(
         s,
-        "## 5. Secure Happy Eyeballs cost (TLS/TCP and QUIC)\n\n\
+        "## 6. Secure Happy Eyeballs cost (TLS/TCP and QUIC)\n\n\
          Experiment 3 over TLS, after the ANRW'16 paper's TLS case. The race is taps \
          requiring security to 127.0.0.1: QUIC (ranked first) against TLS/TCP, flow mapping \
          off. *Both alive*: the server (a taps `Listener` with an identity) serves TLS/TCP \
