@@ -101,9 +101,11 @@ pub(super) fn secure_section(s: &mut String, r: &Results, plots: &[&str]) {
          `taps-bench`, session resumption on (a 256-session client store; the server's \
          default stateful cache), no 0-RTT, no client certificate (a unit test checks they \
          agree). Every client warms up with one connection per context before the window \
-         (QUIC socket created, a session cached, the CIB seeded). {} sequential connections \
-         per trial, each: connect, `GET` one object (HTTP/1.0), read it, close.\n",
-        r.secure[0].connections
+         (QUIC socket created, a session cached, the CIB seeded). {} connections per trial, \
+         started {:.0} per second (open loop, as the paper's request rate: every variant's \
+         window is as long and the server sees the same arrivals, whether a race waits for \
+         a dead QUIC or not), each: connect, `GET` one object (HTTP/1.0), read it, close.\n",
+        r.secure[0].connections, r.secure[0].rate
     );
     for object in objects(r) {
         let _ = writeln!(

@@ -214,8 +214,9 @@ pub(crate) enum ClientSpec {
         /// Share of races that find the CIB seeded, in percent.
         hit_percent: u32,
     },
-    /// The secure experiment: `count` connections one after the other, each fetching
-    /// one object of `object` bytes (HTTP/1.0), then closed.
+    /// The secure experiment: `count` connections started `rate` per second (open loop:
+    /// each in a task of its own, whether the previous ones are done or not), each
+    /// fetching one object of `object` bytes (HTTP/1.0), then closed.
     Secure {
         /// How to connect.
         client: SecureClient,
@@ -223,6 +224,8 @@ pub(crate) enum ClientSpec {
         port: u16,
         /// Connections.
         count: usize,
+        /// Connections started per second.
+        rate: f64,
         /// Object size, bytes.
         object: usize,
         /// Share of races that find the CIB seeded, in percent.

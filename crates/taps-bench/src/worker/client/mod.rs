@@ -42,10 +42,19 @@ pub(super) fn client_main(spec: ClientSpec) -> Result<(), String> {
                 client,
                 port,
                 count,
+                rate,
                 object,
                 hit_percent,
                 pki,
-            } => secure::secure_client(client, port, count, object, hit_percent, pki).await,
+            } => {
+                let load = secure::Load {
+                    count,
+                    rate,
+                    object,
+                    hit_percent,
+                };
+                secure::secure_client(client, port, load, pki).await
+            }
             ClientSpec::Http {
                 client,
                 port,

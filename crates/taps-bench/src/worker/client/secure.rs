@@ -167,19 +167,31 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(s: S, object: usize) -> Resu
     Ok(())
 }
 
+/// What a secure client does in its window.
+pub(super) struct Load {
+    /// Connections.
+    pub(super) count: usize,
+    /// Connections started per second.
+    pub(super) rate: f64,
+    /// Object fetched per connection, bytes.
+    pub(super) object: usize,
+    /// Share of races that find the CIB seeded, percent.
+    pub(super) hit_percent: u32,
+}
+
 /// The secure experiment's client: see [`crate::worker::ClientSpec::Secure`]. Before the
 /// window, one connection per context warms it up the way an application would (the
 /// QUIC socket exists, a session is cached for resumption, the race's hit context has
-/// its CIB seeded); the raw clients make theirs too.
+/// its CIB seeded); the raw clients make theirs too. In the window connection `i`
+/// starts at `i / rate` seconds, in a task of its own.
 pub(super) async fn secure_client(
     kind: SecureClient,
     port: u16,
-    count: usize,
-    object: usize,
-    hit_percent: u32,
+    load: Load,
     pki: Pki,
 ) -> Result<(), String> {
-    let connector = Connector::new(kind, port, &pki).await?;
+    let object = load.object;
+    let connector = Arc::new(Connector::new(kind, port, &pki).await?);
     connector
         .fetch(port, true, object)
         .await
@@ -193,20 +205,32 @@ pub(super) async fn secure_client(
     ready().await?;
     let mut r = ClientResult::default();
     let w = Window::open();
-    for i in 0..count {
-        let t = Instant::now();
-        match connector
-            .fetch(port, measure::is_hit(i, hit_percent), object)
-            .await
-        {
-            Ok(d) => {
-                r.delays_us.push(t.elapsed().as_secs_f64() * 1e6);
+    let start = tokio::time::Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..load.count {
+        let at = start + Duration::from_secs_f64(i as f64 / load.rate.max(1e-3));
+        tokio::time::sleep_until(at).await;
+        let connector = connector.clone();
+        let hit = measure::is_hit(i, load.hit_percent);
+        set.spawn(async move {
+            let t = Instant::now();
+            connector
+                .fetch(port, hit, object)
+                .await
+                .map(|d| (t.elapsed(), d))
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(Ok((delay, d))) => {
+                r.delays_us.push(delay.as_secs_f64() * 1e6);
                 r.attempts += d.attempts;
                 r.quic += usize::from(d.quic);
                 r.bytes += object as u64;
                 r.requests += 1;
                 r.ok += 1;
             }
+            Ok(Err(e)) => note_failure(&mut r, e),
             Err(e) => note_failure(&mut r, e),
         }
     }
