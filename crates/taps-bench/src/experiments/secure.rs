@@ -154,7 +154,7 @@ struct SecureMatrix {
 /// Connections started per second in a trial (open loop, as the paper's request rate):
 /// every variant's window is as long and the server sees the same arrivals, whether a
 /// race waits 250 ms for a dead QUIC or not.
-const RATE: f64 = 200.0;
+const RATE: f64 = 500.0;
 
 fn secure_matrix(cfg: &Config) -> SecureMatrix {
     let (objects, hits, count, reps): (Vec<usize>, &[u32], usize, usize) = if cfg.quick {
@@ -163,8 +163,8 @@ fn secure_matrix(cfg: &Config) -> SecureMatrix {
         (
             vec![1024, 35 * 1024],
             &[0, 50, 80, 100],
-            60,
-            cfg.reps().min(3),
+            400,
+            cfg.reps().min(5),
         )
     };
     let mut variants = vec![
