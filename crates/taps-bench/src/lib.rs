@@ -1,6 +1,6 @@
 //! Benchmarks of taps against a raw baseline measured in the same run.
 //!
-//! Four experiments (after the NEAT thesis, ch. 4–5, and the ANRW'16 Happy Eyeballs cost
+//! Five experiments (after the NEAT thesis, ch. 4–5, and the ANRW'16 Happy Eyeballs cost
 //! paper), each run for taps and for the raw baseline, interleaved, several times:
 //!
 //! 1. [`Experiment::Connect`]: N = 1 … 256 concurrent flows, from context creation to the
@@ -13,6 +13,11 @@
 //! 4. [`Experiment::Http`]: an HTTP/1.0 keep-alive server on taps listening on TCP and
 //!    SCTP under Poisson load, 100–1000 requests/s, 1 KiB and 35 KiB objects, clients
 //!    racing or not: server CPU load.
+//! 6. [`Experiment::Secure`]: experiment 3 over TLS: QUIC raced against TLS/TCP vs a
+//!    single secure protocol at CIB hit ratios 0 … 100 %, each connection fetching a
+//!    1 KiB or 35 KiB object; and taps' TLS and QUIC against tokio-rustls and quinn used
+//!    directly (same certificates, verification, ALPN and resumption). (5 is the
+//!    criterion micro-benchmarks of the sans-IO core, `benches/core.rs`.)
 //!
 //! Experiments 1 and 2 run over TCP and/or SCTP ([`Config::protocols`]). The raw baseline
 //! is plain tokio sockets for TCP and the `usrsctp` crate used directly for SCTP (one
@@ -30,6 +35,7 @@
 
 pub mod experiments;
 mod goals;
+mod goals_secure;
 mod measure;
 mod process;
 pub mod report;
@@ -47,7 +53,7 @@ pub use goals::Goal;
 pub use process::Launcher;
 pub use worker::worker_main;
 
-use experiments::{ConnectPoint, Crash, HePoint, HttpPoint, Progress, TransferPoint};
+use experiments::{ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint};
 
 /// Which experiment(s) to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +66,10 @@ pub enum Experiment {
     He,
     /// 4: HTTP server under load.
     Http,
-    /// All four.
+    /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol, and taps' TLS and
+    /// QUIC vs tokio-rustls and quinn used directly.
+    Secure,
+    /// All five.
     All,
 }
 
@@ -115,6 +124,8 @@ pub struct Results {
     pub he: Vec<HePoint>,
     /// Experiment 4.
     pub http: Vec<HttpPoint>,
+    /// The secure experiment.
+    pub secure: Vec<SecurePoint>,
     /// What could not be measured and why (a phase that failed, with its error).
     pub unavailable: Vec<String>,
     /// Worker processes that died or hung during a trial (a bug below the benchmark;
@@ -141,6 +152,7 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         transfer: experiment.includes(Experiment::Transfer),
         he: experiment.includes(Experiment::He),
         http: experiment.includes(Experiment::Http),
+        secure: experiment.includes(Experiment::Secure),
     };
     let total = experiments::planned_trials(cfg, sel);
     let mut progress = Progress::new(cfg.progress && total > 0, total);
@@ -156,8 +168,8 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             duration_s: t.elapsed().as_secs_f64(),
         });
     };
-    let (mut connect, mut transfer, mut he, mut http) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut connect, mut transfer, mut he, mut http, mut secure) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for &proto in &cfg.protocols {
         if sel.connect {
             phase(format!("connect {proto}"), &mut |p| {
@@ -186,6 +198,12 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             Ok(())
         });
     }
+    if sel.secure {
+        phase("secure".into(), &mut |p| {
+            secure = experiments::run_secure(cfg, launcher, p)?;
+            Ok(())
+        });
+    }
     progress.finish();
     let crashes = std::mem::take(&mut progress.crashes);
     let mut results = Results {
@@ -206,11 +224,17 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         transfer,
         he,
         http,
+        secure,
         unavailable,
         crashes,
         goals: Vec::new(),
     };
     results.goals = goals::goals(&results);
+    if sel.secure {
+        let mut g = Vec::new();
+        goals_secure::secure_goals(&results, &mut g);
+        results.goals.extend(g);
+    }
     Ok(results)
 }
 

@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use taps_bench::experiments::HeVariant;
+use taps_bench::experiments::{HeVariant, SecureVariant};
 use taps_bench::{Config, Experiment, Launcher, Proto};
 
 #[test]
@@ -164,4 +164,79 @@ fn tempfile_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("taps-bench-quick-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
+}
+
+/// The secure experiment's quick matrix: every variant connects, fetches and closes
+/// without a failure; the races end where they should; the goals are evaluated.
+#[test]
+fn quick_secure_matrix_produces_sane_results() {
+    let launcher = Launcher::new(env!("CARGO_BIN_EXE_taps-bench-worker"), &[]);
+    let cfg = Config {
+        quick: true,
+        progress: false,
+        ..Config::default()
+    };
+    let results = taps_bench::run(Experiment::Secure, &cfg, &launcher).expect("quick run");
+    assert!(results.unavailable.is_empty(), "{:?}", results.unavailable);
+    assert!(results.crashes.is_empty(), "{:?}", results.crashes);
+    assert!(!results.secure.is_empty());
+    for p in &results.secure {
+        assert_eq!(p.failed, 0, "{:?}: {:?}", p.variant, p.first_error);
+        assert_eq!(p.server_timeouts, 0, "{:?}", p.variant);
+        assert!(p.client_cpu_per_conn_us.median > 0.0, "{:?}", p.variant);
+        assert!(p.server_cpu_per_conn_us.median > 0.0, "{:?}", p.variant);
+        assert!(p.client_vs_raw.is_finite() && p.client_vs_raw > 0.0);
+    }
+    let point = |v: SecureVariant, hit: Option<u32>| {
+        results
+            .secure
+            .iter()
+            .find(|p| p.variant == v && p.hit_percent == hit)
+            .unwrap_or_else(|| panic!("no {v:?} {hit:?} point"))
+    };
+    for (v, quic) in [
+        (SecureVariant::RawTls, 0.0),
+        (SecureVariant::TapsTls, 0.0),
+        (SecureVariant::RawQuic, 1.0),
+        (SecureVariant::TapsQuic, 1.0),
+    ] {
+        assert_eq!(point(v, None).quic_share.median, quic, "{v:?}");
+        assert_eq!(point(v, None).attempts_per_conn.median, 1.0, "{v:?}");
+    }
+    // Both alive: QUIC, ranked first, wins (all races on a quiet machine; on a loaded
+    // one a QUIC handshake slower than the stagger after a hit can lose to TLS/TCP).
+    for hit in [0, 100] {
+        let p = point(SecureVariant::RaceBothAlive, Some(hit));
+        assert!(p.quic_share.median > 0.0, "{hit}%: {:?}", p.quic_share);
+        assert!(p.attempts_per_conn.median <= 2.0, "{hit}%");
+    }
+    // QUIC dead, no cache: QUIC first, then TLS/TCP wins; every race hits: TLS/TCP alone.
+    let miss = point(SecureVariant::RaceQuicDead, Some(0));
+    assert_eq!(miss.quic_share.median, 0.0);
+    assert!(
+        miss.attempts_per_conn.median >= 1.9,
+        "{:?}",
+        miss.attempts_per_conn
+    );
+    let hit = point(SecureVariant::RaceQuicDead, Some(100));
+    assert_eq!(hit.quic_share.median, 0.0);
+    assert!(
+        hit.attempts_per_conn.median < 1.5,
+        "{:?}",
+        hit.attempts_per_conn
+    );
+    let secure_goals = results
+        .goals
+        .iter()
+        .filter(|g| g.limit == 1.1 || g.limit == 1.05);
+    assert_eq!(secure_goals.count(), 8);
+
+    let dir = tempfile_dir().with_extension("secure");
+    let written = taps_bench::write_outputs(&results, &dir).expect("outputs");
+    for name in ["secure_client_1k.svg", "secure_server_1k.svg"] {
+        assert!(written.iter().any(|p| p.ends_with(name)), "{name} missing");
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report");
+    assert!(report.contains("## 6. Secure Happy Eyeballs cost"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

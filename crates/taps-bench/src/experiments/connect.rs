@@ -172,6 +172,7 @@ pub(crate) fn run_connect(
                     mode: ServeMode::Sink,
                     dual: false,
                     listen: Listen::only(proto),
+                    secure: None,
                 };
                 let mut server = Server::start(launcher, spec)?;
                 let client = ClientSpec::Connect {

@@ -148,6 +148,7 @@ impl HeServer {
             mode,
             dual: false,
             listen,
+            secure: None,
         }
     }
 }

@@ -9,6 +9,7 @@ mod he;
 mod he_variant;
 mod http;
 mod runner;
+mod secure;
 mod summary;
 mod transfer;
 mod variant;
@@ -19,6 +20,7 @@ pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
 pub use runner::Crash;
+pub use secure::{SecurePoint, SecureVariant};
 pub use summary::Summary;
 pub use transfer::{TransferPoint, TransferRatios, TransferSide};
 
@@ -26,6 +28,7 @@ pub(crate) use connect::run_connect;
 pub(crate) use he::run_he;
 pub(crate) use http::run_http;
 pub(crate) use runner::Progress;
+pub(crate) use secure::run_secure;
 pub(crate) use summary::Failures;
 pub(crate) use transfer::run_transfer;
 
@@ -85,6 +88,8 @@ pub(crate) struct Selection {
     pub(crate) he: bool,
     /// Experiment 4.
     pub(crate) http: bool,
+    /// The secure experiment (the TLS variant of 3).
+    pub(crate) secure: bool,
 }
 
 /// How many trials the experiments will run (for the progress line).
@@ -103,6 +108,9 @@ pub(crate) fn planned_trials(cfg: &Config, sel: Selection) -> usize {
     }
     if sel.http {
         n += http::http_trials(cfg);
+    }
+    if sel.secure {
+        n += secure::secure_trials(cfg);
     }
     n
 }

@@ -122,6 +122,7 @@ pub(crate) fn run_transfer(
         mode: ServeMode::Sink,
         dual: false,
         listen: Listen::only(proto),
+        secure: None,
     };
     let mut servers = [
         Server::start(launcher, spec(Impl::Taps))?,

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod plots;
+mod secure;
 mod tables;
 
 use std::fmt::Write;
@@ -120,6 +121,9 @@ pub(crate) fn markdown(r: &Results, plots: &[&str]) -> String {
     }
     if !r.http.is_empty() {
         tables::http_section(&mut s, r, plots);
+    }
+    if !r.secure.is_empty() {
+        secure::secure_section(&mut s, r, plots);
     }
     s
 }

@@ -301,5 +301,6 @@ pub(crate) fn plots(r: &Results) -> Vec<(String, String)> {
     }
     he_plots(r, &mut out);
     http_plots(r, &mut out);
+    super::secure::secure_plots(r, &mut out);
     out
 }

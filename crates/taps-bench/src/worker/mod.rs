@@ -22,6 +22,7 @@
 
 mod client;
 mod protocol;
+mod secure;
 mod server;
 mod setup;
 
@@ -29,8 +30,10 @@ use std::io::Write;
 
 pub use protocol::Proto;
 pub(crate) use protocol::{
-    ClientKind, ClientResult, ClientSpec, Impl, Listen, ServeMode, ServerSpec, ServerStats, Target,
+    ClientKind, ClientResult, ClientSpec, Impl, Listen, SecureClient, SecureListen, SecureServe,
+    ServeMode, ServerSpec, ServerStats, Target,
 };
+pub(crate) use secure::{Pki, SERVER_NAME};
 pub(crate) use setup::dead_udp_port;
 
 /// Chunk size of writes and reads in transfers and sinks (taps also writes SCTP in

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::secure::Pki;
 use crate::measure::Cpu;
 
 /// How long a server waits for the counters a `stats` line asks for.
@@ -128,6 +129,47 @@ pub(crate) struct ServerSpec {
     /// Protocols to listen on.
     #[serde(default)]
     pub(crate) listen: Listen,
+    /// A secure server (TLS/TCP and/or QUIC) instead: `listen` and `dual` are ignored.
+    #[serde(default)]
+    pub(crate) secure: Option<SecureServe>,
+}
+
+/// What a secure server listens on, and with which identity.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SecureServe {
+    /// The stacks.
+    pub(crate) listen: SecureListen,
+    /// The certificate files.
+    pub(crate) pki: Pki,
+}
+
+/// The secure stacks a server listens on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SecureListen {
+    /// TLS over TCP.
+    Tls,
+    /// QUIC (raw servers only: a taps secure listener always offers TLS/TCP too).
+    Quic,
+    /// TLS over TCP and QUIC on the same port number (taps).
+    Both,
+}
+
+/// How a client of the secure experiment connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SecureClient {
+    /// tokio-rustls over a tokio `TcpStream` (no taps).
+    RawTls,
+    /// quinn's own `Endpoint` (no taps).
+    RawQuic,
+    /// taps requiring security and TCP: TLS/TCP, one candidate.
+    TapsTls,
+    /// taps requiring security and QUIC: one candidate.
+    TapsQuic,
+    /// taps requiring security: QUIC raced against TLS/TCP, with a seeded context
+    /// (hits) and a context whose CIB forgets at once (misses).
+    TapsRace,
 }
 
 fn default_true() -> bool {
@@ -171,6 +213,25 @@ pub(crate) enum ClientSpec {
         count: usize,
         /// Share of races that find the CIB seeded, in percent.
         hit_percent: u32,
+    },
+    /// The secure experiment: `count` connections started `rate` per second (open loop:
+    /// each in a task of its own, whether the previous ones are done or not), each
+    /// fetching one object of `object` bytes (HTTP/1.0), then closed.
+    Secure {
+        /// How to connect.
+        client: SecureClient,
+        /// Server port (TCP and UDP).
+        port: u16,
+        /// Connections.
+        count: usize,
+        /// Connections started per second.
+        rate: f64,
+        /// Object size, bytes.
+        object: usize,
+        /// Share of races that find the CIB seeded, in percent.
+        hit_percent: u32,
+        /// The certificate files (the client trusts the CA).
+        pki: Pki,
     },
     /// Experiment 4: HTTP/1.0 keep-alive requests, connections arriving as a Poisson
     /// process.
@@ -246,6 +307,9 @@ pub(crate) struct ClientResult {
     /// Connections (or flows) that ended up on SCTP.
     #[serde(default)]
     pub(crate) sctp: usize,
+    /// Connections that ended up on QUIC.
+    #[serde(default)]
+    pub(crate) quic: usize,
     /// Payload bytes moved (sent in transfers, received in HTTP).
     pub(crate) bytes: u64,
     /// HTTP requests answered.

@@ -26,7 +26,11 @@ enum BenchCommand {
     /// 4: HTTP/1.0 keep-alive server on taps (TCP and SCTP) under Poisson load: server
     /// CPU load.
     Http(Options),
-    /// All four experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
+    /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol at CIB hit ratios
+    /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
+    /// quinn used directly. Also `he --tls`.
+    Secure(Options),
+    /// All five experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
     All(Options),
     /// A worker process of the benchmarks (started by `taps bench` itself).
     #[command(hide = true)]
@@ -59,6 +63,9 @@ struct Options {
     /// No progress line on stderr.
     #[arg(long)]
     no_progress: bool,
+    /// `he` only: its TLS variant (the same as `taps bench secure`).
+    #[arg(long)]
+    tls: bool,
 }
 
 /// Runs the command.
@@ -77,10 +84,15 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         }
         BenchCommand::Connect(o) => (Experiment::Connect, o),
         BenchCommand::Transfer(o) => (Experiment::Transfer, o),
+        BenchCommand::He(o) if o.tls => (Experiment::Secure, o),
         BenchCommand::He(o) => (Experiment::He, o),
+        BenchCommand::Secure(o) => (Experiment::Secure, o),
         BenchCommand::Http(o) => (Experiment::Http, o),
         BenchCommand::All(o) => (Experiment::All, o),
     };
+    if opts.tls && experiment != Experiment::Secure {
+        return Err(CliError::usage("--tls applies to `taps bench he` only"));
+    }
     let protocols = protocols(experiment, opts.protocol.as_deref())?;
     if opts.flows.contains(&0) {
         return Err(CliError::usage("--flows must be at least 1"));

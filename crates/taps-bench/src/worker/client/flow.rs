@@ -116,7 +116,7 @@ async fn raw_sctp_connect(udp: SocketAddr, port: u16) -> usrsctp::Result<Associa
 }
 
 /// The attempts the connection's race started (skipped ones not counted).
-fn started_attempts(conn: &Connection) -> usize {
+pub(super) fn started_attempts(conn: &Connection) -> usize {
     conn.info().race.as_ref().map_or(0, |rep| {
         rep.attempts
             .iter()

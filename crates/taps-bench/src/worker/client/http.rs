@@ -30,7 +30,7 @@ pub(super) struct Load {
 }
 
 /// One connection of the load: `calls` keep-alive requests. Returns (bytes, requests).
-async fn http_session<S: AsyncRead + AsyncWrite + Unpin>(
+pub(super) async fn http_session<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
     object: usize,
     calls: usize,

@@ -8,6 +8,7 @@ mod connector;
 mod flow;
 mod handshakes;
 mod http;
+mod secure;
 mod transfer;
 
 use std::io::BufRead;
@@ -37,6 +38,23 @@ pub(super) fn client_main(spec: ClientSpec) -> Result<(), String> {
                 count,
                 hit_percent,
             } => handshakes::handshake_client(client, port, udp_port, count, hit_percent).await,
+            ClientSpec::Secure {
+                client,
+                port,
+                count,
+                rate,
+                object,
+                hit_percent,
+                pki,
+            } => {
+                let load = secure::Load {
+                    count,
+                    rate,
+                    object,
+                    hit_percent,
+                };
+                secure::secure_client(client, port, load, pki).await
+            }
             ClientSpec::Http {
                 client,
                 port,

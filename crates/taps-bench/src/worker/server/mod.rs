@@ -4,7 +4,10 @@
 #![forbid(unsafe_code)]
 
 mod listen;
+mod secure;
 mod serve;
+
+pub(crate) use secure::QUIC_LINGER;
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,6 +75,10 @@ pub(super) fn server_main(spec: ServerSpec) -> Result<(), String> {
 /// Starts listening (and accepting, in spawned tasks); returns the port (TCP port and
 /// SCTP port) and the SCTP encapsulation UDP port (0 without SCTP).
 async fn start_server(spec: &ServerSpec, counters: Arc<Counters>) -> Result<(u16, u16), String> {
+    if let Some(secure) = &spec.secure {
+        let port = secure::start_secure_server(spec.imp, spec.mode, secure, counters).await?;
+        return Ok((port, 0));
+    }
     if spec.dual && spec.listen != Listen::Tcp {
         return Err("dual-family servers listen on TCP only".into());
     }
