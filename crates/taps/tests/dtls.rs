@@ -228,6 +228,10 @@ async fn a_cancelled_dtls_attempt_leaves_no_socket() {
     let pre = Preconnection::new(&ctx, props)
         .remote(RemoteEndpoint::new("localhost", port))
         .security(trusted(&pki));
+    // Warm up what a context opens once (its interface watcher), on another remote.
+    let warm = client(&ctx, "127.0.0.1", port, trusted(&pki));
+    drop(warm.initiate().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await; // its session sends close_notify
     let mut cancelled = 0;
     for round in 0..3 {
         let before = open_sockets();
@@ -277,7 +281,33 @@ fn openssl_missing() -> bool {
     false
 }
 
-/// taps' client against OpenSSL's DTLS 1.2 server.
+/// Reads what `child` prints until `want` has come (on a blocking thread: the pipe
+/// blocks, and the runtime must go on running the DTLS session).
+fn expect_output(child: &mut Child, want: &'static [u8]) -> tokio::task::JoinHandle<bool> {
+    let mut stdout = child.stdout.take().unwrap();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !got.windows(want.len()).any(|w| w == want) {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        true
+    })
+}
+
+fn write_line(child: &mut Child, line: &[u8]) {
+    use std::io::Write;
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(line).unwrap();
+    stdin.flush().unwrap();
+}
+
+/// taps' client against OpenSSL's DTLS 1.2 server (`-rev` is TLS-only: the server
+/// prints what it receives and sends what it reads from its standard input).
 #[tokio::test]
 async fn client_interoperates_with_openssl_s_server_dtls12() {
     let _serial = SERIAL.lock().await;
@@ -290,30 +320,25 @@ async fn client_interoperates_with_openssl_s_server_dtls12() {
         .local_addr()
         .unwrap()
         .port();
-    let _server = Peer(
+    let mut server = Peer(
         Command::new("openssl")
-            .args(["s_server", "-dtls1_2", "-quiet", "-rev", "-accept"])
+            .args(["s_server", "-dtls1_2", "-quiet", "-accept"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("-cert")
             .arg(&pki.cert)
             .arg("-key")
             .arg(&pki.key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
     let ctx = context();
-    let props = secure_udp(TransportProperties::new())
-        .timeout(Duration::from_secs(2))
-        .compile()
-        .unwrap();
-    let pre = Preconnection::new(&ctx, props)
-        .remote(RemoteEndpoint::new("127.0.0.1", port))
-        .security(trusted(&pki));
+    let pre = client(&ctx, "127.0.0.1", port, trusted(&pki));
     let mut conn = None;
     for _ in 0..20 {
+        // Until s_server listens, the attempt is refused at once (ICMP).
         match pre.initiate().await {
             Ok(c) => {
                 conn = Some(c);
@@ -325,12 +350,17 @@ async fn client_interoperates_with_openssl_s_server_dtls12() {
     let mut conn = conn.expect("s_server answered");
     let sec = conn.info().security.clone().unwrap();
     assert_eq!(sec.version, "DTLS 1.2");
-    conn.send(b"hello\n").await.unwrap();
+    assert_eq!(sec.peer_certificates.len(), 1);
+    let printed = expect_output(&mut server.0, b"hello from taps");
+    conn.send(b"hello from taps\n").await.unwrap();
+    let printed = tokio::time::timeout(Duration::from_secs(5), printed).await;
+    assert!(printed.unwrap().unwrap(), "s_server printed the message");
+    write_line(&mut server.0, b"hello from openssl\n");
     let reply = tokio::time::timeout(Duration::from_secs(5), conn.receive())
         .await
-        .expect("s_server replied")
+        .expect("s_server sent a line")
         .unwrap();
-    assert_eq!(reply.as_deref(), Some(&b"olleh\n"[..]));
+    assert_eq!(reply.as_deref(), Some(&b"hello from openssl\n"[..]));
 }
 
 /// OpenSSL's DTLS 1.2 client against a taps DTLS listener (echo).
@@ -362,26 +392,15 @@ async fn listener_interoperates_with_openssl_s_client_dtls12() {
         .unwrap()
         .unwrap();
     assert_eq!(conn.info().security.as_ref().unwrap().version, "DTLS 1.2");
-    let mut stdin = s_client.0.stdin.take().unwrap();
-    let mut stdout = s_client.0.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut got = [0u8; 9];
-        stdout.read_exact(&mut got).map(|_| got)
-    });
-    {
-        use std::io::Write;
-        stdin.write_all(b"from ssl\n").unwrap();
-        stdin.flush().unwrap();
-    }
+    let printed = expect_output(&mut s_client.0, b"back at you");
+    write_line(&mut s_client.0, b"from openssl\n");
     let m = tokio::time::timeout(Duration::from_secs(5), conn.receive())
         .await
         .expect("a message from s_client")
         .unwrap()
         .unwrap();
-    assert_eq!(m, b"from ssl\n");
-    conn.send(b"back atu\n").await.unwrap();
-    let got = reader.join().unwrap().unwrap();
-    assert_eq!(&got, b"back atu\n");
-    drop(stdin);
+    assert_eq!(m, b"from openssl\n");
+    conn.send(b"back at you\n").await.unwrap();
+    let printed = tokio::time::timeout(Duration::from_secs(5), printed).await;
+    assert!(printed.unwrap().unwrap(), "s_client printed the reply");
 }
