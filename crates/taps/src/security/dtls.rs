@@ -186,6 +186,8 @@ impl DtlsClient {
                     self.verify(v, &der)?;
                 }
                 leaf = Some(CertificateDer::from(der));
+                s.flush().await.map_err(cause)?;
+                continue;
             }
             if s.connected {
                 break;
@@ -337,15 +339,23 @@ async fn accept_one(
 ) {
     let dtls = Dtls::new_auto(server_config(), server.certificate.clone(), Instant::now());
     let mut s = Session::new(dtls, path);
+    let mut client_cert = None;
     let mut done = s.flush().await;
     while done.is_ok() && !s.connected {
-        done = s.step(None).await.map(drop);
+        done = match s.peer_cert.take() {
+            // A client certificate (never asked for, so never verified): noted only.
+            Some(der) => {
+                client_cert = Some(CertificateDer::from(der));
+                s.flush().await
+            }
+            None => s.step(None).await.map(drop),
+        };
     }
     if let Err(f) = done {
         tracing::debug!(%peer, cause = %cause(f), "DTLS handshake with a client failed");
         return;
     }
-    let info = info(&s.dtls, s.peer_cert.take().map(CertificateDer::from));
+    let info = info(&s.dtls, client_cert);
     let (flow, driver) = match DtlsFlow::new(s) {
         Ok(x) => x,
         Err(e) => {

@@ -119,7 +119,8 @@ impl Session {
     }
 
     /// Sends what the engine queued and notes what it reported, until it names its next
-    /// timer.
+    /// timer, or until it hands over the peer's certificate: then the caller verifies it
+    /// before anything that follows (a client's Finished) goes out, and flushes again.
     pub(super) async fn flush(&mut self) -> Result<(), Failure> {
         loop {
             match self.dtls.poll_output(&mut self.out) {
@@ -130,7 +131,10 @@ impl Session {
                     return Ok(());
                 }
                 Output::Connected => self.connected = true,
-                Output::PeerCert(c) => self.peer_cert = Some(c.to_vec()),
+                Output::PeerCert(c) => {
+                    self.peer_cert = Some(c.to_vec());
+                    return Ok(());
+                }
                 Output::ApplicationData(d) => self.inbox.push_back(d.to_vec()),
                 Output::CloseNotify => self.peer_closed = true,
                 _ => {}
