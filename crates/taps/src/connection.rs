@@ -2,7 +2,7 @@
 //!
 //! Two ways to use it:
 //! - messages: [`Connection::send`] / [`Connection::receive`]. Datagram stacks carry one
-//!   message per datagram, SCTP one message per SCTP user message on the connection's
+//!   message per datagram (DTLS: per record, one datagram, up to 16 KiB), SCTP one message per SCTP user message on the connection's
 //!   stream. Byte-stream stacks (TCP, MPTCP) frame each message with a 4-byte
 //!   big-endian length prefix (documented framing, so peers in any language can speak
 //!   it); messages are limited to [`MAX_MESSAGE`] bytes.
@@ -30,7 +30,7 @@ use taps_core::race::RaceReport;
 
 use crate::sctp_flow::{NoSibling, SctpFlow};
 use crate::security::quic::SharedQuic;
-use crate::security::{QuicStream, SecurityInfo};
+use crate::security::{dtls, DtlsFlow, QuicStream, SecurityInfo};
 use crate::transport::{Established, Stream};
 use crate::Error;
 
@@ -87,6 +87,8 @@ pub(crate) enum Io {
     },
     /// One stream of an SCTP association.
     Sctp(SctpFlow),
+    /// A DTLS session: one message per record.
+    Dtls(DtlsFlow),
 }
 
 impl Io {
@@ -134,6 +136,10 @@ impl Connection {
                 security = Some(*info);
                 (Io::Stream(Stream::Quic(q)), None)
             }
+            Established::Dtls(d, info) => {
+                security = Some(*info);
+                (Io::Dtls(*d), None)
+            }
             Established::Udp(s, _) => (Io::Datagram(s), None),
             Established::Sctp(a) => (Io::Sctp(SctpFlow::first(a)?), None),
         };
@@ -155,6 +161,7 @@ impl Connection {
             Io::Stream(s) => s.addrs(known_peer)?,
             Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
             Io::Accepted { socket, peer, .. } => (socket.local_addr()?, *peer),
+            Io::Dtls(d) => (d.local, d.peer),
             Io::Sctp(f) => (
                 f.shared().association().local_addr(),
                 f.shared().association().remote_addr(),
@@ -218,6 +225,15 @@ impl Connection {
                 socket.send_to(msg, *peer).await?;
             }
             Io::Sctp(f) => f.send(msg).await?,
+            Io::Dtls(d) => {
+                if msg.len() > dtls::MAX_MESSAGE {
+                    return Err(Error::MessageTooBig {
+                        size: msg.len(),
+                        max: dtls::MAX_MESSAGE,
+                    });
+                }
+                d.send(msg).await?;
+            }
         }
         self.stats.bytes_sent += msg.len() as u64;
         self.stats.messages_sent += 1;
@@ -263,6 +279,10 @@ impl Connection {
                 Some(d) => d,
                 None => return Ok(None),
             },
+            Io::Dtls(d) => match d.receive().await? {
+                Some(m) => m,
+                None => return Ok(None),
+            },
         };
         self.stats.bytes_received += msg.len() as u64;
         self.stats.messages_received += 1;
@@ -272,7 +292,8 @@ impl Connection {
     /// Closes gracefully: on byte streams, sends FIN after queued data; the peer reads
     /// to the end.
     /// On SCTP, the last connection of an association shuts it down gracefully
-    /// (SHUTDOWN after queued data); others release their stream.
+    /// (SHUTDOWN after queued data); others release their stream. On DTLS, the session
+    /// sends close_notify after the queued messages.
     pub async fn close(self) -> Result<(), Error> {
         match self.io {
             Io::Stream(mut s) => s.shutdown().await?,
@@ -411,6 +432,7 @@ impl AsyncRead for Connection {
                 Poll::Ready(Ok(()))
             }
             Io::Sctp(f) => f.poll_read(cx, buf),
+            Io::Dtls(d) => d.poll_read(cx, buf),
         };
         this.stats.bytes_received += (buf.filled().len() - before) as u64;
         r
@@ -429,6 +451,7 @@ impl AsyncWrite for Connection {
             Io::Datagram(s) => s.poll_send(cx, data),
             Io::Accepted { socket, peer, .. } => socket.poll_send_to(cx, data, *peer),
             Io::Sctp(f) => f.poll_write(cx, data),
+            Io::Dtls(d) => d.poll_write(cx, data),
         };
         if let Poll::Ready(Ok(n)) = &r {
             this.stats.bytes_sent += *n as u64;

@@ -294,7 +294,8 @@ fn availability() -> Availability {
             (Protocol::Quic, _) => "QUIC is always secured by TLS 1.3",
             (Protocol::Tcp | Protocol::Mptcp, Security::Tls) => continue, // rustls
             (_, Security::Tls) => "TLS runs over TCP and MPTCP only",
-            (_, _) => "DTLS is not implemented in this build yet",
+            (Protocol::Udp | Protocol::UdpLite, Security::Dtls) => continue, // dimpl
+            (_, _) => "DTLS over SCTP is not implemented in this build yet",
         };
         a = a.without(stack, reason);
     }

@@ -3,7 +3,8 @@
 //!
 //! One task per listening socket feeds accepted connections into a channel. Datagram
 //! stacks have no handshake: the first datagram from a new peer address makes a new
-//! connection, and later datagrams from that peer are routed to it. SCTP listens on the
+//! connection, and later datagrams from that peer are routed to it; DTLS demultiplexes
+//! the same way and hands a peer's flow on once its handshake is done. SCTP listens on the
 //! same port number (the SCTP port, inside UDP on the context's encapsulation port): an
 //! accepted association is a connection on stream 0, and every further stream the peer
 //! opens (flow mapping) is one more connection. Dropping the listener stops every
@@ -107,8 +108,12 @@ impl Listener {
                 b.quic(*addr)?;
             }
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
-                if has(p) {
+                if runnable.contains(&Stack::plain(p)) {
                     b.datagrams(*addr, p, lite)?;
+                }
+                // After QUIC: when both are allowed, QUIC holds the UDP port.
+                if runnable.contains(&Stack::new(p, Security::Dtls)) {
+                    b.dtls(*addr, p, lite)?;
                 }
             }
         }
@@ -193,6 +198,34 @@ impl Binder {
                 self.tasks.push(tokio::spawn(task));
             }
             Err(e) => self.errors.push(format!("{p} {addr}: {e}")),
+        }
+        Ok(())
+    }
+
+    /// DTLS over UDP or UDP-Lite, with the listener's identity: one flow per remote
+    /// endpoint, handed on when its handshake is done.
+    fn dtls(&mut self, addr: SocketAddr, p: Protocol, lite: bool) -> Result<(), Error> {
+        let Some(security) = &self.security else {
+            return Ok(());
+        };
+        let server = match security.dtls() {
+            Ok(server) => server,
+            Err(why) => {
+                self.errors.push(format!("DTLS/{p} {addr}: {why}"));
+                return Ok(());
+            }
+        };
+        match transport::bind_udp(addr, lite, &self.opts) {
+            Ok(s) => {
+                let stack = Stack::new(p, Security::Dtls);
+                self.bound.push((stack, s.local_addr()?));
+                let (atx, arx) = mpsc::channel(BACKLOG);
+                let serve = crate::security::dtls::serve(Arc::new(s), server, atx);
+                self.tasks.push(tokio::spawn(serve));
+                let task = accept_dtls(arx, stack, self.tx.clone());
+                self.tasks.push(tokio::spawn(task));
+            }
+            Err(e) => self.errors.push(format!("DTLS/{p} {addr}: {e}")),
         }
         Ok(())
     }
@@ -319,6 +352,23 @@ async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connecti
                 }
             }
         });
+    }
+}
+
+/// Turns the DTLS sessions `serve` accepted into connections.
+async fn accept_dtls(
+    mut accepted: mpsc::Receiver<crate::security::dtls::Accepted>,
+    stack: Stack,
+    tx: mpsc::Sender<Result<Connection, Error>>,
+) {
+    while let Some((flow, info)) = accepted.recv().await {
+        let conn = Connection::new(Io::Dtls(flow), stack, None, None, None).map(|mut c| {
+            c.set_security(info);
+            c
+        });
+        if tx.send(conn.map_err(Error::from)).await.is_err() {
+            return;
+        }
     }
 }
 

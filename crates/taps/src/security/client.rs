@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::dtls::{DtlsClient, DtlsFlow};
 use super::quic::{self, QuicClientSocket, QuicStream};
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
 use crate::error::SetupError;
@@ -28,6 +29,8 @@ pub(crate) struct ClientSecurity {
     /// QUIC's configuration (the same trust, TLS 1.3) and the context's socket, when the
     /// plan can run QUIC.
     quic: Option<(quinn::ClientConfig, Arc<QuicClientSocket>)>,
+    /// DTLS's: the same trust, verified with rustls' webpki verifier.
+    dtls: DtlsClient,
     server_name: ServerName<'static>,
     /// The same name, for causes and traces.
     name: Arc<str>,
@@ -54,20 +57,36 @@ impl ClientSecurity {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| SetupError::Config(format!("TLS: {e}")))?;
-        let builder = if params.verify {
-            builder.with_root_certificates(roots(params)?)
+        let roots = if params.verify {
+            Some(roots(params)?)
+        } else {
+            None
+        };
+        let builder = if let Some(roots) = &roots {
+            builder.with_root_certificates(roots.clone())
         } else {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
         };
-        let mut config = match &params.identity {
-            Some((cert, key)) => builder
-                .with_client_auth_cert(files::certificates(cert)?, files::private_key(key)?)
-                .map_err(|e| {
+        let identity = match &params.identity {
+            Some((cert, key)) => Some((files::certificates(cert)?, files::private_key(key)?)),
+            None => None,
+        };
+        let name: Arc<str> = name.into();
+        let dtls = DtlsClient::new(
+            roots,
+            identity.as_ref().map(|(c, k)| (&c[..], k)),
+            server_name.clone(),
+            name.clone(),
+        );
+        let mut config = match (identity, &params.identity) {
+            (Some((chain, pkey)), Some((cert, key))) => {
+                builder.with_client_auth_cert(chain, pkey).map_err(|e| {
                     SetupError::security_file(key, format!("does not fit {}: {e}", cert.display()))
-                })?,
-            None => builder.with_no_client_auth(),
+                })?
+            }
+            _ => builder.with_no_client_auth(),
         };
         config.alpn_protocols = params.alpn.clone();
         config.resumption = if params.resumption {
@@ -93,8 +112,9 @@ impl ClientSecurity {
         Ok(ClientSecurity {
             config: Arc::new(config),
             quic,
+            dtls,
             server_name,
-            name: name.into(),
+            name,
         })
     }
 
@@ -130,6 +150,19 @@ impl ClientSecurity {
         };
         let endpoint = socket.endpoint().map_err(AttemptCause::other)?;
         quic::connect(&endpoint, config.clone(), remote, &self.name).await
+    }
+}
+
+impl ClientSecurity {
+    /// Runs the DTLS handshake over a UDP socket connected to the server: done when the
+    /// server's certificate verified for the name and the handshake finished;
+    /// `answered` is called when the server first answers.
+    pub(crate) async fn dtls_connect(
+        &self,
+        socket: tokio::net::UdpSocket,
+        answered: impl FnMut() + Send,
+    ) -> Result<(DtlsFlow, SecurityInfo), AttemptCause> {
+        self.dtls.connect(socket, answered).await
     }
 }
 

@@ -30,7 +30,8 @@ pub(crate) fn handshake_failure(e: io::Error, server_name: &str) -> AttemptCause
     }
 }
 
-fn verify_failure(c: &CertificateError) -> VerifyFailure {
+/// Why a certificate was rejected, as the typed reason.
+pub(super) fn verify_failure(c: &CertificateError) -> VerifyFailure {
     match c {
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
             VerifyFailure::Expired

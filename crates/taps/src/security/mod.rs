@@ -9,17 +9,22 @@
 //! a failed attempt with a typed cause ([`taps_core::AttemptCause::Verification`]); stacks
 //! of different security are never raced, so nothing falls back to plain text.
 //!
+//! DTLS (over UDP and UDP-Lite) runs on dimpl, verified with the same trust and the
+//! same rustls verifier as TLS: see [`dtls`] for why dimpl and not webrtc-dtls.
+//!
 //! Crypto provider: *ring*, for rustls and (later) quinn alike. It builds with the C
 //! compiler alone, in about half the time of aws-lc-rs; aws-lc-rs would be needed for
 //! the client side of Encrypted Client Hello (its HPKE), which this build does not do.
 
 mod client;
+pub(crate) mod dtls;
 mod failure;
 mod files;
 pub(crate) mod quic;
 mod server;
 
 pub(crate) use client::ClientSecurity;
+pub(crate) use dtls::DtlsFlow;
 pub(crate) use failure::handshake_failure;
 pub(crate) use quic::QuicStream;
 pub(crate) use server::ServerSecurity;
@@ -30,8 +35,8 @@ use std::sync::Arc;
 use rustls_pki_types::CertificateDer;
 
 /// How a connection is secured and whom it trusts (RFC 9622 section 6.3). Set on a
-/// [`Preconnection`](crate::Preconnection); used only by secure stacks (TLS, and QUIC
-/// and DTLS when they land). Cheap to clone; the TLS configuration is built from it once
+/// [`Preconnection`](crate::Preconnection); used only by secure stacks (TLS, QUIC and
+/// DTLS). Cheap to clone; the TLS configuration is built from it once
 /// per preconnection or listener.
 #[derive(Debug, Clone)]
 pub struct SecurityParameters {

@@ -8,6 +8,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::dtls::DtlsServer;
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
 use crate::error::SetupError;
 
@@ -17,6 +18,8 @@ pub(crate) struct ServerSecurity {
     config: Arc<ServerConfig>,
     /// QUIC's configuration from the same identity (TLS 1.3).
     quic: quinn::ServerConfig,
+    /// DTLS's identity (the same leaf and key), or why dimpl cannot use it.
+    dtls: Result<Arc<DtlsServer>, String>,
 }
 
 impl ServerSecurity {
@@ -31,6 +34,9 @@ impl ServerSecurity {
         };
         let chain = files::certificates(cert_file)?;
         let key = files::private_key(key_file)?;
+        let dtls = DtlsServer::new(&chain, &key)
+            .map(Arc::new)
+            .map_err(|why| format!("{}: {why}", key_file.display()));
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| SetupError::Config(format!("TLS: {e}")))?
@@ -60,12 +66,21 @@ impl ServerSecurity {
                 config.transport_config(super::quic::transport());
                 config
             },
+            dtls,
         })
     }
 
     /// QUIC's server configuration (the same identity and ALPN).
     pub(crate) fn quic(&self) -> quinn::ServerConfig {
         self.quic.clone()
+    }
+
+    /// DTLS's identity, or why this one cannot serve DTLS (e.g. an RSA key).
+    pub(crate) fn dtls(&self) -> Result<Arc<DtlsServer>, &str> {
+        match &self.dtls {
+            Ok(server) => Ok(server.clone()),
+            Err(why) => Err(why),
+        }
     }
 
     /// Runs the server side of the handshake over an accepted stream.

@@ -26,7 +26,7 @@ use socket2::{Domain, Socket, Type};
 use taps_core::candidates::{Candidate, LocalBinding, Security};
 use taps_core::failure::AttemptCause;
 
-use crate::security::{ClientSecurity, QuicStream, SecurityInfo};
+use crate::security::{ClientSecurity, DtlsFlow, QuicStream, SecurityInfo};
 use taps_core::properties::Protocol;
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 
@@ -130,6 +130,8 @@ pub(crate) enum Established {
     ),
     /// A QUIC connection's first stream, its handshake done and the peer verified.
     Quic(Box<QuicStream>, Box<SecurityInfo>),
+    /// A DTLS session over UDP or UDP-Lite, its handshake done and the peer verified.
+    Dtls(Box<DtlsFlow>, Box<SecurityInfo>),
     /// A UDP or UDP-Lite socket `connect`ed to the remote (no handshake happened).
     Udp(
         UdpSocket,
@@ -148,6 +150,7 @@ impl Established {
             Established::Tcp(s, _) => s.local_addr(),
             Established::Tls(t, _, _) => t.get_ref().0.local_addr(),
             Established::Quic(q, _) => Ok(q.shared.local),
+            Established::Dtls(d, _) => Ok(d.local),
             Established::Udp(s, _) => s.local_addr(),
             Established::Sctp(a) => Ok(a.local_addr()),
         }
@@ -159,6 +162,7 @@ impl Established {
             Established::Tcp(s, _) => s.peer_addr(),
             Established::Tls(t, _, _) => t.get_ref().0.peer_addr(),
             Established::Quic(q, _) => Ok(q.remote()),
+            Established::Dtls(d, _) => Ok(d.peer),
             Established::Udp(s, _) => s.peer_addr(),
             Established::Sctp(a) => Ok(a.remote_addr()),
         }
@@ -190,7 +194,8 @@ pub(crate) async fn connect(
 pub(crate) enum Milestone {
     /// The remote answered but the handshake needs more round trips (SCTP INIT-ACK).
     Reachable,
-    /// The transport connected; the security handshake runs (TCP up, TLS not yet).
+    /// The transport connected; the security handshake runs (TCP up, TLS not yet; for
+    /// DTLS, the server's first answer).
     TransportUp,
 }
 
@@ -235,8 +240,26 @@ pub(crate) async fn connect_signalling(
                     .map_err(AttemptError::Cause)?;
                 Ok(Established::Quic(Box::new(stream), Box::new(info)))
             }
+            (Protocol::Udp | Protocol::UdpLite, Security::Dtls, Some(sec)) => {
+                let kind = match stack.protocol {
+                    Protocol::Udp => DatagramKind::Udp,
+                    _ => DatagramKind::UdpLite,
+                };
+                let Established::Udp(udp, _) =
+                    connect_datagram(candidate.remote, local, kind, opts)?
+                else {
+                    unreachable!("connect_datagram makes a datagram socket")
+                };
+                // The server's first answer is DTLS's "transport up".
+                let answered = || progress(Milestone::TransportUp);
+                let (flow, info) = sec
+                    .dtls_connect(udp, answered)
+                    .await
+                    .map_err(AttemptError::Cause)?;
+                Ok(Established::Dtls(Box::new(flow), Box::new(info)))
+            }
             _ => Err(AttemptError::Unsupported(format!(
-                "{stack} is not run by this build (TLS over TCP and MPTCP, and QUIC, are)"
+                "{stack} is not run by this build (TLS over TCP and MPTCP, QUIC, and DTLS over UDP and UDP-Lite, are)"
             ))),
         };
     }

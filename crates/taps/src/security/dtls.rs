@@ -1,0 +1,369 @@
+//! DTLS over UDP (and UDP-Lite): a secure message transport, one message per record.
+//!
+//! # Which DTLS crate
+//! [dimpl](https://crates.io/crates/dimpl) 0.9, not webrtc-dtls 0.12:
+//! - **DTLS 1.3 and 1.2** (RFC 9147, RFC 6347) with one hybrid ClientHello that either
+//!   server version answers; webrtc-dtls speaks DTLS 1.2 only.
+//! - **Sans-IO**: it takes datagrams and the time and hands back records and timers, so
+//!   taps owns the socket: a client attempt's socket lives in the attempt's future
+//!   (cancelling the attempt closes it, as for every other stack) and a listener
+//!   demultiplexes one UDP socket by peer address exactly as its plain UDP listener
+//!   does. webrtc-dtls wants a `Conn` of its own and runs its own tasks.
+//! - **Small**: pure-Rust crypto (the RustCrypto provider; no aws-lc-rs, no OpenSSL),
+//!   `forbid(unsafe_code)`; webrtc-dtls brings webrtc-util, its own rcgen/ring and
+//!   several async layers.
+//! - **No PKI of its own**: dimpl only checks that the peer signed the handshake with
+//!   the key of the certificate it sent, and hands that certificate over. taps verifies
+//!   it with rustls' webpki verifier against the same trust as TLS (the root store
+//!   [`ClientSecurity`](super::ClientSecurity) builds, the name the application asked
+//!   for), before the handshake counts as done; a rejection is the same typed
+//!   [`AttemptCause::Verification`] as TLS's.
+//!
+//! Limits of this build, all from dimpl: ECDSA certificates only (P-256, P-384; an RSA
+//! identity serves TLS and QUIC but not DTLS, and the listener says why), the peer's
+//! leaf certificate only (a server's chain must be signed by a trusted CA directly),
+//! no SNI, no ALPN, no session resumption, and the negotiated cipher suite is not
+//! reported (`"unknown"`). The client always holds a certificate (dimpl's engine needs
+//! one): the identity's if it has one, else a throw-away self-signed one, sent only
+//! if a server asks.
+
+mod flow;
+
+pub(crate) use flow::{DtlsFlow, MAX_MESSAGE};
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use dimpl::{Config, Dtls, DtlsCertificate, ProtocolVersion};
+use rustls::client::danger::ServerCertVerifier;
+use rustls::client::WebPkiServerVerifier;
+use rustls::RootCertStore;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use taps_core::AttemptCause;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+use super::failure::verify_failure;
+use super::{provider, SecurityInfo};
+use flow::{Failure, Path, Session};
+
+/// How long a listener gives a client to finish its handshake.
+const SERVER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Datagrams queued per peer of a DTLS listener before new ones are dropped.
+const PEER_QUEUE: usize = 64;
+/// DTLS record content type "handshake": only such a datagram starts a session.
+const HANDSHAKE_RECORD: u8 = 22;
+
+/// The client's configuration (the same for every connection: one per process; dimpl
+/// checks its crypto provider once here).
+fn client_config() -> Arc<Config> {
+    static CONFIG: OnceLock<Arc<Config>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            Arc::new(
+                Config::builder()
+                    .build()
+                    .expect("dimpl's default client configuration is valid"),
+            )
+        })
+        .clone()
+}
+
+/// The server's: no client certificate asked for, a shorter handshake deadline.
+fn server_config() -> Arc<Config> {
+    static CONFIG: OnceLock<Arc<Config>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            Arc::new(
+                Config::builder()
+                    .require_client_certificate(false)
+                    .handshake_timeout(SERVER_HANDSHAKE_TIMEOUT)
+                    .build()
+                    .expect("dimpl's server configuration is valid"),
+            )
+        })
+        .clone()
+}
+
+/// `chain`'s leaf and `key` as dimpl takes them, if dimpl can sign with the key.
+fn dtls_certificate(
+    chain: &[CertificateDer<'_>],
+    key: &PrivateKeyDer<'_>,
+) -> Result<DtlsCertificate, String> {
+    let leaf = chain.first().ok_or("no certificate")?;
+    let key = key.secret_der();
+    client_config()
+        .crypto_provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| format!("DTLS needs an ECDSA P-256 or P-384 key ({e:?})"))?;
+    Ok(DtlsCertificate {
+        certificate: leaf.to_vec(),
+        private_key: key.to_vec(),
+    })
+}
+
+/// A self-signed certificate for clients without an identity (made once per process).
+fn throwaway() -> Result<DtlsCertificate, AttemptCause> {
+    static CERT: OnceLock<Result<DtlsCertificate, String>> = OnceLock::new();
+    CERT.get_or_init(|| {
+        let ck = rcgen::generate_simple_self_signed(vec!["taps-dtls-client".to_string()])
+            .map_err(|e| e.to_string())?;
+        Ok(DtlsCertificate {
+            certificate: ck.cert.der().to_vec(),
+            private_key: ck.signing_key.serialize_der(),
+        })
+    })
+    .clone()
+    .map_err(|e| AttemptCause::other(format!("DTLS client certificate: {e}")))
+}
+
+/// What a DTLS attempt needs; part of a preconnection's `ClientSecurity`.
+#[derive(Debug)]
+pub(crate) struct DtlsClient {
+    /// The trust anchors; `None` when verification is turned off.
+    roots: Option<Arc<RootCertStore>>,
+    /// The client's identity, or why it cannot be used for DTLS.
+    identity: Result<Option<DtlsCertificate>, Arc<str>>,
+    server_name: ServerName<'static>,
+    name: Arc<str>,
+}
+
+impl DtlsClient {
+    pub(crate) fn new(
+        roots: Option<Arc<RootCertStore>>,
+        identity: Option<(&[CertificateDer<'_>], &PrivateKeyDer<'_>)>,
+        server_name: ServerName<'static>,
+        name: Arc<str>,
+    ) -> DtlsClient {
+        let identity = match identity {
+            Some((chain, key)) => dtls_certificate(chain, key).map(Some).map_err(Arc::from),
+            None => Ok(None),
+        };
+        DtlsClient {
+            roots,
+            identity,
+            server_name,
+            name,
+        }
+    }
+
+    /// Runs the handshake over `socket` (connected to the server): done when the
+    /// server's certificate verified for the name asked for and the handshake finished.
+    /// `answered` is called when the first datagram comes back (the server is there).
+    pub(crate) async fn connect(
+        &self,
+        socket: UdpSocket,
+        mut answered: impl FnMut() + Send,
+    ) -> Result<(DtlsFlow, SecurityInfo), AttemptCause> {
+        let cert = match &self.identity {
+            Ok(Some(c)) => c.clone(),
+            Ok(None) => throwaway()?,
+            Err(why) => return Err(AttemptCause::Unsupported(why.clone())),
+        };
+        let verifier = match &self.roots {
+            Some(roots) => Some(
+                WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
+                    .build()
+                    .map_err(|e| self.rejected(rustls::Error::General(e.to_string())))?,
+            ),
+            None => None,
+        };
+        let mut dtls = Dtls::new_auto(client_config(), cert, Instant::now());
+        dtls.set_active(true);
+        let mut s = Session::new(dtls, Path::Own(socket));
+        s.flush().await.map_err(cause)?;
+        let (mut reported, mut leaf) = (false, None);
+        loop {
+            if s.answered && !reported {
+                answered();
+                reported = true;
+            }
+            if let Some(der) = s.peer_cert.take() {
+                if let Some(v) = &verifier {
+                    self.verify(v, &der)?;
+                }
+                leaf = Some(CertificateDer::from(der));
+                s.flush().await.map_err(cause)?;
+                continue;
+            }
+            if s.connected {
+                break;
+            }
+            s.step(None).await.map_err(cause)?;
+        }
+        let Some(leaf) = leaf else {
+            return Err(AttemptCause::Handshake(
+                "the DTLS server sent no certificate".into(),
+            ));
+        };
+        let info = info(&s.dtls, Some(leaf));
+        let (flow, driver) = DtlsFlow::new(s).map_err(AttemptCause::other)?;
+        tokio::spawn(driver);
+        Ok((flow, info))
+    }
+
+    /// Checks the server's leaf certificate against the trust anchors and the name.
+    fn verify(&self, verifier: &WebPkiServerVerifier, der: &[u8]) -> Result<(), AttemptCause> {
+        verifier
+            .verify_server_cert(
+                &CertificateDer::from(der),
+                &[],
+                &self.server_name,
+                &[],
+                UnixTime::now(),
+            )
+            .map(drop)
+            .map_err(|e| self.rejected(e))
+    }
+
+    fn rejected(&self, e: rustls::Error) -> AttemptCause {
+        match e {
+            rustls::Error::InvalidCertificate(c) => AttemptCause::Verification {
+                server_name: self.name.clone(),
+                reason: verify_failure(&c),
+            },
+            other => AttemptCause::Handshake(Arc::from(format!("DTLS: {other}"))),
+        }
+    }
+}
+
+/// What the handshake agreed on.
+fn info(dtls: &Dtls, peer: Option<CertificateDer<'static>>) -> SecurityInfo {
+    SecurityInfo {
+        version: match dtls.protocol_version() {
+            Some(ProtocolVersion::DTLS1_3) => "DTLS 1.3",
+            Some(ProtocolVersion::DTLS1_2) => "DTLS 1.2",
+            _ => "DTLS",
+        },
+        cipher_suite: "unknown",
+        alpn: None,
+        peer_certificates: peer.into_iter().collect(),
+        resumed: false,
+        early_data: false,
+    }
+}
+
+/// A failed session as the attempt's typed cause.
+fn cause(f: Failure) -> AttemptCause {
+    match f {
+        Failure::Io(e) => match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => AttemptCause::Refused,
+            Some(libc::ECONNRESET) => AttemptCause::Reset,
+            Some(libc::ENETUNREACH | libc::EHOSTUNREACH) => AttemptCause::Unreachable,
+            _ => AttemptCause::other(e),
+        },
+        Failure::Dtls(dimpl::Error::Timeout(_)) => AttemptCause::TimedOut { after: None },
+        Failure::Dtls(e) => AttemptCause::Handshake(Arc::from(format!("DTLS: {e}"))),
+        Failure::Gone => AttemptCause::other("the listener stopped"),
+    }
+}
+
+/// What a DTLS listener needs: its identity as dimpl takes it.
+#[derive(Debug)]
+pub(crate) struct DtlsServer {
+    certificate: DtlsCertificate,
+}
+
+impl DtlsServer {
+    /// The identity's leaf and key; an error (in words) if dimpl cannot use the key.
+    pub(crate) fn new(
+        chain: &[CertificateDer<'_>],
+        key: &PrivateKeyDer<'_>,
+    ) -> Result<DtlsServer, String> {
+        Ok(DtlsServer {
+            certificate: dtls_certificate(chain, key)?,
+        })
+    }
+}
+
+/// An accepted session: its flow and what its handshake agreed on.
+pub(crate) type Accepted = (DtlsFlow, SecurityInfo);
+
+/// Serves DTLS on `socket`: datagrams are demultiplexed by peer address; a handshake
+/// record from a new peer starts a session (a task of its own), handed to `accepted`
+/// once its handshake is done; a failed handshake is logged and forgotten. Runs until
+/// aborted (every session still in its handshake then ends; established ones end
+/// when they next wait for a datagram).
+pub(crate) async fn serve(
+    socket: Arc<UdpSocket>,
+    server: Arc<DtlsServer>,
+    accepted: mpsc::Sender<Accepted>,
+) {
+    let mut peers: HashMap<SocketAddr, mpsc::Sender<Vec<u8>>> = HashMap::new();
+    let mut buf = vec![0u8; 65536];
+    let mut prune_at = 64;
+    loop {
+        let (n, peer) = match socket.recv_from(&mut buf).await {
+            Ok(x) => x,
+            Err(_) => continue, // ICMP errors from earlier sends; keep serving
+        };
+        let mut datagram = buf[..n].to_vec();
+        if let Some(session) = peers.get(&peer) {
+            match session.try_send(datagram) {
+                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
+                // That session ended: this may be the peer's next one.
+                Err(mpsc::error::TrySendError::Closed(d)) => {
+                    peers.remove(&peer);
+                    datagram = d;
+                }
+            }
+        }
+        if datagram.first() != Some(&HANDSHAKE_RECORD) {
+            continue;
+        }
+        if peers.len() >= prune_at {
+            peers.retain(|_, s| !s.is_closed());
+            prune_at = (peers.len() * 2).max(64);
+        }
+        let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        let _ = tx.try_send(datagram);
+        peers.insert(peer, tx);
+        let path = Path::Shared {
+            socket: socket.clone(),
+            peer,
+            rx,
+        };
+        tokio::spawn(accept_one(server.clone(), path, peer, accepted.clone()));
+    }
+}
+
+/// Runs one client's handshake, hands the session on and then runs it.
+async fn accept_one(
+    server: Arc<DtlsServer>,
+    path: Path,
+    peer: SocketAddr,
+    accepted: mpsc::Sender<Accepted>,
+) {
+    let dtls = Dtls::new_auto(server_config(), server.certificate.clone(), Instant::now());
+    let mut s = Session::new(dtls, path);
+    let mut client_cert = None;
+    let mut done = s.flush().await;
+    while done.is_ok() && !s.connected {
+        done = match s.peer_cert.take() {
+            // A client certificate (never asked for, so never verified): noted only.
+            Some(der) => {
+                client_cert = Some(CertificateDer::from(der));
+                s.flush().await
+            }
+            None => s.step(None).await.map(drop),
+        };
+    }
+    if let Err(f) = done {
+        tracing::debug!(%peer, cause = %cause(f), "DTLS handshake with a client failed");
+        return;
+    }
+    let info = info(&s.dtls, client_cert);
+    let (flow, driver) = match DtlsFlow::new(s) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::debug!(%peer, %e, "DTLS session could not start");
+            return;
+        }
+    };
+    if accepted.send((flow, info)).await.is_ok() {
+        driver.await;
+    }
+}
