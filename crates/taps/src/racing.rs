@@ -214,16 +214,19 @@ impl Driver<'_> {
                 }
                 armed = deadline;
             }
+            // Biased, in causal order: an attempt's milestone (sent before it finished)
+            // is seen before its outcome, and answers before what they started.
             let wake = tokio::select! {
+                biased;
                 Some(event) = self.resolution.next_event(), if !self.dns_done => match event {
                     ResolutionEvent::Addresses(answer) => Wake::Dns(Some(answer)),
                     ResolutionEvent::AddressesDone => Wake::Dns(None),
                     ResolutionEvent::Service(answer) => Wake::Service(answer),
                 },
+                Some((id, m)) = self.milestones.next() => Wake::Milestone(id, m),
                 (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
                     Wake::Attempt(id, r)
                 }
-                Some((id, m)) = self.milestones.next() => Wake::Milestone(id, m),
                 _ = &mut timer, if armed.is_some() => {
                     // Fired: re-armed above if the race still has a deadline.
                     armed = None;
