@@ -216,52 +216,9 @@ pub(crate) async fn connect_signalling(
         return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
     }
     if stack.security != Security::None {
-        let local = candidate.local.as_ref();
-        return match (stack.protocol, stack.security, security) {
-            (Protocol::Tcp | Protocol::Mptcp, Security::Tls, Some(sec)) => {
-                let mptcp = stack.protocol == Protocol::Mptcp;
-                let Established::Tcp(tcp, flavor) =
-                    connect_stream(candidate.remote, local, mptcp, opts).await?
-                else {
-                    unreachable!("connect_stream makes a TCP stream")
-                };
-                progress(Milestone::TransportUp);
-                let (tls, info) = sec.handshake(tcp).await.map_err(AttemptError::Cause)?;
-                Ok(Established::Tls(
-                    Box::new(tls.into()),
-                    flavor,
-                    Box::new(info),
-                ))
-            }
-            (Protocol::Quic, Security::QuicTls, Some(sec)) => {
-                let (stream, info) = sec
-                    .quic_connect(candidate.remote)
-                    .await
-                    .map_err(AttemptError::Cause)?;
-                Ok(Established::Quic(Box::new(stream), Box::new(info)))
-            }
-            (Protocol::Udp | Protocol::UdpLite, Security::Dtls, Some(sec)) => {
-                let kind = match stack.protocol {
-                    Protocol::Udp => DatagramKind::Udp,
-                    _ => DatagramKind::UdpLite,
-                };
-                let Established::Udp(udp, _) =
-                    connect_datagram(candidate.remote, local, kind, opts)?
-                else {
-                    unreachable!("connect_datagram makes a datagram socket")
-                };
-                // The server's first answer is DTLS's "transport up".
-                let answered = || progress(Milestone::TransportUp);
-                let (flow, info) = sec
-                    .dtls_connect(udp, answered)
-                    .await
-                    .map_err(AttemptError::Cause)?;
-                Ok(Established::Dtls(Box::new(flow), Box::new(info)))
-            }
-            _ => Err(AttemptError::Unsupported(format!(
-                "{stack} is not run by this build (TLS over TCP and MPTCP, QUIC, and DTLS over UDP and UDP-Lite, are)"
-            ))),
-        };
+        // Boxed: the TLS, QUIC and DTLS handshakes' state is large, and a plain attempt
+        // should not carry (and allocate) it.
+        return Box::pin(connect_secure(candidate, opts, security, progress)).await;
     }
     let local = candidate.local.as_ref();
     match stack.protocol {
@@ -274,6 +231,62 @@ pub(crate) async fn connect_signalling(
         }
         Protocol::Quic => Err(AttemptError::Unsupported(format!(
             "{stack} is not run by the socket layer (only plain TCP, MPTCP, SCTP, UDP and UDP-Lite)"
+        ))),
+    }
+}
+
+/// A secure attempt: the transport, then the security handshake (the finish line).
+async fn connect_secure(
+    candidate: &Candidate,
+    opts: &SocketOptions,
+    security: Option<&ClientSecurity>,
+    mut progress: impl FnMut(Milestone) + Send,
+) -> Result<Established, AttemptError> {
+    let stack = candidate.stack;
+    let local = candidate.local.as_ref();
+    match (stack.protocol, stack.security, security) {
+        (Protocol::Tcp | Protocol::Mptcp, Security::Tls, Some(sec)) => {
+            let mptcp = stack.protocol == Protocol::Mptcp;
+            let Established::Tcp(tcp, flavor) =
+                connect_stream(candidate.remote, local, mptcp, opts).await?
+            else {
+                unreachable!("connect_stream makes a TCP stream")
+            };
+            progress(Milestone::TransportUp);
+            let (tls, info) = sec.handshake(tcp).await.map_err(AttemptError::Cause)?;
+            Ok(Established::Tls(
+                Box::new(tls.into()),
+                flavor,
+                Box::new(info),
+            ))
+        }
+        (Protocol::Quic, Security::QuicTls, Some(sec)) => {
+            let (stream, info) = sec
+                .quic_connect(candidate.remote)
+                .await
+                .map_err(AttemptError::Cause)?;
+            Ok(Established::Quic(Box::new(stream), Box::new(info)))
+        }
+        (Protocol::Udp | Protocol::UdpLite, Security::Dtls, Some(sec)) => {
+            let kind = match stack.protocol {
+                Protocol::Udp => DatagramKind::Udp,
+                _ => DatagramKind::UdpLite,
+            };
+            let Established::Udp(udp, _) =
+                connect_datagram(candidate.remote, local, kind, opts)?
+            else {
+                unreachable!("connect_datagram makes a datagram socket")
+            };
+            // The server's first answer is DTLS's "transport up".
+            let answered = || progress(Milestone::TransportUp);
+            let (flow, info) = sec
+                .dtls_connect(udp, answered)
+                .await
+                .map_err(AttemptError::Cause)?;
+            Ok(Established::Dtls(Box::new(flow), Box::new(info)))
+        }
+        _ => Err(AttemptError::Unsupported(format!(
+            "{stack} is not run by this build (TLS over TCP and MPTCP, QUIC, and DTLS over UDP and UDP-Lite, are)"
         ))),
     }
 }
