@@ -3,22 +3,10 @@
 //! against `openssl s_client` and `taps connect`. Certificates are made at run time.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener as StdListener, UdpSocket as StdUdp};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use taps_testkit::TestPki;
-
-fn free_port() -> u16 {
-    for _ in 0..50 {
-        let tcp = StdListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if StdUdp::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port");
-}
+use taps_testkit::{free_port, TestPki};
 
 fn have_openssl() -> bool {
     Command::new("openssl").arg("version").output().is_ok()

@@ -23,7 +23,7 @@
 mod pki;
 mod sockets;
 pub use pki::{TestPki, Validity};
-pub use sockets::{open_sockets, Blackhole};
+pub use sockets::{free_port, open_sockets, Blackhole};
 
 use std::collections::{HashMap, HashSet};
 use std::io;

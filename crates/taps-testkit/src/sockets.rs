@@ -56,3 +56,20 @@ impl Blackhole {
         &self.listener
     }
 }
+
+/// A port of 127.0.0.1 that is free for both TCP and UDP right now (for a listener that
+/// serves TLS/TCP and QUIC or DTLS on one port). Cost: a few binds.
+pub fn free_port() -> u16 {
+    for _ in 0..50 {
+        let Ok(tcp) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            continue;
+        };
+        let Ok(port) = tcp.local_addr().map(|a| a.port()) else {
+            continue;
+        };
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port of 127.0.0.1 free for both TCP and UDP");
+}

@@ -3,7 +3,7 @@
 //! makes QUIC worth racing, a record without h3 drops QUIC, `port` moves the
 //! connection, and address hints stand in for a slow A answer.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener, UdpSocket as StdUdp};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use taps::taps_core::properties::Name;
@@ -11,18 +11,7 @@ use taps::taps_core::{Family, ServiceRecord};
 use taps::{
     Context, Listener, Preconnection, RemoteEndpoint, SecurityParameters, TransportProperties,
 };
-use taps_testkit::{DnsServer, TestPki};
-
-fn free_port() -> u16 {
-    for _ in 0..50 {
-        let tcp = StdListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if StdUdp::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port");
-}
+use taps_testkit::{free_port, DnsServer, TestPki};
 
 /// A secure echo listener (QUIC and TLS/TCP) on 127.0.0.1:`port`.
 async fn server(ctx: &Context, pki: &TestPki, port: u16) {

@@ -3,7 +3,10 @@
 //! attempt that leaves nothing open, and an independent QUIC stack (ngtcp2's
 //! `gtlsserver`, HTTP/3) when installed.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener, UdpSocket as StdUdp};
+mod common;
+use common::spawn_echo;
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket as StdUdp};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -14,7 +17,7 @@ use taps::{
     AttemptCause, Context, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
     TransportProperties,
 };
-use taps_testkit::TestPki;
+use taps_testkit::{free_port, TestPki};
 
 /// A secure listener (QUIC and TLS/TCP) on 127.0.0.1, echoing messages.
 async fn secure_echo(ctx: &Context, pki: &TestPki, port: u16) -> Listener {
@@ -50,32 +53,6 @@ async fn dummy(ctx: &Context) -> Listener {
         .listen()
         .await
         .unwrap()
-}
-
-fn spawn_echo(mut listener: Listener) {
-    tokio::spawn(async move {
-        while let Some(Ok(mut conn)) = listener.accept().await {
-            tokio::spawn(async move {
-                while let Ok(Some(m)) = conn.receive().await {
-                    if conn.send(&m).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-}
-
-fn free_port() -> u16 {
-    // A port free for both TCP and UDP on 127.0.0.1.
-    for _ in 0..50 {
-        let tcp = StdListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if StdUdp::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port");
 }
 
 fn secure() -> TransportProperties {

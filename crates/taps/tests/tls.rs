@@ -2,6 +2,9 @@
 //! run time (taps-testkit's TestPki), verification on by default, typed causes for every
 //! way it can fail, and a real independent peer (`openssl s_server`) when installed.
 
+mod common;
+use common::spawn_echo;
+
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -37,20 +40,6 @@ async fn echo_server(ctx: &Context, params: SecurityParameters) -> (Listener, u1
         .unwrap();
     let port = listener.local_addrs()[0].1.port();
     (listener, port)
-}
-
-fn spawn_echo(mut listener: Listener) {
-    tokio::spawn(async move {
-        while let Some(Ok(mut conn)) = listener.accept().await {
-            tokio::spawn(async move {
-                while let Ok(Some(m)) = conn.receive().await {
-                    if conn.send(&m).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
 }
 
 fn client(ctx: &Context, port: u16, params: SecurityParameters) -> Preconnection {

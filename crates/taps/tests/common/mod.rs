@@ -1,9 +1,11 @@
-//! Helpers shared by the SCTP integration tests (each test file is its own binary).
+//! Helpers shared by the integration tests (each test file is its own binary and uses
+//! a part of them).
+#![allow(dead_code)]
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket as StdUdp};
 
 use taps::taps_core::properties::Protocol;
-use taps::{Context, Preference, TransportProperties};
+use taps::{Context, Listener, Preference, TransportProperties};
 
 /// A context with an unused UDP encapsulation port and no DNS (literal addresses).
 pub(crate) fn sctp_context(flow_mapping: bool) -> Context {
@@ -21,4 +23,20 @@ pub(crate) fn sctp_context(flow_mapping: bool) -> Context {
 /// NEAT's `transport: ["SCTP", "TCP"]`, one of them required, SCTP preferred.
 pub(crate) fn sctp_then_tcp() -> TransportProperties {
     TransportProperties::new().protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
+}
+
+/// Echoes every message of every connection `listener` accepts, each in a task of its
+/// own, until the listener or the connection ends.
+pub(crate) fn spawn_echo(mut listener: Listener) {
+    tokio::spawn(async move {
+        while let Some(Ok(mut conn)) = listener.accept().await {
+            tokio::spawn(async move {
+                while let Ok(Some(m)) = conn.receive().await {
+                    if conn.send(&m).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
 }
