@@ -202,8 +202,8 @@ impl Cib {
     }
 
     /// How long `o` of `key` counts: the configured lifetime, except for a QUIC failure,
-    /// which counts [`QUIC_BROKEN_FIRST`] doubled per further failure in a row, at most
-    /// [`QUIC_BROKEN_MAX`] (QUIC blocked on a network tends to stay blocked; a wrong
+    /// which counts [`QUIC_BROKEN_FIRST`] (or the configured lifetime if shorter; nothing
+    /// if it is zero) doubled per further failure in a row, at most [`QUIC_BROKEN_MAX`] (QUIC blocked on a network tends to stay blocked; a wrong
     /// guess costs one attempt delay per connection, a right one saves a QUIC attempt
     /// per connection). Cost: constant.
     pub fn lifetime_of(&self, key: &OutcomeKey, o: &Outcome) -> Duration {
@@ -488,11 +488,14 @@ impl Cib {
 /// How long an outcome counts: `base`, except for a QUIC failure (see
 /// [`Cib::lifetime_of`]).
 fn outcome_lifetime(base: Duration, key: &OutcomeKey, o: &Outcome) -> Duration {
-    if key.stack.protocol != Protocol::Quic || o.last.is_ok() {
+    if key.stack.protocol != Protocol::Quic || o.last.is_ok() || base.is_zero() {
         return base;
     }
+    // A CIB that keeps outcomes for less than the first backoff (or not at all) keeps a
+    // QUIC failure no longer either.
     let doublings = o.failures.saturating_sub(1).min(20);
     QUIC_BROKEN_FIRST
+        .min(base)
         .saturating_mul(1u32 << doublings)
         .min(QUIC_BROKEN_MAX)
 }
@@ -629,5 +632,12 @@ mod tests {
         }
         let (k, o) = cib.outcomes().find(|(k, _)| **k == quic).unwrap();
         assert_eq!(cib.lifetime_of(k, o), QUIC_BROKEN_MAX);
+        // A CIB that keeps nothing keeps no QUIC failure either.
+        let mut forgetful = Cib::new(CibConfig {
+            lifetime: Duration::ZERO,
+            ..CibConfig::default()
+        });
+        forgetful.record_failure(quic.clone(), AttemptCause::TimedOut { after: None }, t0);
+        assert_eq!(forgetful.history(&quic, t0), History::Unknown);
     }
 }
