@@ -17,11 +17,11 @@ use crate::racing::RaceInput;
 use crate::resolver::{DnsFailure, ResolutionEvent};
 use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
-use crate::security::{ClientSecurity, SecurityParameters, ServerSecurity};
+use crate::security::{runs_secure, ClientSecurity, SecurityParameters, ServerSecurity};
 use crate::transport::SocketOptions;
 use crate::{racing, Connection, Context, Error, Listener};
 use taps_core::properties::Protocol;
-use taps_core::{Security, ServiceInfo};
+use taps_core::ServiceInfo;
 
 /// Endpoints and properties, ready to initiate or listen.
 pub struct Preconnection {
@@ -37,8 +37,9 @@ pub struct Preconnection {
     scored: AnswerCache,
     /// Security parameters (defaults when unset).
     security: SecurityParameters,
-    /// The TLS client configuration, built on the first race with secure stacks.
-    client_security: OnceLock<Arc<ClientSecurity>>,
+    /// The TLS client configuration (`None` for a plan without secure stacks), decided
+    /// on the first race and shared by every race after.
+    client_security: OnceLock<Option<Arc<ClientSecurity>>>,
 }
 
 /// The outcome of resolving and ranking without connecting ([`Preconnection::candidates`]).
@@ -97,15 +98,11 @@ impl Preconnection {
         plan: &Plan,
         remote: &RemoteEndpoint,
     ) -> Result<Option<Arc<ClientSecurity>>, Error> {
-        let secure = plan
-            .stacks()
-            .iter()
-            .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
-        if !secure {
-            return Ok(None);
-        }
         if let Some(sec) = self.client_security.get() {
-            return Ok(Some(sec.clone()));
+            return Ok(sec.clone());
+        }
+        if !runs_secure(plan) {
+            return Ok(self.client_security.get_or_init(|| None).clone());
         }
         let quic = plan
             .stacks()
@@ -118,7 +115,7 @@ impl Preconnection {
             self.ctx.tls_sessions(),
             quic,
         )?);
-        Ok(Some(self.client_security.get_or_init(|| sec).clone()))
+        Ok(self.client_security.get_or_init(|| Some(sec)).clone())
     }
 
     /// The remote's CIB key (`host:port`), formatted on first use.
@@ -174,11 +171,7 @@ impl Preconnection {
             .as_ref()
             .ok_or(Error::usage("candidates need a remote endpoint"))?;
         let plan = self.plan()?;
-        let secure = plan
-            .stacks()
-            .iter()
-            .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
-        let mut resolution = if secure {
+        let mut resolution = if runs_secure(&plan) {
             self.ctx.resolver().resolve_with_service(&remote.host)
         } else {
             self.ctx.resolver().resolve(&remote.host)
@@ -316,11 +309,7 @@ impl Preconnection {
         let local = self.local.ok_or(Error::usage(
             "listen needs a local endpoint (address or port)",
         ))?;
-        let secure = plan
-            .stacks()
-            .iter()
-            .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
-        let security = if secure {
+        let security = if runs_secure(&plan) {
             Some(Arc::new(ServerSecurity::new(&self.security)?))
         } else {
             None

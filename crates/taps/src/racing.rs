@@ -83,12 +83,8 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
         config.awaited_family = family;
     }
     // HEv3: a secure race looks up the name's HTTPS records beside A and AAAA.
-    let secure = input
-        .plan
-        .stacks()
-        .iter()
-        .any(|s| s.unavailable.is_none() && s.stack.security != Security::None);
-    let resolution = if secure {
+    // (The preconnection set up `security` exactly when the plan has secure stacks.)
+    let resolution = if input.security.is_some() {
         input
             .ctx
             .resolver()

@@ -192,6 +192,15 @@ impl SecurityInfo {
     }
 }
 
+/// Whether `plan` has a secure stack this build can run (then a preconnection builds a
+/// TLS configuration, a listener an identity, and a race looks up HTTPS records). Cost:
+/// a scan of the plan's few stacks.
+pub(crate) fn runs_secure(plan: &taps_core::candidates::Plan) -> bool {
+    plan.stacks()
+        .iter()
+        .any(|s| s.unavailable.is_none() && s.stack.security != taps_core::Security::None)
+}
+
 /// The process-wide crypto provider (ring), shared by every configuration.
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     static PROVIDER: std::sync::OnceLock<Arc<rustls::crypto::CryptoProvider>> =
