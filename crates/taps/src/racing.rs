@@ -98,6 +98,7 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
         resolution,
         service: None,
         answered: Vec::new(),
+        early: Vec::new(),
         addresses_done: false,
         dns_done: false,
         attempts: Vec::new(),
@@ -153,6 +154,8 @@ struct Driver<'a> {
     service: Option<ServiceInfo>,
     /// The families whose A/AAAA answer came (hints stand in for the others).
     answered: Vec<Family>,
+    /// Address answers that came while the HTTPS answer was outstanding.
+    early: Vec<(Family, Vec<IpAddr>)>,
     /// Every address lookup answered.
     addresses_done: bool,
     /// Every lookup (addresses, HTTPS) answered.
@@ -309,7 +312,13 @@ impl Driver<'_> {
     fn on_dns_answer(&mut self, answer: DnsAnswer, now: Instant) {
         self.answered.push(answer.family);
         match answer.result {
-            Ok(addrs) => self.add_addresses(answer.family, &addrs, now),
+            Ok(addrs) => {
+                self.add_addresses(answer.family, &addrs, now);
+                if self.resolution.service_pending() {
+                    // Kept to be gathered again if the HTTPS records name another port.
+                    self.early.push((answer.family, addrs));
+                }
+            }
             Err(e) => {
                 self.race.on_dns_failed(answer.family, e.clone(), now);
                 self.dns_causes.push((answer.family, e));
@@ -339,6 +348,14 @@ impl Driver<'_> {
     fn on_service(&mut self, answer: Result<ServiceInfo, DnsFailure>, now: Instant) {
         if let Ok(info) = &answer {
             self.service = Some(info.clone());
+            // Addresses that came before the records were gathered on the origin's port:
+            // they join again on the records' port before the race reads the answer
+            // (which then drops what is queued for another port).
+            if info.port().is_some_and(|p| p != self.input.remote.port) {
+                for (family, addrs) in std::mem::take(&mut self.early) {
+                    self.add_addresses(family, &addrs, now);
+                }
+            }
         }
         self.race.on_service(answer, now);
         let Some(info) = self.service.clone() else {

@@ -312,8 +312,9 @@ impl Race {
 
     /// The HTTPS/SVCB lookup answered (`Ok`, possibly with no record) or failed. When its
     /// records name application protocols and none is HTTP/3, QUIC candidates are dropped
-    /// (queued ones now, later ones as they come): the service says it has no QUIC. The
-    /// caller applies the records' port and address hints when it gathers candidates.
+    /// (queued ones now, later ones as they come): the service says it has no QUIC. When
+    /// the records name a port, queued candidates for another port are dropped; the
+    /// caller gathers on the records' port and adds their address hints.
     /// Ignored after the first call. Cost: a scan of the queue.
     pub fn on_service(&mut self, answer: Result<ServiceInfo, DnsFailure>, now: Instant) {
         if self.finished || self.report.service.is_some() {
@@ -327,6 +328,11 @@ impl Race {
                 let before = self.queue.len();
                 self.queue.retain(|c| c.stack.protocol != Protocol::Quic);
                 quic_dropped = before - self.queue.len();
+            }
+            // The records name the service's port: candidates for another (the origin's,
+            // gathered before this answer) are not its endpoints.
+            if let Some(port) = info.port() {
+                self.queue.retain(|c| c.remote.port() == port);
             }
             self.service_info = Some(info.clone());
         }
