@@ -60,6 +60,11 @@ pub const QUIC_HOST: &str = "rq";
 /// port blackholed (a host of its own, so a CIB kept across scenarios with `--cib` does
 /// not carry QUIC's failure there over to `quic-wins`).
 pub const QUIC_BLOCKED_HOST: &str = "rqx";
+/// The zone name whose HTTPS record https-rr sets (alpn, port, ipv4hint).
+pub const HTTPS_RR_HOST: &str = "rh";
+/// The port https-rr's HTTPS record names and its secure server listens on (the
+/// origin's port, [`TLS_PORT`], serves nothing there).
+pub const HTTPS_RR_PORT: u16 = 8443;
 /// The client's IPv4 address.
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 /// The client's IPv6 address.
@@ -140,6 +145,9 @@ pub const ZONE_RECORDS: &[ZoneRecord] = &[
     // rqx (QUIC_BLOCKED_HOST): IPv4 only; the secure server when quic-blocked starts one,
     // which blackholes its UDP port 443 (QUIC), not TCP.
     rec("rqx", v4(92), true),
+    // rh (HTTPS_RR_HOST): IPv4 only; its HTTPS record (set by https-rr) sends clients to
+    // the secure server on HTTPS_RR_PORT, which https-rr starts there.
+    rec("rh", v4(93), true),
 ];
 
 /// The fully qualified name of a zone record name (`"rx"` → `"rx.netlab.test"`, without

@@ -19,7 +19,9 @@ use std::net::IpAddr;
 use taps_core::candidates::{Candidate, Plan, PrunedCandidate};
 use taps_core::failure::AttemptCause;
 use taps_core::properties::{Properties, Protocol};
-use taps_core::race::{Action, AttemptId, FailureKind, Race, RaceConfig, RaceError, RaceReport};
+use taps_core::race::{
+    Action, AttemptId, DnsSource, FailureKind, Race, RaceConfig, RaceError, RaceReport,
+};
 use taps_core::Security;
 
 use taps_core::{DnsFailure, Family, ServiceInfo};
@@ -313,7 +315,7 @@ impl Driver<'_> {
         self.answered.push(answer.family);
         match answer.result {
             Ok(addrs) => {
-                self.add_addresses(answer.family, &addrs, now);
+                self.add_addresses(answer.family, &addrs, DnsSource::Answer, now);
                 if self.resolution.service_pending() {
                     // Kept to be gathered again if the HTTPS records name another port.
                     self.early.push((answer.family, addrs));
@@ -327,8 +329,8 @@ impl Driver<'_> {
     }
 
     /// Candidates for `addrs` of `family` join the race, on the HTTPS records' port if
-    /// they name one.
-    fn add_addresses(&mut self, family: Family, addrs: &[IpAddr], now: Instant) {
+    /// they name one; `source` says where the addresses came from.
+    fn add_addresses(&mut self, family: Family, addrs: &[IpAddr], source: DnsSource, now: Instant) {
         self.any_address = true;
         let input = &self.input;
         let port = self
@@ -340,7 +342,14 @@ impl Driver<'_> {
             .scored
             .gather(input.plan, input.ctx, &input.key, port, addrs, now);
         self.pruned.append(&mut gathered.pruned);
-        self.race.on_candidates(family, gathered.candidates, now);
+        let candidates = gathered.candidates;
+        match source {
+            DnsSource::Answer => self.race.on_candidates(family, candidates, now),
+            DnsSource::Hint => self.race.on_hint_candidates(family, candidates, now),
+            DnsSource::ServicePort => self
+                .race
+                .on_service_port_candidates(family, candidates, now),
+        }
     }
 
     /// The HTTPS answer: the race learns it (QUIC kept only with h3), and its address
@@ -353,7 +362,7 @@ impl Driver<'_> {
             // (which then drops what is queued for another port).
             if info.port().is_some_and(|p| p != self.input.remote.port) {
                 for (family, addrs) in std::mem::take(&mut self.early) {
-                    self.add_addresses(family, &addrs, now);
+                    self.add_addresses(family, &addrs, DnsSource::ServicePort, now);
                 }
             }
         }
@@ -364,7 +373,7 @@ impl Driver<'_> {
         for family in [Family::V6, Family::V4] {
             let hints = info.hints(family);
             if !hints.is_empty() && !self.answered.contains(&family) {
-                self.add_addresses(family, &hints, now);
+                self.add_addresses(family, &hints, DnsSource::Hint, now);
             }
         }
     }

@@ -16,6 +16,7 @@
 mod address_families;
 mod checks;
 mod dead_addresses;
+mod https_rr;
 mod load;
 mod loss;
 mod plain_sockets;
@@ -155,6 +156,12 @@ const ALL: &[Scenario] = &[
         summary: "QUIC vs TLS/TCP, UDP open, RTT 50 ms: QUIC wins within RTT + 30 ms, before TLS/TCP is due (100 ms): no TLS/TCP attempt",
         needs_taps: true,
         body: quic::quic_wins,
+    },
+    Scenario {
+        name: "https-rr",
+        summary: "HTTPS record alpn=h3,h2 port=8443 ipv4hint, A held back 300 ms, RTT 50 ms: QUIC to 8443 on the hint wins before the A answer, its handshake within RTT + 30 ms; with alpn=h2 only, no QUIC: TLS/TCP to 8443 within 2 RTT + 30 ms",
+        needs_taps: true,
+        body: https_rr::https_rr,
     },
 ];
 

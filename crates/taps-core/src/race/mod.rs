@@ -52,8 +52,8 @@ pub use config::{
     DEFAULT_TIMEOUT, MAX_ATTEMPT_DELAY, MIN_ATTEMPT_DELAY, UNPROVEN_QUIC_DELAY,
 };
 pub use report::{
-    AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, EventText, FailureKind, RaceError,
-    RaceEvent, RaceReport,
+    AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, DnsSource, EventText, FailureKind,
+    RaceError, RaceEvent, RaceReport,
 };
 
 use std::collections::{HashSet, VecDeque};
@@ -201,6 +201,37 @@ impl Race {
     /// ignored; unavailable ones are reported as skipped. Cost: O(new × known) for the
     /// duplicate check plus a sort of every candidate seen.
     pub fn on_candidates(&mut self, family: Family, candidates: Vec<Candidate>, now: Instant) {
+        self.add_candidates(family, candidates, DnsSource::Answer, now);
+    }
+
+    /// Candidates for the `ipv4hint`/`ipv6hint` addresses of the HTTPS records, standing
+    /// in for the `family` lookup that has not answered yet (HEv3): they count as that
+    /// family's answer (the real one adds only what is new) and the trace says they are
+    /// hints. Cost: as [`Race::on_candidates`].
+    pub fn on_hint_candidates(&mut self, family: Family, candidates: Vec<Candidate>, now: Instant) {
+        self.add_candidates(family, candidates, DnsSource::Hint, now);
+    }
+
+    /// Candidates for addresses of `family` answered before the HTTPS records, gathered
+    /// again on the port the records name (the queued ones for the origin's port are
+    /// dropped when the race reads the records). Cost: as [`Race::on_candidates`].
+    pub fn on_service_port_candidates(
+        &mut self,
+        family: Family,
+        candidates: Vec<Candidate>,
+        now: Instant,
+    ) {
+        self.add_candidates(family, candidates, DnsSource::ServicePort, now);
+    }
+
+    /// [`Race::on_candidates`] and [`Race::on_hint_candidates`].
+    fn add_candidates(
+        &mut self,
+        family: Family,
+        candidates: Vec<Candidate>,
+        source: DnsSource,
+        now: Instant,
+    ) {
         if self.finished {
             return;
         }
@@ -232,6 +263,7 @@ impl Race {
             family,
             at: self.report.offset(now),
             result: Ok(addresses),
+            source,
         });
         let mut candidates = candidates;
         if addresses > 0 && self.first_candidates_at.is_none() {
@@ -306,6 +338,7 @@ impl Race {
             family,
             at: self.report.offset(now),
             result: Err(cause),
+            source: DnsSource::Answer,
         });
         self.drive(now);
     }

@@ -77,17 +77,53 @@ pub struct DnsEvent {
     /// Number of distinct addresses answered (0: no record of this family), or why the
     /// lookup failed.
     pub result: Result<usize, DnsFailure>,
+    /// Where the addresses came from: the lookup, the HTTPS records' hints, or earlier
+    /// answers gathered again on the records' port.
+    pub source: DnsSource,
+}
+
+/// Where a [`DnsEvent`]'s addresses came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnsSource {
+    /// The A or AAAA lookup's answer (or failure).
+    Answer,
+    /// The HTTPS records' `ipv4hint`/`ipv6hint`, standing in for this family's answer
+    /// until it comes (HEv3).
+    Hint,
+    /// Addresses answered before the HTTPS records, gathered again on the port the
+    /// records name.
+    ServicePort,
 }
 
 impl fmt::Display for DnsEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rr = record_type(self.family);
+        let (what, rr) = match self.source {
+            DnsSource::Answer => ("", rr),
+            DnsSource::Hint => ("HTTPS ", hint_name(self.family)),
+            DnsSource::ServicePort => ("on the HTTPS port: ", rr),
+        };
+        if self.source != DnsSource::Answer {
+            return match &self.result {
+                Ok(1) => write!(f, "{what}{rr}: 1 address"),
+                Ok(n) => write!(f, "{what}{rr}: {n} addresses"),
+                Err(e) => write!(f, "{what}{rr} failed: {e}"),
+            };
+        }
         match &self.result {
             Ok(0) => write!(f, "no {rr} record"),
             Ok(1) => write!(f, "{rr} answered: 1 address"),
             Ok(n) => write!(f, "{rr} answered: {n} addresses"),
             Err(e) => write!(f, "{rr} lookup failed: {e}"),
         }
+    }
+}
+
+/// The SvcParam that hints addresses of `family`.
+fn hint_name(family: Family) -> &'static str {
+    match family {
+        Family::V4 => "ipv4hint",
+        Family::V6 => "ipv6hint",
     }
 }
 

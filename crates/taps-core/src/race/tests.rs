@@ -1591,3 +1591,32 @@ fn an_https_answer_without_h3_drops_quic_candidates() {
         .trace()
         .contains("HTTPS answered: 1 . alpn=h2,http/1.1 (no h3: 1 QUIC candidates dropped)"));
 }
+
+#[test]
+fn hint_addresses_are_traced_as_hints_and_the_real_answer_adds_only_what_is_new() {
+    let base = Instant::now();
+    let config = RaceConfig {
+        await_service: true,
+        ..RaceConfig::default()
+    };
+    let mut race = Race::new(config, base);
+    race.on_service(Ok(service(&["h3", "h2"])), base + ms(2));
+    race.on_hint_candidates(Family::V4, quic_and_tls("192.0.2.1"), base + ms(2));
+    // No AAAA record: the hint starts the race.
+    race.on_candidates(Family::V6, Vec::new(), base + ms(3));
+    assert_eq!(started(&mut race), ["QUIC"]);
+    // The A answer repeats the hinted address: nothing new joins.
+    race.on_candidates(Family::V4, quic_and_tls("192.0.2.1"), base + ms(20));
+    let trace = race.report().trace();
+    assert!(
+        trace.contains("HTTPS ipv4hint: 1 address (2 candidates)"),
+        "{trace}"
+    );
+    assert!(trace.contains("A answered: 1 address"), "{trace}");
+    let dns = &race.report().dns;
+    assert_eq!(
+        dns.iter().map(|d| d.source).collect::<Vec<_>>(),
+        [DnsSource::Hint, DnsSource::Answer, DnsSource::Answer]
+    );
+    assert_eq!(race.report().attempts.len(), 1);
+}
