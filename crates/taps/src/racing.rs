@@ -342,14 +342,8 @@ impl Driver<'_> {
             .scored
             .gather(input.plan, input.ctx, &input.key, port, addrs, now);
         self.pruned.append(&mut gathered.pruned);
-        let candidates = gathered.candidates;
-        match source {
-            DnsSource::Answer => self.race.on_candidates(family, candidates, now),
-            DnsSource::Hint => self.race.on_hint_candidates(family, candidates, now),
-            DnsSource::ServicePort => self
-                .race
-                .on_service_port_candidates(family, candidates, now),
-        }
+        self.race
+            .on_candidates_from(family, gathered.candidates, source, now);
     }
 
     /// The HTTPS answer: the race learns it (QUIC kept only with h3), and its address

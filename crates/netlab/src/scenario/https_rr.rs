@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use taps::taps_core::ServiceRecord;
+use taps_testkit::TestPki;
 
 use super::checks::{
     check_connected, check_stack, millis_f64, millis_u64, show_connection, show_timeline,
@@ -132,12 +133,23 @@ pub(super) fn https_rr(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     check_stack(out, "#1", f, QUIC);
     check_ports(out, "#1", f, HTTPS_RR_PORT);
     check_echo(out, "#1", f);
+    without_h3(lab, ctx, out, &host, ip, &pki)
+}
 
+/// Connection #2 of `https-rr`: the record without `h3` leaves QUIC out.
+fn without_h3(
+    lab: &Lab,
+    ctx: &Ctx,
+    out: &mut Outcome,
+    host: &str,
+    ip: IpAddr,
+    pki: &TestPki,
+) -> Result<(), String> {
     lab.dns()
-        .set_https(&host, &[record(ip, &["h2"])])
+        .set_https(host, &[record(ip, &["h2"])])
         .map_err(|e| format!("cannot set the HTTPS record: {e}"))?;
     out.say("  HTTPS record changed to alpn=h2 (no h3); A answers now immediate");
-    let r = ctx.connect(lab, secure_with(&host, &pki, SECURE_ANY))?;
+    let r = ctx.connect(lab, secure_with(host, pki, SECURE_ANY))?;
     show_connection(out, "#2 (alpn=h2)", &r);
     let f = r.flow();
     show_timeline(out, "#2", f);
@@ -162,7 +174,7 @@ pub(super) fn https_rr(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     check_ports(out, "#2", f, HTTPS_RR_PORT);
     check_echo(out, "#2", f);
     lab.dns()
-        .set_https(&host, &[])
+        .set_https(host, &[])
         .map_err(|e| format!("cannot clear the HTTPS record: {e}"))?;
     Ok(())
 }

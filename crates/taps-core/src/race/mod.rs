@@ -201,31 +201,14 @@ impl Race {
     /// ignored; unavailable ones are reported as skipped. Cost: O(new × known) for the
     /// duplicate check plus a sort of every candidate seen.
     pub fn on_candidates(&mut self, family: Family, candidates: Vec<Candidate>, now: Instant) {
-        self.add_candidates(family, candidates, DnsSource::Answer, now);
+        self.on_candidates_from(family, candidates, DnsSource::Answer, now);
     }
 
-    /// Candidates for the `ipv4hint`/`ipv6hint` addresses of the HTTPS records, standing
-    /// in for the `family` lookup that has not answered yet (HEv3): they count as that
-    /// family's answer (the real one adds only what is new) and the trace says they are
-    /// hints. Cost: as [`Race::on_candidates`].
-    pub fn on_hint_candidates(&mut self, family: Family, candidates: Vec<Candidate>, now: Instant) {
-        self.add_candidates(family, candidates, DnsSource::Hint, now);
-    }
-
-    /// Candidates for addresses of `family` answered before the HTTPS records, gathered
-    /// again on the port the records name (the queued ones for the origin's port are
-    /// dropped when the race reads the records). Cost: as [`Race::on_candidates`].
-    pub fn on_service_port_candidates(
-        &mut self,
-        family: Family,
-        candidates: Vec<Candidate>,
-        now: Instant,
-    ) {
-        self.add_candidates(family, candidates, DnsSource::ServicePort, now);
-    }
-
-    /// [`Race::on_candidates`] and [`Race::on_hint_candidates`].
-    fn add_candidates(
+    /// [`Race::on_candidates`] for addresses from `source`: the HTTPS records' hints
+    /// (they stand in for the `family` lookup that has not answered yet, HEv3; the real
+    /// answer then adds only what is new) or earlier answers gathered again on the
+    /// records' port. The trace says which. Cost: as [`Race::on_candidates`].
+    pub fn on_candidates_from(
         &mut self,
         family: Family,
         candidates: Vec<Candidate>,

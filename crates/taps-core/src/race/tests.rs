@@ -1601,7 +1601,12 @@ fn hint_addresses_are_traced_as_hints_and_the_real_answer_adds_only_what_is_new(
     };
     let mut race = Race::new(config, base);
     race.on_service(Ok(service(&["h3", "h2"])), base + ms(2));
-    race.on_hint_candidates(Family::V4, quic_and_tls("192.0.2.1"), base + ms(2));
+    race.on_candidates_from(
+        Family::V4,
+        quic_and_tls("192.0.2.1"),
+        DnsSource::Hint,
+        base + ms(2),
+    );
     // No AAAA record: the hint starts the race.
     race.on_candidates(Family::V6, Vec::new(), base + ms(3));
     assert_eq!(started(&mut race), ["QUIC"]);
