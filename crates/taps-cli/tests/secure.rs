@@ -199,3 +199,86 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
     let out = client.wait_with_output().unwrap();
     assert_eq!(out.stdout, [0, 0, 0, 2, b'o', b'k'], "{:?}", out);
 }
+
+/// `taps listen --alpn h3` accepts ngtcp2's HTTP/3 client (`gtlsclient`, an independent
+/// QUIC stack; Debian's ngtcp2-client): the QUIC handshake completes with ALPN h3 and the
+/// listener reports a QUIC connection. (taps' echo is not HTTP/3, so what the client makes
+/// of the echoed request afterwards is not checked.) Without `--alpn` a taps listener
+/// offers only its own ALPN (`taps`), and the h3 client is refused in the handshake.
+#[test]
+fn taps_listen_accepts_an_ngtcp2_quic_client() {
+    if Command::new("gtlsclient").arg("--help").output().is_err() {
+        println!("SKIPPED: ngtcp2's gtlsclient is not installed (scripts/deps.sh installs it)");
+        return;
+    }
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    for (alpn, accepted) in [(Some("h3"), true), (None, false)] {
+        let port = free_port();
+        let p = port.to_string();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_taps"));
+        cmd.args(["listen", &p, "--local", "127.0.0.1", "--echo", "--cert"])
+            .arg(&pki.cert)
+            .arg("--key")
+            .arg(&pki.key);
+        if let Some(a) = alpn {
+            cmd.args(["--alpn", a]);
+        }
+        let mut listener = Killed(
+            cmd.stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = listener.0.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let wait_line = |prefix: &str| -> Option<String> {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(10) {
+                match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(l) if l.starts_with(prefix) => return Some(l),
+                    _ => {}
+                }
+            }
+            None
+        };
+        assert!(wait_line("listening: QUIC").is_some(), "no QUIC listener");
+        let out = Command::new("timeout")
+            .args([
+                "20",
+                "gtlsclient",
+                "--exit-on-all-streams-close",
+                "--timeout=3s",
+            ])
+            .args(["127.0.0.1", &p, &format!("https://localhost:{port}/")])
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        let handshake = log.contains("QUIC handshake has completed");
+        if accepted {
+            assert!(
+                handshake && log.contains("Negotiated ALPN is h3"),
+                "ngtcp2 client log: {}",
+                log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+            );
+            let line = wait_line("accepted #1:");
+            assert!(
+                line.as_deref().is_some_and(|l| l.contains(": QUIC ")),
+                "the listener reported no QUIC connection: {line:?}"
+            );
+        } else {
+            assert!(!handshake, "the handshake completed without a common ALPN");
+            assert!(
+                log.contains("peer doesn't support any known protocol"),
+                "ngtcp2 client log: {}",
+                log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+            );
+        }
+    }
+}
