@@ -282,3 +282,89 @@ fn taps_listen_accepts_an_ngtcp2_quic_client() {
         }
     }
 }
+
+/// `taps listen` with UDP and security required serves DTLS: `taps connect` (verified
+/// against the test CA) and OpenSSL's DTLS 1.2 client both get their message echoed.
+#[test]
+fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
+    const DTLS: &str = r#"{"transport":{"value":"UDP","precedence":2},"security":"require"}"#;
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let port = free_port();
+    let p = port.to_string();
+    let mut listener = Killed(
+        Command::new(env!("CARGO_BIN_EXE_taps"))
+            .args([
+                "listen",
+                &p,
+                "--local",
+                "127.0.0.1",
+                "--echo",
+                "--props",
+                DTLS,
+            ])
+            .arg("--cert")
+            .arg(&pki.cert)
+            .arg("--key")
+            .arg(&pki.key)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(listener.0.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.starts_with("listening: DTLS/UDP"), "{line}");
+    // Keep reading: a closed pipe would end the listener at its next line.
+    std::thread::spawn(move || lines.for_each(drop));
+    let out = taps(&[
+        "connect",
+        "127.0.0.1",
+        &p,
+        "--props",
+        DTLS,
+        "--ca",
+        pki.ca.to_str().unwrap(),
+        "--server-name",
+        "localhost",
+        "--message",
+        "over dtls",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("connected: DTLS/UDP"), "{text}");
+    assert!(text.contains("reply: over dtls"), "{text}");
+    if !have_openssl() {
+        println!("SKIPPED: the openssl s_client -dtls1_2 part (openssl is not installed)");
+        return;
+    }
+    let mut client = Killed(
+        Command::new("openssl")
+            .args(["s_client", "-dtls1_2", "-quiet", "-verify_return_error"])
+            .args(["-connect", &format!("127.0.0.1:{port}"), "-CAfile"])
+            .arg(&pki.ca)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // A DTLS record is a message: the echo sends the datagram's bytes back as they came.
+    let mut stdin = client.0.stdin.take().unwrap();
+    stdin.write_all(b"from openssl\n").unwrap();
+    let stdout = client.0.stdout.take().unwrap();
+    let got = std::thread::spawn(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    });
+    let t0 = Instant::now();
+    while !got.is_finished() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(got.is_finished(), "no echo from the taps DTLS listener");
+    drop(stdin);
+    assert_eq!(got.join().unwrap().unwrap(), "from openssl\n");
+}

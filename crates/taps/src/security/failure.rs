@@ -45,6 +45,28 @@ pub(super) fn verify_failure(c: &CertificateError) -> VerifyFailure {
         CertificateError::UnknownIssuer => VerifyFailure::UnknownIssuer,
         CertificateError::Revoked => VerifyFailure::Revoked,
         CertificateError::BadSignature => VerifyFailure::BadSignature,
+        CertificateError::Other(o) => {
+            VerifyFailure::Other(Arc::from(webpki_reason(&o.0.to_string())))
+        }
         other => VerifyFailure::Other(Arc::from(other.to_string())),
     }
+}
+
+/// Words for the webpki errors a verifier reports as "other" (their text is the variant's
+/// name); anything else as it came.
+fn webpki_reason(name: &str) -> String {
+    let words = match name {
+        "CaUsedAsEndEntity" => "it is a CA certificate, not a server's (end-entity) certificate",
+        "EndEntityUsedAsCa" => "a server's (end-entity) certificate was used as a CA",
+        "RequiredEkuNotFound" | "RequiredEkuNotFoundContext" => {
+            "it is not valid for TLS server authentication (extended key usage)"
+        }
+        "UnsupportedSignatureAlgorithm" | "UnsupportedSignatureAlgorithmForPublicKey" => {
+            "it is signed with an algorithm this build does not accept"
+        }
+        "PathLenConstraintViolated" => "the chain is longer than a CA allows",
+        "MaximumPathDepthExceeded" => "the chain is too long",
+        _ => return name.to_string(),
+    };
+    format!("{words} ({name})")
 }
