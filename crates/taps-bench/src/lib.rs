@@ -40,7 +40,6 @@ mod measure;
 mod process;
 pub mod report;
 mod rusage;
-mod svg;
 mod worker;
 
 use std::path::{Path, PathBuf};
@@ -251,7 +250,7 @@ pub fn write_outputs(results: &Results, dir: &Path) -> Result<Vec<PathBuf>, Stri
     };
     let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     write("results.json", &json)?;
-    let plots = report::plots(results);
+    let plots = report::plots(results)?;
     for (name, svg) in &plots {
         write(name, svg)?;
     }

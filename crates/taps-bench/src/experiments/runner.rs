@@ -1,9 +1,12 @@
-//! Running the trials of an experiment: the progress line, and retrying a trial whose
+//! Running the trials of an experiment: the progress bar, and retrying a trial whose
 //! worker died (recorded as a [`Crash`]).
 
 #![forbid(unsafe_code)]
 
-use std::time::Instant;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use serde::Serialize;
 
@@ -27,26 +30,44 @@ pub struct Crash {
 /// How often a trial whose client died is run again before the phase gives up.
 const CRASH_RETRIES: usize = 2;
 
-/// Progress on stderr (`[done/total] label`, rewritten in place), and the log of worker
-/// crashes seen so far.
+/// Progress on stderr (an `indicatif` bar: `[###   ] done/total elapsed label`, redrawn
+/// in place), and the log of worker crashes seen so far. The bar is drawn only when
+/// progress is enabled and stderr is a terminal: piped or in CI, nothing is drawn (crash
+/// lines are still printed unless progress is off).
 pub(crate) struct Progress {
+    /// Crash lines on stderr.
     enabled: bool,
-    done: usize,
-    total: usize,
-    started: Instant,
+    /// The bar, when one is drawn.
+    bar: Option<ProgressBar>,
     label: String,
     /// Workers that died.
     pub(crate) crashes: Vec<Crash>,
 }
 
+/// The bar's look: 24 columns of `#`, the count, the elapsed time and the trial.
+const BAR_TEMPLATE: &str = "[{bar:24}] {pos:>4}/{len:<4} {elapsed:>4}  {wide_msg}";
+
 impl Progress {
-    /// A progress line for `total` trials.
+    /// A progress line for `total` trials (a bar only when `enabled` and stderr is a
+    /// terminal). Costs a redraw thread ticking once a second while the bar is shown.
     pub(crate) fn new(enabled: bool, total: usize) -> Progress {
+        let terminal = enabled && std::io::stderr().is_terminal();
+        Progress::with_target(enabled, total, terminal.then(ProgressDrawTarget::stderr))
+    }
+
+    /// [`Progress::new`] drawing on `target` (`None`: no bar).
+    fn with_target(enabled: bool, total: usize, target: Option<ProgressDrawTarget>) -> Progress {
+        let bar = target.filter(|_| enabled).map(|target| {
+            let style = ProgressStyle::with_template(BAR_TEMPLATE)
+                .map(|s| s.progress_chars("## "))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            let bar = ProgressBar::with_draw_target(Some(total as u64), target).with_style(style);
+            bar.enable_steady_tick(Duration::from_secs(1));
+            bar
+        });
         Progress {
             enabled,
-            done: 0,
-            total,
-            started: Instant::now(),
+            bar,
             label: String::new(),
             crashes: Vec::new(),
         }
@@ -55,33 +76,27 @@ impl Progress {
     /// Counts a trial as started, labelled `label`.
     pub(super) fn step(&mut self, label: &str) {
         self.label = label.to_string();
-        self.done += 1;
-        if self.enabled {
-            let width = 24;
-            let filled = width * self.done.min(self.total) / self.total.max(1);
-            eprint!(
-                "\r[{}{}] {:>4}/{:<4} {:>5.0}s  {:<52}",
-                "#".repeat(filled),
-                " ".repeat(width - filled),
-                self.done,
-                self.total,
-                self.started.elapsed().as_secs_f64(),
-                label.chars().take(52).collect::<String>()
-            );
+        if let Some(bar) = &self.bar {
+            bar.set_message(label.to_string());
+            bar.inc(1);
         }
     }
 
-    /// Ends the line.
+    /// Ends the line (the bar stays on screen as last drawn).
     pub(crate) fn finish(&self) {
-        if self.enabled {
-            eprintln!();
+        if let Some(bar) = &self.bar {
+            bar.finish();
         }
     }
 
     /// Records a crash of the current trial.
     fn crash(&mut self, error: String, outcome: &str) {
         if self.enabled {
-            eprintln!("\nworker crash in {}: {error} ({outcome})", self.label);
+            let line = format!("worker crash in {}: {error} ({outcome})", self.label);
+            match &self.bar {
+                Some(bar) => bar.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
+            }
         }
         self.crashes.push(Crash {
             trial: self.label.clone(),
@@ -122,5 +137,37 @@ pub(super) fn run_trial(
             }
             Err(WorkerError::Other(e)) => return Err(format!("{}: {e}", progress.label)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_bar_without_a_terminal_or_when_disabled() {
+        for (enabled, target) in [(true, None), (false, Some(ProgressDrawTarget::hidden()))] {
+            let mut p = Progress::with_target(enabled, 3, target);
+            assert!(p.bar.is_none());
+            p.step("a");
+            p.crash("died".into(), "retried");
+            p.finish();
+            assert_eq!(p.label, "a");
+            assert_eq!(p.crashes.len(), 1);
+        }
+    }
+
+    #[test]
+    fn the_bar_counts_trials_and_shows_the_current_one() {
+        let mut p = Progress::with_target(true, 3, Some(ProgressDrawTarget::hidden()));
+        p.step("connect TCP 1 flow rep 1");
+        p.step("connect TCP 2 flows rep 1");
+        p.crash("exit status 1".into(), "kept");
+        let bar = p.bar.as_ref().expect("a bar");
+        assert_eq!((bar.position(), bar.length()), (2, Some(3)));
+        assert_eq!(bar.message(), "connect TCP 2 flows rep 1");
+        p.finish();
+        assert!(p.bar.as_ref().is_some_and(|b| b.is_finished()));
+        assert_eq!(p.crashes[0].trial, "connect TCP 2 flows rep 1");
     }
 }

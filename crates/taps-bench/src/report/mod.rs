@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod chart;
 mod plots;
 mod secure;
 mod tables;

@@ -2,11 +2,11 @@
 
 #![forbid(unsafe_code)]
 
+use super::chart::{render, Chart, Line, Scale};
 use super::{plot_name, protocols_of};
 use crate::experiments::{
     human_bytes, ConnectPoint, ConnectSide, HePoint, HeVariant, Proto, Summary, TransferPoint,
 };
-use crate::svg::{render, Chart, Line, Scale};
 use crate::Results;
 
 fn int_tick(x: f64) -> String {
@@ -24,10 +24,10 @@ fn pct_tick(x: f64) -> String {
 /// One plotted figure of a connect side: its legend suffix and how to read it.
 type Figure = (&'static str, fn(&ConnectSide) -> f64);
 
-fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
+fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) -> Result<(), String> {
     let points: Vec<&ConnectPoint> = r.connect.iter().filter(|p| p.protocol == proto).collect();
     if points.is_empty() {
-        return;
+        return Ok(());
     }
     let pts = |f: &dyn Fn(&ConnectPoint) -> Option<f64>| {
         points
@@ -73,7 +73,7 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         ("client", |s| s.client_cpu_us.median / 1e3),
         ("server", |s| s.server_cpu_us.median / 1e3),
     ]);
-    out.push((plot_name("connect", proto, "cpu"), render(&chart, &lines)));
+    out.push((plot_name("connect", proto, "cpu"), render(&chart, &lines)?));
 
     let title = format!("Connection establishment ({proto}): RSS growth (median)");
     let chart = Chart {
@@ -85,7 +85,7 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         ("client", |s| s.rss_growth_kib.median),
         ("server", |s| s.server_rss_growth_kib.median),
     ]);
-    out.push((plot_name("connect", proto, "rss"), render(&chart, &lines)));
+    out.push((plot_name("connect", proto, "rss"), render(&chart, &lines)?));
 
     let title = format!("Connection establishment ({proto}): per-flow connect delay");
     let chart = Chart {
@@ -97,13 +97,21 @@ fn connect_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         ("median", |s| s.delay_median_us.median / 1e3),
         ("max", |s| s.delay_max_us.median / 1e3),
     ]);
-    out.push((plot_name("connect", proto, "delay"), render(&chart, &lines)));
+    out.push((
+        plot_name("connect", proto, "delay"),
+        render(&chart, &lines)?,
+    ));
+    Ok(())
 }
 
-fn transfer_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
+fn transfer_plots(
+    r: &Results,
+    proto: Proto,
+    out: &mut Vec<(String, String)>,
+) -> Result<(), String> {
     let points: Vec<&TransferPoint> = r.transfer.iter().filter(|p| p.protocol == proto).collect();
     if points.is_empty() {
-        return;
+        return Ok(());
     }
     let mut flows: Vec<usize> = points.iter().map(|p| p.flows).collect();
     flows.sort();
@@ -137,7 +145,7 @@ fn transfer_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
             x_scale: Scale::Log,
             x_tick: bytes_tick,
         };
-        out.push((plot_name("transfer", proto, side), render(&chart, &lines)));
+        out.push((plot_name("transfer", proto, side), render(&chart, &lines)?));
     }
     // Flow mapping: sender + receiver CPU of the three variants at the largest flow count.
     if points.iter().any(|p| p.taps_mapped.is_some()) {
@@ -170,14 +178,15 @@ fn transfer_plots(r: &Results, proto: Proto, out: &mut Vec<(String, String)>) {
         };
         out.push((
             plot_name("transfer", proto, "mapping"),
-            render(&chart, &lines),
+            render(&chart, &lines)?,
         ));
     }
+    Ok(())
 }
 
-fn he_plots(r: &Results, out: &mut Vec<(String, String)>) {
+fn he_plots(r: &Results, out: &mut Vec<(String, String)>) -> Result<(), String> {
     if r.he.is_empty() {
-        return;
+        return Ok(());
     }
     fn cpu_per_conn(p: &HePoint, client: bool) -> &Summary {
         if client {
@@ -237,11 +246,12 @@ fn he_plots(r: &Results, out: &mut Vec<(String, String)>) {
             x_scale: Scale::Linear,
             x_tick: pct_tick,
         };
-        out.push((name.to_string(), render(&chart, &lines)));
+        out.push((name.to_string(), render(&chart, &lines)?));
     }
+    Ok(())
 }
 
-fn http_plots(r: &Results, out: &mut Vec<(String, String)>) {
+fn http_plots(r: &Results, out: &mut Vec<(String, String)>) -> Result<(), String> {
     let mut objects: Vec<usize> = r.http.iter().map(|p| p.object).collect();
     objects.sort();
     objects.dedup();
@@ -285,22 +295,27 @@ fn http_plots(r: &Results, out: &mut Vec<(String, String)>) {
         };
         out.push((
             format!("http_{}k.svg", object / 1024),
-            render(&chart, &lines),
+            render(&chart, &lines)?,
         ));
     }
+    Ok(())
 }
 
-/// The plots for `r`, as (file name, SVG text); only those with data.
-pub(crate) fn plots(r: &Results) -> Vec<(String, String)> {
+/// The plots for `r`, as (file name, SVG text); only those with data. An error names
+/// the chart that could not be drawn.
+pub(crate) fn plots(r: &Results) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for proto in protocols_of(r.connect.iter().map(|p| p.protocol)) {
-        connect_plots(r, proto, &mut out);
+        connect_plots(r, proto, &mut out)?;
     }
     for proto in protocols_of(r.transfer.iter().map(|p| p.protocol)) {
-        transfer_plots(r, proto, &mut out);
+        transfer_plots(r, proto, &mut out)?;
     }
-    he_plots(r, &mut out);
-    http_plots(r, &mut out);
-    super::secure::secure_plots(r, &mut out);
-    out
+    he_plots(r, &mut out)?;
+    http_plots(r, &mut out)?;
+    super::secure::secure_plots(r, &mut out)?;
+    Ok(out)
 }
+
+#[cfg(test)]
+mod tests;

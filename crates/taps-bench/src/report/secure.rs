@@ -6,8 +6,8 @@
 
 use std::fmt::Write;
 
+use super::chart::{render, Chart, Line, Scale};
 use crate::experiments::{human_bytes, SecurePoint, SecureVariant};
-use crate::svg::{render, Chart, Line, Scale};
 use crate::Results;
 
 /// The object sizes measured, ascending.
@@ -33,7 +33,7 @@ fn cpu(p: &SecurePoint, client: bool) -> f64 {
 
 /// The plots: per object size and side, the races against the hit ratio (solid) and the
 /// single-protocol and raw connects (flat, dashed).
-pub(super) fn secure_plots(r: &Results, out: &mut Vec<(String, String)>) {
+pub(super) fn secure_plots(r: &Results, out: &mut Vec<(String, String)>) -> Result<(), String> {
     for object in objects(r) {
         let of = |v: SecureVariant| {
             r.secure
@@ -72,9 +72,10 @@ pub(super) fn secure_plots(r: &Results, out: &mut Vec<(String, String)>) {
                 x_scale: Scale::Linear,
                 x_tick: |x| format!("{x:.0}%"),
             };
-            out.push((plot_file(side, object), render(&chart, &lines)));
+            out.push((plot_file(side, object), render(&chart, &lines)?));
         }
     }
+    Ok(())
 }
 
 fn range(s: &crate::experiments::Summary) -> String {
