@@ -55,6 +55,8 @@ pub(crate) fn race_config(props: &Properties) -> RaceConfig {
     let mut config = RaceConfig::default();
     if let Some(d) = c.attempt_delay {
         config.attempt_delay = d;
+        // The application chose the stagger: no estimate shortens it.
+        config.rtt_from_dns = false;
     }
     if let Some(t) = c.timeout {
         config.timeout = t;

@@ -21,6 +21,13 @@ pub const DEFAULT_RESOLUTION_DELAY: Duration = Duration::from_millis(50);
 /// HEv3's recommended minimum attempt delay and curl's "no UDP reply yet" point; a QUIC
 /// handshake on a path under 100 ms RTT still wins without a TLS/TCP attempt.
 pub const UNPROVEN_QUIC_DELAY: Duration = Duration::from_millis(100);
+/// The smallest stagger an RTT estimate for a first contact may give (HEv3's
+/// recommended minimum Connection Attempt Delay): the estimate is a guess about a path
+/// no attempt has measured yet, so it shortens the default 250 ms only this far.
+pub const FIRST_CONTACT_MIN_DELAY: Duration = Duration::from_millis(100);
+/// A DNS answer faster than this came from a cache on this host or next to it: its time
+/// says nothing about the network's round-trip time and sets no estimate.
+pub const DNS_RTT_MIN: Duration = Duration::from_millis(10);
 /// Default establishment timeout: see [`RaceConfig::timeout`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default bound on alive attempts: see [`RaceConfig::max_alive`].
@@ -60,6 +67,17 @@ pub struct RaceConfig {
     /// answer (or failure) too, up to the Resolution Delay after the first addresses
     /// (HEv3), and reads it with [`Race::on_service`]. Default false.
     pub await_service: bool,
+    /// What the caller knows of this network's round-trip time before the race (other
+    /// connections on the interface, the CIB's other hosts), if anything. With
+    /// `adaptive_delay`, a candidate the CIB knows nothing about is followed after
+    /// `clamp(2 × rtt + 10 ms, 100 ms, attempt_delay)` instead of `attempt_delay`.
+    /// Default none.
+    pub path_rtt: Option<Duration>,
+    /// Whether the race may take its first address answer's time (since the race began:
+    /// the lookup's round trip) as `path_rtt` when none is set and the answer took at
+    /// least [`DNS_RTT_MIN`]. Default true; off when the application set the attempt
+    /// delay itself.
+    pub rtt_from_dns: bool,
 }
 
 impl Default for RaceConfig {
@@ -73,6 +91,8 @@ impl Default for RaceConfig {
             adaptive_delay: true,
             awaited_family: Family::V6,
             await_service: false,
+            path_rtt: None,
+            rtt_from_dns: true,
         }
     }
 }
@@ -94,7 +114,9 @@ impl RaceConfig {
     /// `clamp(2 × rtt + 10 ms, 10 ms, attempt_delay)` when adaptive and the CIB knows a
     /// connect time `rtt` for it (a QUIC that worked here gets that head start over
     /// TLS/TCP, as Chromium's 1.5 × RTT); at most [`UNPROVEN_QUIC_DELAY`] after a QUIC
-    /// candidate with no history; else `attempt_delay`. Cost: constant.
+    /// candidate with no history; `clamp(2 × path_rtt + 10 ms, 100 ms, attempt_delay)`
+    /// after any other candidate with no history when the network's RTT is estimated;
+    /// else `attempt_delay`. Cost: constant.
     pub fn delay_after(&self, candidate: &Candidate) -> Duration {
         match candidate.history {
             History::Succeeded { rtt, .. } if self.adaptive_delay => {
@@ -106,7 +128,18 @@ impl RaceConfig {
             {
                 self.attempt_delay.min(UNPROVEN_QUIC_DELAY)
             }
+            History::Unknown if self.adaptive_delay => match self.path_rtt {
+                Some(rtt) => first_contact_delay(rtt, self.attempt_delay),
+                None => self.attempt_delay,
+            },
             _ => self.attempt_delay,
         }
     }
+}
+
+/// The stagger after a first contact on a network whose round-trip time is about `rtt`:
+/// `clamp(2 × rtt + 10 ms, 100 ms, attempt_delay)` (never above the configured delay).
+pub fn first_contact_delay(rtt: Duration, attempt_delay: Duration) -> Duration {
+    let floor = FIRST_CONTACT_MIN_DELAY.min(attempt_delay);
+    (rtt.saturating_mul(2) + MIN_ATTEMPT_DELAY).clamp(floor, attempt_delay)
 }

@@ -48,8 +48,9 @@ mod report;
 mod tests;
 
 pub use config::{
-    RaceConfig, DEFAULT_ATTEMPT_DELAY, DEFAULT_MAX_ALIVE, DEFAULT_RESOLUTION_DELAY,
-    DEFAULT_TIMEOUT, MAX_ATTEMPT_DELAY, MIN_ATTEMPT_DELAY, UNPROVEN_QUIC_DELAY,
+    first_contact_delay, RaceConfig, DEFAULT_ATTEMPT_DELAY, DEFAULT_MAX_ALIVE,
+    DEFAULT_RESOLUTION_DELAY, DEFAULT_TIMEOUT, DNS_RTT_MIN, FIRST_CONTACT_MIN_DELAY,
+    MAX_ATTEMPT_DELAY, MIN_ATTEMPT_DELAY, UNPROVEN_QUIC_DELAY,
 };
 pub use report::{
     AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, DnsSource, EventText, FailureKind,
@@ -251,6 +252,7 @@ impl Race {
         let mut candidates = candidates;
         if addresses > 0 && self.first_candidates_at.is_none() {
             self.first_candidates_at = Some(now);
+            self.estimate_path_rtt(now);
         }
         if self.service_info.as_ref().is_some_and(|s| !s.allows_quic()) {
             candidates.retain(|c| c.stack.protocol != Protocol::Quic);
@@ -713,6 +715,19 @@ impl Race {
         order(&mut all, self.config.first_family_count);
         all.retain(|c| !done.contains(&key(c)));
         self.queue = all;
+    }
+
+    /// The first addresses' lookup time estimates the RTT (`RaceConfig::rtt_from_dns`).
+    fn estimate_path_rtt(&mut self, now: Instant) {
+        let c = &self.config;
+        let rtt = now.saturating_duration_since(self.report.started);
+        if !c.adaptive_delay || !c.rtt_from_dns || c.path_rtt.is_some() || rtt < DNS_RTT_MIN {
+            return;
+        }
+        self.config.path_rtt = Some(rtt);
+        let delay = first_contact_delay(rtt, self.config.attempt_delay);
+        self.report
+            .log(now, RaceEvent::PathRttFromDns { rtt, delay });
     }
 
     fn start_next(&mut self, now: Instant) {

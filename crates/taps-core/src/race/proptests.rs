@@ -277,6 +277,9 @@ fn config() -> impl Strategy<Value = RaceConfig> {
                 adaptive_delay: adaptive,
                 awaited_family: if v6 { Family::V6 } else { Family::V4 },
                 await_service: false,
+                // The oracle staggers by the configured delays: no estimate mid-race.
+                path_rtt: None,
+                rtt_from_dns: false,
             },
         )
 }

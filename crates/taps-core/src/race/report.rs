@@ -170,6 +170,14 @@ pub enum RaceEvent {
     },
     /// No more DNS answers will come.
     DnsComplete,
+    /// The first address answer took `rtt` since the race began: taken as the network's
+    /// round-trip time, it sets the stagger after first contacts to `delay`.
+    PathRttFromDns {
+        /// The lookup's round trip.
+        rtt: Duration,
+        /// The stagger it gives (see `RaceConfig::path_rtt`).
+        delay: Duration,
+    },
     /// The awaited family did not answer within the Resolution Delay: starting without it.
     ResolutionDelayOver {
         /// The family that did not answer.
@@ -270,6 +278,12 @@ impl fmt::Display for EventText<'_> {
                 Ok(())
             }
             RaceEvent::DnsComplete => f.write_str("DNS complete"),
+            RaceEvent::PathRttFromDns { rtt, delay } => write!(
+                f,
+                "the lookup took {}: first contacts staggered by {} (2 x RTT + 10 ms, 100 ms at least)",
+                Ms(*rtt),
+                Ms(*delay)
+            ),
             RaceEvent::Service {
                 records,
                 quic_dropped,

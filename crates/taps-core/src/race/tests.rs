@@ -123,7 +123,12 @@ impl Run {
 
 pub(super) fn sim() -> Sim {
     Sim {
-        config: RaceConfig::default(),
+        // The scripted checks stagger by the configured delays; the DNS-time estimate
+        // (which changes them mid-race) has tests of its own.
+        config: RaceConfig {
+            rtt_from_dns: false,
+            ..RaceConfig::default()
+        },
         expect: None,
         net: HashMap::new(),
         script: Vec::new(),
@@ -1624,4 +1629,52 @@ fn hint_addresses_are_traced_as_hints_and_the_real_answer_adds_only_what_is_new(
         [DnsSource::Hint, DnsSource::Answer, DnsSource::Answer]
     );
     assert_eq!(race.report().attempts.len(), 1);
+}
+
+#[test]
+fn a_known_path_rtt_staggers_first_contacts_by_twice_it() {
+    // rx at 50 ms RTT, first contact: IPv6 dead, IPv4 after 2 x 50 + 10 ms, not 250.
+    let run = sim()
+        .config(|c| c.path_rtt = Some(ms(50)))
+        .path("2001:db8::1", Path::Blackhole)
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 110]);
+    assert_eq!(run.won_at(), (160, "192.0.2.1".into()));
+    // Never under 100 ms (HEv3's recommended minimum), never over the configured delay.
+    assert_eq!(first_contact_delay(ms(1), ms(250)), ms(100));
+    assert_eq!(first_contact_delay(ms(200), ms(250)), ms(250));
+    assert_eq!(first_contact_delay(ms(1), ms(40)), ms(40));
+}
+
+/// Starts of a race with the default settings: AAAA (dead address) and A answer at
+/// `dns_ms`; what has started by `at` ms.
+fn starts_with_dns_time(dns_ms: u64, at: &[u64]) -> (Vec<usize>, String) {
+    let base = Instant::now();
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V6, cands(&["2001:db8::1"]), base + ms(dns_ms));
+    race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base + ms(dns_ms));
+    let mut counts = vec![started(&mut race).len()];
+    for t in at {
+        race.handle_timeout(base + ms(*t));
+        counts.push(counts.last().unwrap() + started(&mut race).len());
+    }
+    (counts, race.report().trace())
+}
+
+#[test]
+fn the_first_lookups_time_estimates_the_rtt_of_a_first_contact() {
+    // The lookup took 50 ms: the second start comes 110 ms after the first.
+    let (counts, trace) = starts_with_dns_time(50, &[159, 160]);
+    assert_eq!(counts, [1, 1, 2], "{trace}");
+    assert!(
+        trace.contains("the lookup took 50 ms: first contacts staggered by 110 ms"),
+        "{trace}"
+    );
+    // A cached answer (under 10 ms) says nothing about the path: RFC 8305's 250 ms.
+    let (counts, trace) = starts_with_dns_time(2, &[251, 252]);
+    assert_eq!(counts, [1, 1, 2], "{trace}");
+    assert!(!trace.contains("the lookup took"), "{trace}");
 }
