@@ -16,6 +16,7 @@
 mod address_families;
 mod checks;
 mod dead_addresses;
+mod first_contact;
 mod https_rr;
 mod load;
 mod loss;
@@ -90,6 +91,18 @@ const ALL: &[Scenario] = &[
         summary: "TCP, two dead of each family: failure within the establishment timeout, listing four causes",
         needs_taps: true,
         body: dead_addresses::rxxzz,
+    },
+    Scenario {
+        name: "rx-first",
+        summary: "TCP, first contact, RTT 50 ms to the hosts and to the DNS server, IPv6 dead: the lookup's time sets the stagger: connected within 180 ms of the first DNS answer, before curl (--resolve, 200 ms)",
+        needs_taps: true,
+        body: first_contact::rx_first,
+    },
+    Scenario {
+        name: "rd-first",
+        summary: "TCP, first contact, RTT 50 ms to the DNS server, both families work (IPv6 RTT 40 ms): IPv6 still wins with one attempt",
+        needs_taps: true,
+        body: first_contact::rd_first,
     },
     Scenario {
         name: "aaaa-slow",
