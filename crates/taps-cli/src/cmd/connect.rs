@@ -49,9 +49,14 @@ pub(crate) struct Args {
     security: SecurityArgs,
 }
 
+/// One flow's outcome: only what the chosen output prints (the race report is copied
+/// out of the connection only for `--trace` and `--json`; the winner's JSON only for
+/// `--json`).
 struct FlowResult {
     report: Option<RaceReport>,
-    winner: Option<Value>,
+    /// The race's total time (also without the report).
+    total: Option<Duration>,
+    winner: Option<Winner>,
     error: Option<String>,
     sent: u64,
     replies: Vec<String>,
@@ -81,7 +86,11 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
             message: args.message.clone(),
             line: args.line.clone(),
         };
-        set.spawn(async move { flow(&pre, payload).await });
+        let wants = Wants {
+            report: args.trace || args.json,
+            json: args.json,
+        };
+        set.spawn(async move { flow(&pre, payload, wants).await });
     }
     let mut results = Vec::with_capacity(args.flows);
     while let Some(r) = set.join_next().await {
@@ -135,6 +144,26 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// What the output needs of the winning connection.
+enum Winner {
+    /// `--json`: the whole object.
+    Json(Value),
+    /// Text: the line `connected: STACK LOCAL -> REMOTE` and the security summary.
+    Text {
+        stack: String,
+        local: std::net::SocketAddr,
+        remote: std::net::SocketAddr,
+        security: Option<String>,
+    },
+}
+
+/// What the output asks of each flow.
+#[derive(Clone, Copy)]
+struct Wants {
+    report: bool,
+    json: bool,
+}
+
 /// What each flow sends.
 struct Payload {
     bytes: Option<u64>,
@@ -142,10 +171,11 @@ struct Payload {
     line: Option<String>,
 }
 
-async fn flow(pre: &Preconnection, payload: Payload) -> FlowResult {
+async fn flow(pre: &Preconnection, payload: Payload, wants: Wants) -> FlowResult {
     let t0 = Instant::now();
     let mut r = FlowResult {
         report: None,
+        total: None,
         winner: None,
         error: None,
         sent: 0,
@@ -154,8 +184,16 @@ async fn flow(pre: &Preconnection, payload: Payload) -> FlowResult {
     };
     match pre.initiate().await {
         Ok(mut conn) => {
-            r.report = conn.info().race.clone();
-            r.winner = Some(winner_json(&conn));
+            let race = conn.info().race.as_ref();
+            r.total = race.and_then(|rep| rep.total);
+            if wants.report {
+                r.report = race.cloned();
+            }
+            r.winner = Some(if wants.json {
+                Winner::Json(winner_json(&conn))
+            } else {
+                winner_text(&conn)
+            });
             if let Err(e) = exchange(&mut conn, payload, &mut r).await {
                 r.error = Some(format!("after connecting: {e}"));
             }
@@ -164,7 +202,10 @@ async fn flow(pre: &Preconnection, payload: Payload) -> FlowResult {
             let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn.close()).await;
         }
         Err(e) => {
-            r.report = e.race().map(|race| race.report().clone());
+            r.total = e.race().and_then(|race| race.report().total);
+            if wants.report {
+                r.report = e.race().map(|race| race.report().clone());
+            }
             r.error = Some(e.to_string());
         }
     }
@@ -252,6 +293,30 @@ fn winner_json(conn: &Connection) -> Value {
     })
 }
 
+fn winner_text(conn: &Connection) -> Winner {
+    let i = conn.info();
+    Winner::Text {
+        stack: i.stack.to_string(),
+        local: i.local,
+        remote: i.remote,
+        security: i.security.as_ref().map(|s| {
+            format!(
+                "{} {}, ALPN {}, {}",
+                s.version,
+                s.cipher_suite,
+                s.alpn
+                    .as_ref()
+                    .map_or("none".into(), |a| String::from_utf8_lossy(a).into_owned()),
+                if s.resumed {
+                    "resumed session"
+                } else {
+                    "full handshake"
+                }
+            )
+        }),
+    }
+}
+
 fn outcome(o: &AttemptOutcome) -> (&'static str, Option<String>) {
     match o {
         AttemptOutcome::Won => ("won", None),
@@ -286,11 +351,15 @@ fn flow_json(r: &FlowResult) -> Value {
         .flat_map(|rep| rep.timeline_text())
         .map(|(at, event)| json!({"at_ms": millis_f64(at), "event": event.to_string()}))
         .collect();
+    let winner = match &r.winner {
+        Some(Winner::Json(v)) => v.clone(),
+        _ => Value::Null,
+    };
     json!({
-        "winner": r.winner,
+        "winner": winner,
         "attempts": attempts,
         "timeline": timeline,
-        "total_ms": millis_f64(r.report.as_ref().and_then(|rep| rep.total).unwrap_or(r.elapsed)),
+        "total_ms": millis_f64(r.total.unwrap_or(r.elapsed)),
         "error": r.error,
         "bytes_sent": r.sent,
         "replies": r.replies,
@@ -312,39 +381,27 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
         }
     }
     match (&r.winner, &r.error) {
-        (Some(w), None) => println!(
-            "{prefix}connected: {} {} -> {} in {:.3} ms",
-            w["stack"].as_str().unwrap_or("?"),
-            w["local"].as_str().unwrap_or("?"),
-            w["remote"].as_str().unwrap_or("?"),
-            millis_f64(
-                r.report
-                    .as_ref()
-                    .and_then(|rep| rep.total)
-                    .unwrap_or(r.elapsed)
-            )
+        (
+            Some(Winner::Text {
+                stack,
+                local,
+                remote,
+                ..
+            }),
+            None,
+        ) => println!(
+            "{prefix}connected: {stack} {local} -> {remote} in {:.3} ms",
+            millis_f64(r.total.unwrap_or(r.elapsed))
         ),
         // A single flow's error is reported once, on stderr, by the caller.
         (_, Some(e)) if many => println!("{prefix}failed: {e}"),
         _ => {}
     }
-    if let Some(s) = r
-        .winner
-        .as_ref()
-        .map(|w| &w["security"])
-        .filter(|s| !s.is_null())
+    if let Some(Winner::Text {
+        security: Some(s), ..
+    }) = &r.winner
     {
-        println!(
-            "{prefix}security: {} {}, ALPN {}, {}",
-            s["version"].as_str().unwrap_or("?"),
-            s["cipher_suite"].as_str().unwrap_or("?"),
-            s["alpn"].as_str().unwrap_or("none"),
-            if s["resumed"].as_bool() == Some(true) {
-                "resumed session"
-            } else {
-                "full handshake"
-            }
-        );
+        println!("{prefix}security: {s}");
     }
     for reply in &r.replies {
         println!("{prefix}reply: {reply}");
