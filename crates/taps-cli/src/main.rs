@@ -37,11 +37,21 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // A client (`connect`, `candidates`) runs on one thread: its flows wait on the
+    // network, not the CPU, and a second worker only adds wake-ups and hand-offs between
+    // threads (futex calls, cache misses) to every flow. A listener and the bench's
+    // servers use two workers.
+    let mut builder = match cli.command {
+        Command::Connect(_) | Command::Candidates(_) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        _ => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("taps: error: cannot start the runtime: {e}");
