@@ -25,9 +25,10 @@ pub const UNPROVEN_QUIC_DELAY: Duration = Duration::from_millis(100);
 /// recommended minimum Connection Attempt Delay): the estimate is a guess about a path
 /// no attempt has measured yet, so it shortens the default 250 ms only this far.
 pub const FIRST_CONTACT_MIN_DELAY: Duration = Duration::from_millis(100);
-/// A DNS answer faster than this came from a cache on this host or next to it: its time
-/// says nothing about the network's round-trip time and sets no estimate.
-pub const DNS_RTT_MIN: Duration = Duration::from_millis(10);
+/// A DNS answer faster than this came from a cache on this host or on its LAN (a few
+/// ms, more on a busy host): its time says nothing about the network's round-trip time
+/// and sets no estimate.
+pub const DNS_RTT_MIN: Duration = Duration::from_millis(20);
 /// Default establishment timeout: see [`RaceConfig::timeout`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default bound on alive attempts: see [`RaceConfig::max_alive`].
