@@ -3,7 +3,7 @@
 //! returns what happened and which checks passed.
 //!
 //! The scenarios live one group per file (address families, dead addresses, loss, load,
-//! SCTP, TLS, QUIC, the plain-socket probe); `runner` runs one and records its checks,
+//! SCTP, TLS, QUIC, faults, the plain-socket probe); `runner` runs one and records its checks,
 //! `setup` and `checks` hold what the groups share (rules, connections; log lines,
 //! bounds).
 //!
@@ -16,6 +16,7 @@
 mod address_families;
 mod checks;
 mod dead_addresses;
+mod faults;
 mod load;
 mod loss;
 mod plain_sockets;
@@ -155,6 +156,31 @@ const ALL: &[Scenario] = &[
         summary: "QUIC vs TLS/TCP, UDP open, RTT 50 ms: QUIC wins within RTT + 30 ms, before TLS/TCP is due (100 ms): no TLS/TCP attempt",
         needs_taps: true,
         body: quic::quic_wins,
+    },
+    // Faults: paths that die, reordering and duplication, broken DNS, a link flap.
+    Scenario {
+        name: "path-dies",
+        summary: "TCP, then SCTP, abort timeout (connTimeout) 2 s: the path is blackholed mid-transfer; taps connect fails within 2 s + 2.5 s, never hangs",
+        needs_taps: true,
+        body: faults::path_dies,
+    },
+    Scenario {
+        name: "reorder-dup",
+        summary: "RTT 20 ms, 5% reordered by 10 ms, 2% duplicated: 4 MiB over TCP and 2 MiB over SCTP arrive exactly",
+        needs_taps: true,
+        body: faults::reorder_dup,
+    },
+    Scenario {
+        name: "dns-faults",
+        summary: "SERVFAIL and a silent server fail naming the name (within 2 s and 12 s); truncated UDP answers are asked again over TCP and connect; AAAA NXDOMAIN with a good A connects over IPv4",
+        needs_taps: true,
+        body: faults::dns_faults,
+    },
+    Scenario {
+        name: "iface-flap",
+        summary: "the client's only link down: taps connect fails within 2 s saying the network is unreachable; link up again: connects",
+        needs_taps: true,
+        body: faults::iface_flap,
     },
 ];
 
