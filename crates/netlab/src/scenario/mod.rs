@@ -172,13 +172,13 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "dns-faults",
-        summary: "SERVFAIL and a silent server fail naming the name (within 2 s and 12 s); truncated UDP answers are asked again over TCP and connect; AAAA NXDOMAIN with a good A connects over IPv4",
+        summary: "SERVFAIL and a silent server fail naming the name (within 2 s and 17 s); truncated UDP answers are asked again over TCP and connect; AAAA NXDOMAIN with a good A connects over IPv4",
         needs_taps: true,
         body: faults::dns_faults,
     },
     Scenario {
         name: "iface-flap",
-        summary: "the client's only link down: taps connect fails within 2 s saying the network is unreachable; link up again: connects",
+        summary: "RTT 600 ms, the client's only link goes down 150 ms into a race: it fails within its establishment timeout (2 s) + 1 s; a race while down fails within 2 s saying no local address can reach the server; link up: connects within RTT + 100 ms",
         needs_taps: true,
         body: faults::iface_flap,
     },
