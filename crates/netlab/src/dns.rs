@@ -170,7 +170,11 @@ fn fault_tcp_conn(mut stream: std::net::TcpStream, shared: &FaultShared) {
                 pending.extend_from_slice(&buf[..n]);
                 idle = std::time::Instant::now();
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return,
         }
         while pending.len() >= 2 {

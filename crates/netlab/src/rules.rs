@@ -677,8 +677,13 @@ mod tests {
         assert!((400..600).contains(&held), "held back {held} of 10000");
         assert!((140..260).contains(&dups), "duplicated {dups} of 10000");
         let overtaken = releases.windows(2).filter(|w| w[1] < w[0]).count();
-        assert!(overtaken >= held * 9 / 10, "{overtaken} overtaken, {held} held");
-        let r: Rule = "net=192.0.2.0/24,reorder=5%,reorder-by=20ms,dup=2%".parse().unwrap();
+        assert!(
+            overtaken >= held * 9 / 10,
+            "{overtaken} overtaken, {held} held"
+        );
+        let r: Rule = "net=192.0.2.0/24,reorder=5%,reorder-by=20ms,dup=2%"
+            .parse()
+            .unwrap();
         assert!((r.effect.reorder - 0.05).abs() < 1e-9);
         assert_eq!(r.effect.reorder_by, Duration::from_millis(20));
         assert!((r.effect.duplicate - 0.02).abs() < 1e-9);

@@ -53,7 +53,10 @@ pub(super) fn path_dies(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     ));
     let timeout = format!(r#", "connTimeout": {}"#, ABORT_TIMEOUT.as_secs_f64());
     let rd: Vec<IpAddr> = lab::addresses("rd").iter().map(|r| r.addr).collect();
-    let dead: Vec<Rule> = rd.iter().map(|a| Rule::new(Match::host(*a)).blackhole()).collect();
+    let dead: Vec<Rule> = rd
+        .iter()
+        .map(|a| Rule::new(Match::host(*a)).blackhole())
+        .collect();
     let mut c = Connect::new(fqdn("rd"));
     c.props = Some(props("TCP", &timeout));
     cut_mid_transfer(lab, ctx, out, "TCP", c, dead)?;
@@ -87,7 +90,10 @@ fn cut_mid_transfer(
             Instant::now()
         });
         let r = ctx.connect(lab, c);
-        (r, killer.join().expect("the blackhole thread does not panic"))
+        (
+            r,
+            killer.join().expect("the blackhole thread does not panic"),
+        )
     });
     let r = report.map_err(|e| format!("{stack}: {e}"))?;
     show_connection(out, stack, &r);
@@ -185,7 +191,9 @@ pub(super) fn reorder_dup(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(),
             - before.to_client.duplicated;
         out.check(
             reordered > 0 && duplicated > 0,
-            format!("{stack}: the bridge reordered {reordered} and duplicated {duplicated} packets"),
+            format!(
+                "{stack}: the bridge reordered {reordered} and duplicated {duplicated} packets"
+            ),
         );
     }
     Ok(())
@@ -321,7 +329,9 @@ const FLAP_TIMEOUT: Duration = Duration::from_secs(2);
 pub(super) fn iface_flap(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     let rtt = Duration::from_millis(600);
     lab.set_rules(super::setup::rtt_rules(rtt, rtt));
-    out.say("  rules: RTT 600 ms to every zone address (attempts are still pending when the link goes)");
+    out.say(
+        "  rules: RTT 600 ms to every zone address (attempts are still pending when the link goes)",
+    );
     let client = lab.client();
     let down = || {
         client
@@ -338,7 +348,10 @@ pub(super) fn iface_flap(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), 
     let mut c = Connect::new(fqdn("rd"));
     c.props = Some(props(
         "TCP",
-        &format!(r#", "establishmentTimeout": {}"#, FLAP_TIMEOUT.as_secs_f64()),
+        &format!(
+            r#", "establishmentTimeout": {}"#,
+            FLAP_TIMEOUT.as_secs_f64()
+        ),
     ));
     let (r, went) = std::thread::scope(|s| {
         let flap = s.spawn(|| {

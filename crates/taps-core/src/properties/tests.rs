@@ -263,7 +263,10 @@ fn abort_establishment_and_keep_alive_timeouts_are_distinct() {
         .compile()
         .unwrap();
     assert_eq!(p.compiled().abort_timeout, Some(Duration::from_secs(7)));
-    assert_eq!(p.compiled().keep_alive_timeout, Some(Duration::from_secs(9)));
+    assert_eq!(
+        p.compiled().keep_alive_timeout,
+        Some(Duration::from_secs(9))
+    );
     for bad in [r#"{"connTimeout": -1}"#, r#"{"keepAliveTimeout": 1e300}"#] {
         let err = TransportProperties::from_neat_json(bad)
             .and_then(TransportProperties::compile)

@@ -590,7 +590,14 @@ fn options_from_properties() {
     assert_eq!((sctp.rto_max_ms, sctp.max_retransmits), (600, 4));
     assert_eq!(sctp.heartbeat_interval_ms, 2000);
     let none = transport::sctp::sctp_options(&SocketOptions::default());
-    assert_eq!((none.rto_max_ms, none.max_retransmits, none.heartbeat_interval_ms), (0, 0, 0));
+    assert_eq!(
+        (
+            none.rto_max_ms,
+            none.max_retransmits,
+            none.heartbeat_interval_ms
+        ),
+        (0, 0, 0)
+    );
     // 0 leaves the system's default; keep-alive avoided wins over an interval.
     let props = TransportProperties::from_neat_json(
         r#"{"connTimeout": 0, "keepAliveTimeout": 2, "keepAlive": {"value": false, "precedence": 1}}"#,
