@@ -27,6 +27,8 @@ struct Counters {
     blackholed: AtomicU64,
     queue_full: AtomicU64,
     write_errors: AtomicU64,
+    reordered: AtomicU64,
+    duplicated: AtomicU64,
 }
 
 /// A snapshot of one direction's counters.
@@ -46,6 +48,10 @@ pub struct DirStats {
     pub queue_full: u64,
     /// Packets the output device refused.
     pub write_errors: u64,
+    /// Packets held back by a `reorder` rule (the packets after them overtook them).
+    pub reordered: u64,
+    /// Packets sent twice by a `dup` rule (each counts once here, twice in `forwarded`).
+    pub duplicated: u64,
 }
 
 /// A snapshot of both directions' counters.
@@ -144,6 +150,8 @@ impl Bridge {
             blackholed: c.blackholed.load(Ordering::Relaxed),
             queue_full: c.queue_full.load(Ordering::Relaxed),
             write_errors: c.write_errors.load(Ordering::Relaxed),
+            reordered: c.reordered.load(Ordering::Relaxed),
+            duplicated: c.duplicated.load(Ordering::Relaxed),
         };
         BridgeStats {
             to_server: snap(&self.shared.counters[0]),
@@ -259,6 +267,17 @@ fn pump(
                                 data: pkt.to_vec(),
                             }));
                         }
+                        Verdict::Duplicate(at, copy) => {
+                            counters.duplicated.fetch_add(1, Ordering::Relaxed);
+                            for at in [at, copy] {
+                                seq += 1;
+                                heap.push(Reverse(Queued {
+                                    at,
+                                    seq,
+                                    data: pkt.to_vec(),
+                                }));
+                            }
+                        }
                         Verdict::Lost => {
                             counters.lost.fetch_add(1, Ordering::Relaxed);
                         }
@@ -270,6 +289,9 @@ fn pump(
                         }
                     }
                 }
+                counters
+                    .reordered
+                    .store(shaper.reordered, Ordering::Relaxed);
             }
         }
         let now = Instant::now();

@@ -139,6 +139,9 @@ pub(crate) fn in_prefix(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     }
 }
 
+/// How much longer a reordered packet is held unless the rule says (`reorder_by`).
+pub const DEFAULT_REORDER_BY: Duration = Duration::from_millis(10);
+
 /// What happens to the packets a rule matches, in each direction it matches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Effect {
@@ -156,6 +159,15 @@ pub struct Effect {
     pub queue_limit: Duration,
     /// Drop every packet silently (no ICMP, no RST): a dead path.
     pub blackhole: bool,
+    /// Probability of holding a packet back by [`Effect::reorder_by`] beyond its release
+    /// time, 0.0..=1.0 (seeded): the packets after it overtake it, so it arrives out of
+    /// order.
+    pub reorder: f64,
+    /// How much longer a reordered packet is held.
+    pub reorder_by: Duration,
+    /// Probability of sending a packet twice, 0.0..=1.0 (seeded); the copy leaves right
+    /// after the original.
+    pub duplicate: f64,
 }
 
 impl Default for Effect {
@@ -167,6 +179,9 @@ impl Default for Effect {
             rate_bps: None,
             queue_limit: Duration::from_millis(500),
             blackhole: false,
+            reorder: 0.0,
+            reorder_by: DEFAULT_REORDER_BY,
+            duplicate: 0.0,
         }
     }
 }
@@ -223,6 +238,20 @@ impl Rule {
         self.effect.blackhole = true;
         self
     }
+
+    /// Holds a fraction `p` (clamped to 0.0..=1.0) of the packets back by `by`, so the
+    /// packets after them overtake them.
+    pub fn reorder(mut self, p: f64, by: Duration) -> Rule {
+        self.effect.reorder = p.clamp(0.0, 1.0);
+        self.effect.reorder_by = by;
+        self
+    }
+
+    /// Sends a fraction `p` (clamped to 0.0..=1.0) of the packets twice.
+    pub fn duplicate(mut self, p: f64) -> Rule {
+        self.effect.duplicate = p.clamp(0.0, 1.0);
+        self
+    }
 }
 
 /// What the shaper decided for one packet.
@@ -230,6 +259,8 @@ impl Rule {
 pub(crate) enum Verdict {
     /// Forward it at this instant.
     Release(Instant),
+    /// Forward it at the first instant and a copy of it at the second.
+    Duplicate(Instant, Instant),
     /// Dropped by a blackhole rule.
     Blackholed,
     /// Dropped by random loss.
@@ -282,6 +313,8 @@ pub(crate) struct Shaper {
     lanes: Vec<Lane>,
     default_lane: Lane,
     rng: Rng,
+    /// Packets held back for reordering so far.
+    pub(crate) reordered: u64,
 }
 
 impl Shaper {
@@ -293,6 +326,7 @@ impl Shaper {
             rules,
             lanes,
             default_lane: Lane::default(),
+            reordered: 0,
             rng: Rng::new(seed ^ (dir.index() as u64 + 1).wrapping_mul(0x5851_f42d_4c95_7f2d)),
         }
     }
@@ -344,7 +378,17 @@ impl Shaper {
         if let Some(last) = lane.last_release {
             release = release.max(last);
         }
-        lane.last_release = Some(release);
+        // A reordered packet leaves later without holding back the lane: the packets
+        // after it keep their times and overtake it.
+        if effect.reorder > 0.0 && self.rng.next_f64() < effect.reorder {
+            release += effect.reorder_by;
+            self.reordered += 1;
+        } else {
+            lane.last_release = Some(release);
+        }
+        if effect.duplicate > 0.0 && self.rng.next_f64() < effect.duplicate {
+            return Verdict::Duplicate(release, release);
+        }
         Verdict::Release(release)
     }
 }
@@ -368,6 +412,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(v * scale).map_err(|_| format!("bad duration {s:?}"))
 }
 
+/// Parses a share like `2%` or `0.02` (for `key`); it must lie in 0..=1.
+fn parse_share(key: &str, v: &str) -> Result<f64, String> {
+    let p: f64 = match v.strip_suffix('%') {
+        Some(pct) => pct.parse::<f64>().map(|p| p / 100.0),
+        None => v.parse(),
+    }
+    .map_err(|_| format!("bad {key} {v:?} (2% or 0.02)"))?;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{key} {v:?} is not between 0% and 100%"))
+    }
+}
+
 fn parse_rate(s: &str) -> Result<u64, String> {
     let lower = s.trim().to_ascii_lowercase();
     let (num, scale) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
@@ -389,7 +447,9 @@ impl std::str::FromStr for Rule {
     /// `net=2001:db8:5::/48,blackhole`. Keys: `host`, `net`, `proto` (`tcp`, `udp`,
     /// `sctp`, `icmp` or a number; `tcp`/`udp` alone work too), `port`, `dir`
     /// (`to-server`, `to-client`), `delay` (one way), `rtt`, `jitter`, `loss` (`2%` or
-    /// `0.02`), `rate`, `queue` (rate-limit queue bound), `blackhole`.
+    /// `0.02`), `rate`, `queue` (rate-limit queue bound), `blackhole`, `reorder` (a
+    /// share, like `loss`), `reorder-by` (how much later, default 10 ms), `dup` (a share
+    /// sent twice).
     fn from_str(spec: &str) -> Result<Rule, String> {
         let mut rule = Rule::new(Match::any());
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -445,15 +505,12 @@ impl std::str::FromStr for Rule {
                 "rtt" => rule.effect.delay = parse_duration(need()?)? / 2,
                 "jitter" => rule.effect.jitter = parse_duration(need()?)?,
                 "queue" => rule.effect.queue_limit = parse_duration(need()?)?,
-                "loss" => {
-                    let v = need()?;
-                    let p: f64 = match v.strip_suffix('%') {
-                        Some(pct) => pct.parse::<f64>().map(|p| p / 100.0),
-                        None => v.parse(),
-                    }
-                    .map_err(|_| format!("bad loss {v:?} (2% or 0.02)"))?;
-                    rule = rule.loss(p);
+                "loss" => rule = rule.loss(parse_share(key, need()?)?),
+                "reorder" => {
+                    rule = rule.reorder(parse_share(key, need()?)?, rule.effect.reorder_by)
                 }
+                "reorder-by" | "reorder_by" => rule.effect.reorder_by = parse_duration(need()?)?,
+                "dup" | "duplicate" => rule = rule.duplicate(parse_share(key, need()?)?),
                 "rate" => rule = rule.rate(parse_rate(need()?)?),
                 "blackhole" => rule.effect.blackhole = true,
                 k => return Err(format!("unknown rule key {k:?}")),
@@ -586,6 +643,52 @@ mod tests {
             spread = (spread.0.min(d), spread.1.max(d));
         }
         assert!(spread.1 - spread.0 > Duration::from_millis(5), "{spread:?}");
+    }
+
+    #[test]
+    fn reorder_lets_later_packets_overtake_and_dup_sends_twice() {
+        let by = Duration::from_millis(10);
+        let rules = vec![Rule::new(Match::any())
+            .delay(Duration::from_millis(5))
+            .reorder(0.05, by)
+            .duplicate(0.02)];
+        let mut s = Shaper::new(Direction::ToServer, rules, 9);
+        let t0 = Instant::now();
+        let (mut releases, mut dups, mut held) = (Vec::new(), 0, 0);
+        for i in 0..10_000u64 {
+            let now = t0 + Duration::from_micros(i * 100);
+            let at = match s.decide(Some(&info([192, 0, 2, 11], 80)), 60, now) {
+                Verdict::Release(at) => at,
+                Verdict::Duplicate(at, copy) => {
+                    assert_eq!(at, copy);
+                    dups += 1;
+                    at
+                }
+                v => panic!("{v:?}"),
+            };
+            let d = at - now;
+            if d == Duration::from_millis(15) {
+                held += 1;
+            } else {
+                assert_eq!(d, Duration::from_millis(5), "unheld packets keep the delay");
+            }
+            releases.push(at);
+        }
+        assert!((400..600).contains(&held), "held back {held} of 10000");
+        assert!((140..260).contains(&dups), "duplicated {dups} of 10000");
+        let overtaken = releases.windows(2).filter(|w| w[1] < w[0]).count();
+        assert!(
+            overtaken >= held * 9 / 10,
+            "{overtaken} overtaken, {held} held"
+        );
+        let r: Rule = "net=192.0.2.0/24,reorder=5%,reorder-by=20ms,dup=2%"
+            .parse()
+            .unwrap();
+        assert!((r.effect.reorder - 0.05).abs() < 1e-9);
+        assert_eq!(r.effect.reorder_by, Duration::from_millis(20));
+        assert!((r.effect.duplicate - 0.02).abs() < 1e-9);
+        assert!("reorder=150%".parse::<Rule>().is_err());
+        assert!("dup=x".parse::<Rule>().is_err());
     }
 
     #[test]

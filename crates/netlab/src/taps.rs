@@ -62,6 +62,8 @@ pub struct Connect {
     pub server_name: Option<String>,
     /// A line to send raw and read the replies of (`--line`, for an echoing peer).
     pub line: Option<String>,
+    /// The name server to ask (`--name-server`); the lab's DNS server if `None`.
+    pub name_server: Option<std::net::SocketAddr>,
     /// The process is killed after this long.
     pub limit: Duration,
 }
@@ -79,6 +81,7 @@ impl Connect {
             ca: Vec::new(),
             server_name: None,
             line: None,
+            name_server: None,
             limit: Duration::from_secs(30),
         }
     }
@@ -211,7 +214,7 @@ impl Lab {
             .arg(c.port.to_string())
             .arg("--json")
             .arg("--name-server")
-            .arg(self.dns_addr().to_string())
+            .arg(c.name_server.unwrap_or(self.dns_addr()).to_string())
             .arg("--sctp-udp-port")
             .arg(crate::lab::SCTP_UDP_PORT.to_string());
         if let Some(cib) = &c.cib {

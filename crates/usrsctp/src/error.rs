@@ -34,7 +34,10 @@ pub enum Error {
     CannotStart(u16),
     /// The association was aborted by the peer or lost (SCTP_COMM_LOST: ABORT received or
     /// retransmissions exhausted).
-    #[error("SCTP association lost or aborted by the peer (error cause {0})")]
+    #[error(
+        "SCTP association lost (the peer stopped acknowledging: retransmission limit reached) \
+         or aborted by the peer (error cause {0})"
+    )]
     Lost(u16),
     /// The association was aborted locally (`abort()`, or a send cancelled mid-message).
     #[error("SCTP association aborted locally")]

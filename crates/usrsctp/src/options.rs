@@ -2,7 +2,7 @@
 //! socket.
 
 use crate::error::Result;
-use crate::ffi;
+use crate::ffi::{self, Plain};
 use crate::sys::Sock;
 
 /// RFC 8260 stream schedulers offered by usrsctp (`SCTP_PLUGGABLE_SS`). Selecting one costs
@@ -63,6 +63,18 @@ pub struct SctpOptions {
     pub init_attempts: u16,
     /// Maximum INIT retransmission timeout in ms (0: usrsctp's default, 60 s).
     pub init_max_timeout_ms: u16,
+    /// Upper bound of the retransmission timeout in ms (SCTP_RTOINFO `srto_max`; the
+    /// initial and minimum RTO are lowered to it when larger). 0: usrsctp's default, 60 s.
+    pub rto_max_ms: u32,
+    /// Consecutive retransmissions (of data or heartbeats) without an answer after which
+    /// the association is given up and reported lost (SCTP_ASSOCINFO `sasoc_asocmaxrxt`
+    /// and, per path, `spp_pathmaxrxt`). 0: usrsctp's default, 10 (5 per path). With
+    /// [`SctpOptions::rto_max_ms`] this bounds how long a dead path goes unnoticed while
+    /// data is outstanding: at most `(max_retransmits + 1) × rto_max_ms`.
+    pub max_retransmits: u16,
+    /// Heartbeat interval in ms on idle paths (SCTP_PEER_ADDR_PARAMS `spp_hbinterval`).
+    /// 0: usrsctp's default, 30 s.
+    pub heartbeat_interval_ms: u32,
 }
 
 impl Default for SctpOptions {
@@ -78,6 +90,9 @@ impl Default for SctpOptions {
             accept_streams: false,
             init_attempts: 0,
             init_max_timeout_ms: 0,
+            rto_max_ms: 0,
+            max_retransmits: 0,
+            heartbeat_interval_ms: 0,
         }
     }
 }
@@ -129,6 +144,7 @@ impl SctpOptions {
             };
             sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
         }
+        opts.apply_failure_detection(sock)?;
         if let Some(s) = opts.scheduler {
             let v = ffi::sctp_assoc_value {
                 assoc_id: ffi::SCTP_FUTURE_ASSOC,
@@ -143,4 +159,53 @@ impl SctpOptions {
         }
         Ok(())
     }
+
+    /// Applies the RTO bound, the retransmission limit and the heartbeat interval for
+    /// future associations of `sock` (one setsockopt for each that is set).
+    fn apply_failure_detection(&self, sock: &Sock) -> Result<()> {
+        if self.rto_max_ms > 0 {
+            let rto = ffi::sctp_rtoinfo {
+                srto_assoc_id: ffi::SCTP_FUTURE_ASSOC,
+                // usrsctp needs min <= initial <= max: lower its defaults (1 s, 3 s).
+                srto_initial: DEFAULT_RTO_INITIAL_MS.min(self.rto_max_ms),
+                srto_max: self.rto_max_ms,
+                srto_min: DEFAULT_RTO_MIN_MS.min(self.rto_max_ms),
+            };
+            sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_RTOINFO, &rto, "SCTP_RTOINFO")?;
+        }
+        if self.max_retransmits > 0 {
+            let assoc = ffi::sctp_assocparams {
+                sasoc_assoc_id: ffi::SCTP_FUTURE_ASSOC,
+                sasoc_asocmaxrxt: self.max_retransmits,
+                ..Default::default()
+            };
+            sock.setopt(
+                ffi::IPPROTO_SCTP,
+                ffi::SCTP_ASSOCINFO,
+                &assoc,
+                "SCTP_ASSOCINFO",
+            )?;
+        }
+        if self.max_retransmits > 0 || self.heartbeat_interval_ms > 0 {
+            let mut p = ffi::sctp_paddrparams::zeroed();
+            p.spp_assoc_id = ffi::SCTP_FUTURE_ASSOC;
+            p.spp_pathmaxrxt = self.max_retransmits;
+            if self.heartbeat_interval_ms > 0 {
+                p.spp_hbinterval = self.heartbeat_interval_ms;
+                p.spp_flags = ffi::SPP_HB_ENABLE;
+            }
+            sock.setopt(
+                ffi::IPPROTO_SCTP,
+                ffi::SCTP_PEER_ADDR_PARAMS,
+                &p,
+                "SCTP_PEER_ADDR_PARAMS",
+            )?;
+        }
+        Ok(())
+    }
 }
+
+/// usrsctp's default initial RTO in ms (`sctp_rto_initial_default`).
+const DEFAULT_RTO_INITIAL_MS: u32 = 3000;
+/// usrsctp's default minimum RTO in ms (`sctp_rto_min_default`).
+const DEFAULT_RTO_MIN_MS: u32 = 1000;

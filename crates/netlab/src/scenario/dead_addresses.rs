@@ -13,7 +13,7 @@ use crate::dns::RecordType;
 use crate::lab::{addresses, fqdn, is_dead, Lab};
 use crate::taps::Connect;
 
-/// The establishment timeout the all-dead scenario sets (`connTimeout`), to keep it short.
+/// The establishment timeout the all-dead scenario sets (`establishmentTimeout`), to keep it short.
 const SHORT_CONN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A name with dead addresses and one live IPv4 address: the first connection needs
@@ -113,11 +113,11 @@ pub(super) fn rxxzz(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), Strin
     let timeout = SHORT_CONN_TIMEOUT;
     let mut c = Connect::new(fqdn("rxxzz"));
     c.props = Some(format!(
-        "{{\"transport\": {{\"value\": \"TCP\", \"precedence\": 2}}, \"connTimeout\": {}}}",
+        "{{\"transport\": {{\"value\": \"TCP\", \"precedence\": 2}}, \"establishmentTimeout\": {}}}",
         timeout.as_secs_f64()
     ));
     out.say(format!(
-        "  establishment timeout (connTimeout) {} ms",
+        "  establishment timeout (establishmentTimeout) {} ms",
         millis_u64(timeout)
     ));
     let r = ctx.connect(lab, c)?;

@@ -3,7 +3,7 @@
 //! returns what happened and which checks passed.
 //!
 //! The scenarios live one group per file (address families, dead addresses, loss, load,
-//! SCTP, TLS, QUIC, the plain-socket probe); `runner` runs one and records its checks,
+//! SCTP, TLS, QUIC, faults, the plain-socket probe); `runner` runs one and records its checks,
 //! `setup` and `checks` hold what the groups share (rules, connections; log lines,
 //! bounds).
 //!
@@ -18,6 +18,7 @@ mod checks;
 mod dead_addresses;
 mod first_contact;
 mod https_rr;
+mod faults;
 mod load;
 mod loss;
 mod plain_sockets;
@@ -175,6 +176,31 @@ const ALL: &[Scenario] = &[
         summary: "HTTPS record alpn=h3,h2 port=8443 ipv4hint, A held back 300 ms, RTT 50 ms: QUIC to 8443 on the hint wins before the A answer, its handshake within RTT + 30 ms; with alpn=h2 only, no QUIC: TLS/TCP to 8443 within 2 RTT + 30 ms",
         needs_taps: true,
         body: https_rr::https_rr,
+    },
+    // Faults: paths that die, reordering and duplication, broken DNS, a link flap.
+    Scenario {
+        name: "path-dies",
+        summary: "TCP, then SCTP, abort timeout (connTimeout) 2 s: the path is blackholed mid-transfer; taps connect fails within 2 s + 2.5 s, never hangs",
+        needs_taps: true,
+        body: faults::path_dies,
+    },
+    Scenario {
+        name: "reorder-dup",
+        summary: "RTT 20 ms, 5% reordered by 10 ms, 2% duplicated: 4 MiB over TCP and 2 MiB over SCTP arrive exactly",
+        needs_taps: true,
+        body: faults::reorder_dup,
+    },
+    Scenario {
+        name: "dns-faults",
+        summary: "SERVFAIL and a silent server fail naming the name (within 2 s and 17 s); truncated UDP answers are asked again over TCP and connect; AAAA NXDOMAIN with a good A connects over IPv4",
+        needs_taps: true,
+        body: faults::dns_faults,
+    },
+    Scenario {
+        name: "iface-flap",
+        summary: "RTT 600 ms, the client's only link goes down 150 ms into a race: it fails within its establishment timeout (2 s) + 1 s; a race while down fails within 2 s saying no local address can reach the server; link up: connects within RTT + 200 ms",
+        needs_taps: true,
+        body: faults::iface_flap,
     },
 ];
 

@@ -457,11 +457,35 @@ impl TransportProperties {
         self
     }
 
-    /// Sets the establishment timeout (RFC 9622 `connTimeout`).
+    /// Sets the establishment timeout (RFC 9622 Initiate's timeout; property
+    /// `establishmentTimeout`): the race fails when nothing connected within it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.entries.insert(
+            Name::EstablishmentTimeout,
+            Entry::new(Value::Float(timeout.as_secs_f64()), Precedence::Requested),
+        );
+        self
+    }
+
+    /// Sets the timeout for aborting the connection (RFC 9622 `connTimeout`): once
+    /// connected, sent data unacknowledged for this long ends the connection with an
+    /// error (TCP `TCP_USER_TIMEOUT`; SCTP a retransmission limit and maximum RTO that
+    /// give up within it). Free: applied with the socket's other options.
+    pub fn abort_timeout(mut self, timeout: Duration) -> Self {
         self.entries.insert(
             Name::ConnTimeout,
             Entry::new(Value::Float(timeout.as_secs_f64()), Precedence::Requested),
+        );
+        self
+    }
+
+    /// Sets the keep-alive interval (RFC 9622 `keepAliveTimeout`) and asks for
+    /// keep-alive: TCP keep-alive idle time, SCTP heartbeat interval. An idle connection
+    /// whose path died then fails within about this plus the abort timeout.
+    pub fn keep_alive_timeout(mut self, interval: Duration) -> Self {
+        self.entries.insert(
+            Name::KeepAliveTimeout,
+            Entry::new(Value::Float(interval.as_secs_f64()), Precedence::Requested),
         );
         self
     }
@@ -531,8 +555,12 @@ pub struct Compiled {
     pub dscp: Option<u8>,
     /// Connection priority.
     pub priority: u32,
-    /// Establishment timeout, if set.
+    /// Establishment timeout (`establishmentTimeout`), if set.
     pub timeout: Option<Duration>,
+    /// Timeout for aborting the connection (RFC 9622 `connTimeout`), if set.
+    pub abort_timeout: Option<Duration>,
+    /// Keep-alive interval (RFC 9622 `keepAliveTimeout`), if set.
+    pub keep_alive_timeout: Option<Duration>,
     /// Stagger between attempts, if set (clamped to 10 ms..=2 s).
     pub attempt_delay: Option<Duration>,
 }
@@ -579,15 +607,18 @@ impl Compiled {
             None => None,
         };
         let priority = int_of(Name::ConnPriority).map_or(100, |v| v as u32);
-        let timeout = match int_of(Name::ConnTimeout) {
-            Some(secs) => Some(Duration::try_from_secs_f64(secs).map_err(|_| {
+        let secs_of = |n: Name| match int_of(n) {
+            Some(secs) => Duration::try_from_secs_f64(secs).map(Some).map_err(|_| {
                 invalid(
-                    Name::ConnTimeout,
+                    n,
                     &format!("expected a non-negative number of seconds, got {secs}"),
                 )
-            })?),
-            None => None,
+            }),
+            None => Ok(None),
         };
+        let timeout = secs_of(Name::EstablishmentTimeout)?;
+        let abort_timeout = secs_of(Name::ConnTimeout)?;
+        let keep_alive_timeout = secs_of(Name::KeepAliveTimeout)?;
         let attempt_delay = int_of(Name::HeDelay).map(|ms| {
             Duration::from_millis(ms as u64)
                 .clamp(Duration::from_millis(10), Duration::from_secs(2))
@@ -598,6 +629,8 @@ impl Compiled {
             dscp,
             priority,
             timeout,
+            abort_timeout,
+            keep_alive_timeout,
             attempt_delay,
         })
     }

@@ -114,7 +114,9 @@ names! {
     LowLatency => "low_latency" [] NameKind::Flag, "NEAT: low latency wanted (capacity profile interactive).";
     DscpValue => "dscp_value" ["dscp"] NameKind::Number, "NEAT: explicit DSCP value.";
     ConnPriority => "connPriority" ["flow_priority", "priority"] NameKind::Number, "Connection priority.";
-    ConnTimeout => "connTimeout" ["timeout"] NameKind::Number, "Establishment timeout in seconds.";
+    ConnTimeout => "connTimeout" ["abort_timeout"] NameKind::Number, "Timeout for aborting the connection in seconds (RFC 9622 8.1.3): how long sent data may go unacknowledged (TCP user timeout, SCTP retransmission limit).";
+    EstablishmentTimeout => "establishmentTimeout" ["timeout", "initiate_timeout"] NameKind::Number, "Establishment timeout in seconds (RFC 9622 Initiate's timeout).";
+    KeepAliveTimeout => "keepAliveTimeout" ["keepalive_interval"] NameKind::Number, "Keep-alive interval in seconds (RFC 9622 8.1.4): TCP keep-alive idle time, SCTP heartbeat interval.";
     ConnScheduler => "connScheduler" ["scheduler"] NameKind::Word(SCHEDULER_WORDS), "Stream scheduler (RFC 8260).";
     HeDelay => "__he_delay" ["attempt_delay", "connection_attempt_delay"] NameKind::Number, "Stagger between attempts in ms.";
     FlowGroup => "flow_group" ["conn_group"] NameKind::Number, "NEAT: flow group.";

@@ -235,3 +235,42 @@ fn value_intersection() {
         Some(Value::Str("TCP".into()))
     );
 }
+
+#[test]
+fn abort_establishment_and_keep_alive_timeouts_are_distinct() {
+    // RFC 9622: connTimeout (8.1.3) is the timeout for aborting an established
+    // connection; the establishment timeout is Initiate's and has a name of its own.
+    let p = TransportProperties::from_neat_json(
+        r#"{"connTimeout": 2.5, "establishmentTimeout": 4, "keepAliveTimeout": 1}"#,
+    )
+    .unwrap()
+    .compile()
+    .unwrap();
+    let c = p.compiled();
+    assert_eq!(c.abort_timeout, Some(Duration::from_millis(2500)));
+    assert_eq!(c.timeout, Some(Duration::from_secs(4)));
+    assert_eq!(c.keep_alive_timeout, Some(Duration::from_secs(1)));
+    // "timeout" stays the establishment timeout; the builder sets each.
+    let p = TransportProperties::from_neat_json(r#"{"timeout": 3}"#)
+        .unwrap()
+        .compile()
+        .unwrap();
+    assert_eq!(p.compiled().timeout, Some(Duration::from_secs(3)));
+    assert_eq!(p.compiled().abort_timeout, None);
+    let p = TransportProperties::new()
+        .abort_timeout(Duration::from_secs(7))
+        .keep_alive_timeout(Duration::from_secs(9))
+        .compile()
+        .unwrap();
+    assert_eq!(p.compiled().abort_timeout, Some(Duration::from_secs(7)));
+    assert_eq!(
+        p.compiled().keep_alive_timeout,
+        Some(Duration::from_secs(9))
+    );
+    for bad in [r#"{"connTimeout": -1}"#, r#"{"keepAliveTimeout": 1e300}"#] {
+        let err = TransportProperties::from_neat_json(bad)
+            .and_then(TransportProperties::compile)
+            .unwrap_err();
+        assert!(err.to_string().contains("seconds"), "{bad}: {err}");
+    }
+}

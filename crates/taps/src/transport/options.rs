@@ -30,12 +30,14 @@ pub(crate) struct SocketOptions {
     /// best effort: skipped where the socket type cannot mark (MPTCP over IPv6 here).
     pub dscp: Option<u8>,
     /// `TCP_USER_TIMEOUT`: how long sent data may stay unacknowledged before the
-    /// connection is dropped.
+    /// connection is dropped (RFC 9622 `connTimeout`). For SCTP the same bound sets the
+    /// retransmission limit and maximum RTO ([`super::sctp::sctp_options`]).
     pub user_timeout: Option<Duration>,
     /// `TCP_CONGESTION` by name (`cubic`, `reno`, `bbr`, ...); a name the kernel does not
     /// offer fails the attempt with [`AttemptError::Unsupported`] naming it.
     pub congestion_control: Option<String>,
-    /// `SO_KEEPALIVE` with this idle time (`TCP_KEEPIDLE`) before the first probe.
+    /// `SO_KEEPALIVE` with this idle time (`TCP_KEEPIDLE`) before the first probe; for
+    /// SCTP the heartbeat interval.
     pub keepalive: Option<Duration>,
     /// UDP-Lite checksum coverage in bytes for sending and the minimum accepted when
     /// receiving (`UDPLITE_SEND_CSCOV` / `UDPLITE_RECV_CSCOV`); 0 = whole datagram, values
@@ -69,8 +71,10 @@ impl Default for SocketOptions {
 
 impl SocketOptions {
     /// Derives the options from compiled properties: DSCP from `dscp_value`, else the
-    /// capacity profile (0 = unmarked); keep-alive ([`DEFAULT_KEEPALIVE`]) when `keepAlive`
-    /// is required or preferred; UDP-Lite header-only coverage when `fullChecksumSend` or
+    /// capacity profile (0 = unmarked); the user timeout from `connTimeout` (0: the
+    /// system's default); keep-alive every `keepAliveTimeout` (unless `keepAlive` is
+    /// avoided or prohibited), else [`DEFAULT_KEEPALIVE`] when `keepAlive` is required or
+    /// preferred; UDP-Lite header-only coverage when `fullChecksumSend` or
     /// `fullChecksumRecv` is avoided or prohibited. Cost: a few map lookups.
     pub(crate) fn from_properties(props: &Properties) -> SocketOptions {
         let c = props.compiled();
@@ -83,7 +87,12 @@ impl SocketOptions {
         let avoids = |n: Name| matches!(pref(n), Some(Preference::Avoid | Preference::Prohibit));
         SocketOptions {
             dscp,
-            keepalive: wants(Name::KeepAlive).then_some(DEFAULT_KEEPALIVE),
+            user_timeout: c.abort_timeout.filter(|t| !t.is_zero()),
+            keepalive: match c.keep_alive_timeout.filter(|t| !t.is_zero()) {
+                Some(_) if avoids(Name::KeepAlive) => None,
+                Some(every) => Some(every.max(Duration::from_secs(1))),
+                None => wants(Name::KeepAlive).then_some(DEFAULT_KEEPALIVE),
+            },
             udplite_coverage: (avoids(Name::FullChecksumSend) || avoids(Name::FullChecksumRecv))
                 .then_some(HEADER_ONLY_COVERAGE),
             sctp_scheduler: props

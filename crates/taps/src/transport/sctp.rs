@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use taps_core::candidates::Candidate;
 use usrsctp::{SctpListener, SctpOptions, SctpStack};
@@ -45,11 +46,34 @@ pub fn kernel_sctp_available() -> bool {
     })
 }
 
-/// The usrsctp options for a connection or listener with `opts`.
+/// Retransmissions without an answer after which an association with an abort timeout
+/// is given up: the (`SCTP_ABORT_RETRANSMITS` + 1)-th timeout in a row ends it.
+const SCTP_ABORT_RETRANSMITS: u16 = 4;
+
+/// The smallest maximum RTO an abort timeout sets (shorter would retransmit spuriously
+/// on ordinary paths); abort timeouts under 5 × this take up to 5 × this.
+const SCTP_MIN_RTO_MAX: Duration = Duration::from_millis(100);
+
+/// The usrsctp options for a connection or listener with `opts`. The abort timeout
+/// (`connTimeout`, [`SocketOptions::user_timeout`]) becomes SCTP's equivalent of TCP's
+/// user timeout: a maximum RTO of a fifth of it and 4 retransmissions, so outstanding
+/// data unacknowledged for that long ends the association (`SCTP_COMM_LOST`); the
+/// keep-alive interval becomes the heartbeat interval (idle paths).
 pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
+    let millis = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+    let (rto_max_ms, max_retransmits) = match opts.user_timeout {
+        Some(t) => {
+            let per_try = (t / u32::from(SCTP_ABORT_RETRANSMITS + 1)).max(SCTP_MIN_RTO_MAX);
+            (millis(per_try), SCTP_ABORT_RETRANSMITS)
+        }
+        None => (0, 0),
+    };
     SctpOptions {
         scheduler: opts.sctp_scheduler,
         nodelay: opts.nodelay,
+        rto_max_ms,
+        max_retransmits,
+        heartbeat_interval_ms: opts.keepalive.map_or(0, millis),
         ..SctpOptions::default()
     }
 }

@@ -576,6 +576,37 @@ fn options_from_properties() {
         opts.udplite_coverage,
         Some(transport::options::HEADER_ONLY_COVERAGE)
     );
+
+    // RFC 9622 connTimeout (abort) -> TCP_USER_TIMEOUT and SCTP's retransmission bound;
+    // keepAliveTimeout -> keep-alive idle time and SCTP heartbeats.
+    let props = TransportProperties::from_neat_json(r#"{"connTimeout": 3, "keepAliveTimeout": 2}"#)
+        .unwrap()
+        .compile()
+        .unwrap();
+    let opts = SocketOptions::from_properties(&props);
+    assert_eq!(opts.user_timeout, Some(Duration::from_secs(3)));
+    assert_eq!(opts.keepalive, Some(Duration::from_secs(2)));
+    let sctp = transport::sctp::sctp_options(&opts);
+    assert_eq!((sctp.rto_max_ms, sctp.max_retransmits), (600, 4));
+    assert_eq!(sctp.heartbeat_interval_ms, 2000);
+    let none = transport::sctp::sctp_options(&SocketOptions::default());
+    assert_eq!(
+        (
+            none.rto_max_ms,
+            none.max_retransmits,
+            none.heartbeat_interval_ms
+        ),
+        (0, 0, 0)
+    );
+    // 0 leaves the system's default; keep-alive avoided wins over an interval.
+    let props = TransportProperties::from_neat_json(
+        r#"{"connTimeout": 0, "keepAliveTimeout": 2, "keepAlive": {"value": false, "precedence": 1}}"#,
+    )
+    .unwrap()
+    .compile()
+    .unwrap();
+    let opts = SocketOptions::from_properties(&props);
+    assert_eq!((opts.user_timeout, opts.keepalive), (None, None));
 }
 
 #[test]

@@ -50,10 +50,38 @@ pub(crate) struct sctp_paddrparams {
     pub(crate) spp_pathmaxrxt: u16,
     pub(crate) spp_dscp: u8,
 }
+/// `struct sctp_rtoinfo` (milliseconds; 0 leaves a value unchanged)
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct sctp_rtoinfo {
+    pub(crate) srto_assoc_id: sctp_assoc_t,
+    pub(crate) srto_initial: u32,
+    pub(crate) srto_max: u32,
+    pub(crate) srto_min: u32,
+}
+/// `#define SCTP_RTOINFO 0x00000001`
+pub(crate) const SCTP_RTOINFO: c_int = 0x01;
+
+/// `struct sctp_assocparams` (0 leaves a value unchanged)
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct sctp_assocparams {
+    pub(crate) sasoc_assoc_id: sctp_assoc_t,
+    pub(crate) sasoc_peer_rwnd: u32,
+    pub(crate) sasoc_local_rwnd: u32,
+    pub(crate) sasoc_cookie_life: u32,
+    pub(crate) sasoc_asocmaxrxt: u16,
+    pub(crate) sasoc_number_peer_destinations: u16,
+}
+/// `#define SCTP_ASSOCINFO 0x00000002`
+pub(crate) const SCTP_ASSOCINFO: c_int = 0x02;
+
 /// `#define SCTP_PEER_ADDR_PARAMS 0x0000000a`
 pub(crate) const SCTP_PEER_ADDR_PARAMS: c_int = 0x0a;
 /// `#define SPP_HB_DEMAND 0x00000004`
 pub(crate) const SPP_HB_DEMAND: u32 = 0x04;
+/// `#define SPP_HB_ENABLE 0x00000001`
+pub(crate) const SPP_HB_ENABLE: u32 = 0x01;
 
 /// `struct sctp_rcvinfo`
 #[repr(C)]
@@ -337,6 +365,9 @@ mod layout {
         assert_eq!(offset_of!(sctp_rcvinfo, rcv_assoc_id), 24);
         assert_eq!(size_of::<sctp_sndinfo>(), 16);
         assert_eq!(size_of::<sctp_initmsg>(), 8);
+        assert_eq!(size_of::<sctp_rtoinfo>(), 16);
+        assert_eq!(offset_of!(sctp_assocparams, sasoc_asocmaxrxt), 16);
+        assert_eq!(size_of::<sctp_assocparams>(), 20);
         assert_eq!(size_of::<sctp_assoc_value>(), 8);
         assert_eq!(size_of::<sctp_stream_value>(), 8);
         assert_eq!(size_of::<sctp_event>(), 8);

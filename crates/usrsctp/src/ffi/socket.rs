@@ -38,6 +38,10 @@ unsafe impl Plain for raw::sctp_initmsg {}
 // SAFETY: as above.
 unsafe impl Plain for raw::sctp_event {}
 // SAFETY: as above.
+unsafe impl Plain for raw::sctp_rtoinfo {}
+// SAFETY: as above.
+unsafe impl Plain for raw::sctp_assocparams {}
+// SAFETY: as above.
 unsafe impl Plain for raw::sctp_assoc_value {}
 // SAFETY: as above.
 unsafe impl Plain for raw::sctp_stream_value {}
