@@ -21,6 +21,8 @@ mod connection;
 mod context;
 mod endpoint;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod interfaces;
 mod listener;
 mod preconnection;

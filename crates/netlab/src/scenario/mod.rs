@@ -16,6 +16,7 @@
 mod address_families;
 mod checks;
 mod dead_addresses;
+mod http;
 mod load;
 mod loss;
 mod plain_sockets;
@@ -26,6 +27,7 @@ mod setup;
 mod tls;
 
 use crate::lab::Lab;
+pub use http::{http_get_binary, HTTP_GET_ENV, HTTP_PORT};
 use runner::Ctx;
 pub use runner::{run, Check, Outcome, RunOptions};
 
@@ -155,6 +157,14 @@ const ALL: &[Scenario] = &[
         summary: "QUIC vs TLS/TCP, UDP open, RTT 50 ms: QUIC wins within RTT + 30 ms, before TLS/TCP is due (100 ms): no TLS/TCP attempt",
         needs_taps: true,
         body: quic::quic_wins,
+    },
+    // HTTP clients: hyper-util's legacy client over taps' connector against hyper-util's
+    // own HttpConnector (taps' `http_get` example, built with `--features http`).
+    Scenario {
+        name: "http-rx",
+        summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + 30 then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
+        needs_taps: true,
+        body: http::http_rx,
     },
 ];
 
