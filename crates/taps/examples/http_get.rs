@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
+use hyper::rt::{Read, Write};
 use hyper::Uri;
 use hyper_util::client::legacy::connect::dns::Name;
-use hyper::rt::{Read, Write};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector, HttpInfo};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -286,7 +286,9 @@ async fn run(a: Args) -> Result<bool, BoxError> {
         let r = if a.hyper {
             fetch(HttpConnector::new_with_resolver(dns.clone()), &a.url).await
         } else {
-            let connector = Connector::builder(&ctx).security(security.clone()).build()?;
+            let connector = Connector::builder(&ctx)
+                .security(security.clone())
+                .build()?;
             fetch(connector, &a.url).await
         };
         ok &= r.is_ok();

@@ -162,7 +162,7 @@ const ALL: &[Scenario] = &[
     // own HttpConnector (taps' `http_get` example, built with `--features http`).
     Scenario {
         name: "http-rx",
-        summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + 30 then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
+        summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + first DNS 70 + 30, then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
         needs_taps: true,
         body: http::http_rx,
     },

@@ -78,9 +78,12 @@ struct Inner {
     plain: Properties,
     secure: Properties,
     security: SecurityParameters,
-    /// One preconnection per origin: `(https, host, port)`.
-    origins: Mutex<HashMap<(bool, Box<str>, u16), Arc<Preconnection>>>,
+    /// One preconnection per origin.
+    origins: Mutex<HashMap<Origin, Arc<Preconnection>>>,
 }
+
+/// An origin: `(https, host, port)`.
+type Origin = (bool, Box<str>, u16);
 
 impl std::fmt::Debug for Connector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -232,7 +235,7 @@ impl Connector {
             .ok_or_else(|| Error::config(format!("{uri}: no host")))?
             .trim_matches(['[', ']']);
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
-        let key = (secure, Box::<str>::from(host), port);
+        let key: Origin = (secure, host.into(), port);
         if let Some(pre) = lock(&self.inner.origins).get(&key) {
             return Ok(pre.clone());
         }
