@@ -72,10 +72,19 @@ fn main() {
     } else {
         None
     };
+    let http_get = if selected.iter().any(|t| t.name.contains("http")) {
+        Some(ensure_http_get())
+    } else {
+        None
+    };
     let (mut passed, mut failed) = (0, Vec::new());
     for t in selected {
         let result = match (&taps, t.needs_taps) {
             (Some(Err(e)), true) => Err(format!("cannot run: {e}")),
+            _ if t.name.contains("http") && matches!(&http_get, Some(Err(_))) => {
+                let e = http_get.as_ref().and_then(|r| r.as_ref().err());
+                Err(format!("cannot run: {}", e.map_or("", String::as_str)))
+            }
             _ => run_bounded(t.name.clone(), t.limit, t.run),
         };
         match result {
@@ -175,32 +184,49 @@ fn run_bounded(name: String, limit: Duration, f: TestFn) -> Result<(), String> {
 /// Builds the taps CLI unless `NETLAB_TAPS` names a binary; returns where it is.
 fn ensure_taps() -> Result<PathBuf, String> {
     if std::env::var_os(netlab::taps::TAPS_ENV).is_none() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-        println!("building the taps binary (cargo build -p taps-cli) ...");
-        let mut child = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "taps-cli", "--manifest-path"])
-            .arg(&manifest)
-            .stdin(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        let deadline = Instant::now() + Duration::from_secs(600);
-        loop {
-            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-                if !status.success() {
-                    return Err(format!("cargo build -p taps-cli failed ({status})"));
-                }
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("cargo build -p taps-cli took over 10 minutes".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        cargo_build(&["-p", "taps-cli"])?;
     }
     netlab::taps::taps_binary()
+}
+
+/// Builds taps' `http_get` example (the `http-rx` scenario's client) unless
+/// `NETLAB_HTTP_GET` names a binary; returns where it is.
+fn ensure_http_get() -> Result<PathBuf, String> {
+    if std::env::var_os(scenario::HTTP_GET_ENV).is_none() {
+        cargo_build(&["-p", "taps", "--features", "http", "--example", "http_get"])?;
+    }
+    scenario::http_get_binary()
+}
+
+/// `cargo build --quiet ARGS` in this workspace, within 10 minutes.
+fn cargo_build(args: &[&str]) -> Result<(), String> {
+    let what = args.join(" ");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    println!("building (cargo build {what}) ...");
+    let mut child = Command::new(cargo)
+        .args(["build", "--quiet"])
+        .args(args)
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            if !status.success() {
+                return Err(format!("cargo build {what} failed ({status})"));
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("cargo build {what} took over 10 minutes"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn run_scenario(name: &str) -> Result<(), String> {

@@ -16,11 +16,16 @@
 //! println!("won: {}", conn.info().stack);
 //! # Ok(()) }
 //! ```
+//!
+//! With the cargo feature `http` (off by default: it pulls in hyper), `http::Connector`
+//! gives hyper-util's legacy HTTP client the same races, CIB and reports.
 
 mod connection;
 mod context;
 mod endpoint;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod interfaces;
 mod listener;
 mod preconnection;

@@ -16,9 +16,10 @@
 mod address_families;
 mod checks;
 mod dead_addresses;
-mod first_contact;
-mod https_rr;
 mod faults;
+mod first_contact;
+mod http;
+mod https_rr;
 mod load;
 mod loss;
 mod plain_sockets;
@@ -29,6 +30,7 @@ mod setup;
 mod tls;
 
 use crate::lab::Lab;
+pub use http::{http_get_binary, HTTP_GET_ENV, HTTP_PORT};
 use runner::Ctx;
 pub use runner::{run, Check, Outcome, RunOptions};
 
@@ -201,6 +203,14 @@ const ALL: &[Scenario] = &[
         summary: "RTT 600 ms, the client's only link goes down 150 ms into a race: it fails within its establishment timeout (2 s) + 1 s; a race while down fails within 2 s saying no local address can reach the server; link up: connects within RTT + 200 ms",
         needs_taps: true,
         body: faults::iface_flap,
+    },
+    // HTTP clients: hyper-util's legacy client over taps' connector against hyper-util's
+    // own HttpConnector (taps' `http_get` example, built with `--features http`).
+    Scenario {
+        name: "http-rx",
+        summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + first DNS 70 + 30, then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
+        needs_taps: true,
+        body: http::http_rx,
     },
 ];
 
