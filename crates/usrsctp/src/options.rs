@@ -63,6 +63,9 @@ pub struct SctpOptions {
     pub init_attempts: u16,
     /// Maximum INIT retransmission timeout in ms (0: usrsctp's default, 60 s).
     pub init_max_timeout_ms: u16,
+    /// Listeners: established associations usrsctp queues for
+    /// [`SctpListener::accept`](crate::SctpListener::accept) (`listen` backlog). Default 1024.
+    pub backlog: u32,
 }
 
 impl Default for SctpOptions {
@@ -78,6 +81,7 @@ impl Default for SctpOptions {
             accept_streams: false,
             init_attempts: 0,
             init_max_timeout_ms: 0,
+            backlog: 1024,
         }
     }
 }
