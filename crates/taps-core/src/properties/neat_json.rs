@@ -112,6 +112,13 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
     };
     let (value, precedence) = match (name.kind(), raw_value) {
         // A preference word stands for value + precedence on service properties.
+        // `"true"`/`"false"` written as text (from a shell or a config template) mean
+        // the booleans.
+        (NameKind::Service | NameKind::Flag, Json::String(s))
+            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
+        {
+            (Value::Bool(s.eq_ignore_ascii_case("true")), precedence)
+        }
         (NameKind::Service, Json::String(s)) => match Preference::parse(s) {
             Some(pref) => {
                 let (v, p) = pref.to_neat();
