@@ -55,8 +55,7 @@ pub(crate) struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let _ = &self.permit;
-        self.live
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.live.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -107,6 +107,15 @@ pub struct Listener {
     live: Arc<AtomicUsize>,
 }
 
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("bound", &self.bound)
+            .field("missing", &self.missing)
+            .field("connections", &self.connections())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Drop for Listener {
     fn drop(&mut self) {
@@ -280,7 +289,7 @@ impl Binder {
                     "UDP port {port} (SCTP's encapsulation port) is in use, most likely by \
                      another process's SCTP listener: usrsctp runs inside each process, so \
                      only one process per host serves SCTP on one encapsulation port; give \
-                     this context another one (Context::builder().sctp_udp_port, and the \
+                     this context another one (Context::builder().sctp_udp_port or `taps --sctp-udp-port`, and the \
                      same on the clients) ({e})"
                 ),
             ),

@@ -159,12 +159,20 @@ async fn lab() -> Lab {
         .compile()
         .unwrap();
     let mut ports = [0u16; 3];
-    for (i, (delay, close)) in [(None, false), (Some(Duration::from_millis(30)), false), (None, true)]
-        .into_iter()
-        .enumerate()
+    for (i, (delay, close)) in [
+        (None, false),
+        (Some(Duration::from_millis(30)), false),
+        (None, true),
+    ]
+    .into_iter()
+    .enumerate()
     {
         // The raced name's port serves the plain echo on 127.0.0.1.
-        let port = if i == 0 { raced_port } else { taps_testkit::free_port() };
+        let port = if i == 0 {
+            raced_port
+        } else {
+            taps_testkit::free_port()
+        };
         let l = Preconnection::new(&server, props.clone())
             .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
             .listen()
@@ -237,7 +245,9 @@ async fn run(races: u64, warmup: u64, concurrency: usize) {
         let lab = lab.clone();
         let seeds: Vec<u64> = (0..n)
             .map(|_| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 seed
             })
             .collect();
@@ -285,11 +295,17 @@ async fn run(races: u64, warmup: u64, concurrency: usize) {
         end.sctp.udp_sockets as i64 - warm.sctp.udp_sockets as i64,
         end.rss_kib as i64 - warm.rss_kib as i64,
     );
-    assert!(connected > races / 4, "only {connected} of {races} connected");
+    assert!(
+        connected > races / 4,
+        "only {connected} of {races} connected"
+    );
     assert!(end.fds <= warm.fds, "descriptors grew: {warm:?} -> {end:?}");
     assert!(end.tasks <= warm.tasks, "tasks grew: {warm:?} -> {end:?}");
     assert_eq!(end.sctp, warm.sctp, "usrsctp resources grew");
-    assert!(end.threads <= warm.threads + 2, "threads grew: {warm:?} -> {end:?}");
+    assert!(
+        end.threads <= warm.threads + 2,
+        "threads grew: {warm:?} -> {end:?}"
+    );
     assert!(
         end.rss_kib <= warm.rss_kib + 1024,
         "RSS grew by {} KiB",

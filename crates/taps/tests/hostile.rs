@@ -71,7 +71,11 @@ async fn huge_length_prefix_is_a_clear_error_without_allocation() {
     let port = raw.local_addr().unwrap().port();
     let peer = tokio::spawn(async move {
         let mut held = Vec::new();
-        for prefix in [[0xff; 4], 2048u32.to_be_bytes(), (16u32 << 20).to_be_bytes()] {
+        for prefix in [
+            [0xff; 4],
+            2048u32.to_be_bytes(),
+            (16u32 << 20).to_be_bytes(),
+        ] {
             let (mut s, _) = raw.accept().await.unwrap();
             s.write_all(&prefix).await.unwrap();
             s.write_all(b"0123456789").await.unwrap();
@@ -93,14 +97,34 @@ async fn huge_length_prefix_is_a_clear_error_without_allocation() {
     let mut small = connect(&ctx, Protocol::Tcp, port).await;
     small.set_max_message_size(1024);
     let e = timeout(T, small.receive()).await.unwrap().unwrap_err();
-    assert!(matches!(e, Error::MessageTooBig { size: 2048, max: 1024 }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::MessageTooBig {
+                size: 2048,
+                max: 1024
+            }
+        ),
+        "{e:?}"
+    );
     let big = vec![0u8; 1025];
     let e = small.send(&big).await.unwrap_err();
-    assert!(matches!(e, Error::MessageTooBig { size: 1025, max: 1024 }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::MessageTooBig {
+                size: 1025,
+                max: 1024
+            }
+        ),
+        "{e:?}"
+    );
 
     // 16 MiB announced, 10 bytes sent: receive waits, and holds ~64 KiB, not 16 MiB.
     let mut slow = connect(&ctx, Protocol::Tcp, port).await;
-    assert!(timeout(Duration::from_millis(300), slow.receive()).await.is_err());
+    assert!(timeout(Duration::from_millis(300), slow.receive())
+        .await
+        .is_err());
     let grown = rss_kib().saturating_sub(before);
     println!("RSS growth after the three peers: {grown} KiB");
     assert!(grown < 8 * 1024, "RSS grew by {grown} KiB");
@@ -117,7 +141,16 @@ async fn listener_rejects_huge_length_prefix() {
     raw.write_all(&[0xff; 4]).await.unwrap();
     let mut c = timeout(T, l.accept()).await.unwrap().unwrap().unwrap();
     let e = timeout(T, c.receive()).await.unwrap().unwrap_err();
-    assert!(matches!(e, Error::MessageTooBig { size: 0xffff_ffff, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::MessageTooBig {
+                size: 0xffff_ffff,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 /// Bytes the kernel holds unsent or unacknowledged for TCP sockets on local port
@@ -156,7 +189,10 @@ async fn peer_that_never_reads_gets_backpressure_tcp() {
             Err(_) => break, // blocked: backpressure
         }
         sent += msg.len();
-        assert!(sent < 256 << 20, "send never blocked: {sent} bytes accepted");
+        assert!(
+            sent < 256 << 20,
+            "send never blocked: {sent} bytes accepted"
+        );
     }
     let queued = tcp_tx_queue(c.info().local.port());
     let grown = rss_kib().saturating_sub(before);
@@ -192,7 +228,10 @@ async fn peer_that_never_reads_gets_backpressure_sctp() {
         }
         sent += msg.len();
         most_queued = most_queued.max(c.queued_bytes().unwrap());
-        assert!(sent < 256 << 20, "send never blocked: {sent} bytes accepted");
+        assert!(
+            sent < 256 << 20,
+            "send never blocked: {sent} bytes accepted"
+        );
     }
     let grown = rss_kib().saturating_sub(before);
     println!(
@@ -301,7 +340,9 @@ async fn connection_limit_pauses_accepting_until_a_slot_frees() {
     assert_eq!(l.connections(), 4);
     // The fifth completes its handshake in the kernel's backlog but is not accepted.
     clients.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
-    assert!(timeout(Duration::from_millis(300), l.accept()).await.is_err());
+    assert!(timeout(Duration::from_millis(300), l.accept())
+        .await
+        .is_err());
     drop(accepted.pop());
     let fifth = timeout(T, l.accept()).await.unwrap().unwrap().unwrap();
     assert_eq!(l.connections(), 4);
@@ -353,3 +394,84 @@ async fn peer_resetting_mid_transfer_is_an_error() {
 
 #[path = "hostile/sctp.rs"]
 mod sctp;
+
+/// Two SCTP servers on one host: the second process cannot have the encapsulation port
+/// (usrsctp lives inside each process), and says so: its listener reports SCTP as
+/// missing with the reason (and a warning), fails with `every_stack`, and fails when
+/// SCTP is all the properties allow. The first process is this test binary run again
+/// as [`sctp_port_holder`].
+#[tokio::test]
+async fn second_sctp_server_on_the_host_says_why_it_has_no_sctp() {
+    use tokio::io::AsyncBufReadExt;
+    let udp_port = taps_testkit::free_port();
+    let mut holder = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sctp_port_holder", "--ignored", "--nocapture"])
+        .env("TAPS_HOLD_UDP_PORT", udp_port.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(holder.stdout.take().unwrap()).lines();
+    timeout(T, async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if l.starts_with("holder: listening") {
+                return;
+            }
+        }
+        panic!("the holder process ended before listening");
+    })
+    .await
+    .unwrap();
+    let ctx = Context::builder().sctp_udp_port(udp_port).build().unwrap();
+    let at = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let both = TransportProperties::new()
+        .protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, both.clone()).local(at(taps_testkit::free_port()));
+    let l = pre.listen().await.unwrap();
+    let stacks: Vec<Protocol> = l.local_addrs().iter().map(|(s, _)| s.protocol).collect();
+    assert_eq!(stacks, [Protocol::Tcp]);
+    let missing = l.missing();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0].stack.protocol, Protocol::Sctp);
+    assert!(
+        missing[0].reason.contains("another process"),
+        "{}",
+        missing[0]
+    );
+    println!("second server: {}", missing[0]);
+    drop(l);
+    let strict = ListenerOptions {
+        every_stack: true,
+        ..ListenerOptions::default()
+    };
+    let pre = Preconnection::new(&ctx, both).local(at(taps_testkit::free_port()));
+    let e = pre.listen_with(&strict).await.unwrap_err();
+    assert!(e.to_string().contains("not every allowed stack"), "{e}");
+    let sctp_only = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .local(at(taps_testkit::free_port()));
+    let e = sctp_only.listen().await.unwrap_err();
+    assert!(e.to_string().contains("in use"), "{e}");
+    drop(holder.stdin.take());
+    let _ = timeout(T, holder.wait()).await;
+}
+
+/// The first SCTP server of the test above (does nothing unless started by it): listens
+/// with SCTP on `TAPS_HOLD_UDP_PORT` until its standard input closes.
+#[tokio::test]
+#[ignore = "started by second_sctp_server_on_the_host_says_why_it_has_no_sctp"]
+async fn sctp_port_holder() {
+    let Ok(port) = std::env::var("TAPS_HOLD_UDP_PORT") else {
+        return;
+    };
+    let ctx = Context::builder()
+        .sctp_udp_port(port.parse().unwrap())
+        .build()
+        .unwrap();
+    let (l, _) = listen(&ctx, Protocol::Sctp, &ListenerOptions::default()).await;
+    println!("holder: listening {:?}", l.local_addrs());
+    let mut rest = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut rest).await;
+}

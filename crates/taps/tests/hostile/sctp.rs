@@ -109,10 +109,13 @@ async fn peer_opening_every_stream_is_bounded_by_the_limit() {
     });
     let udp = SocketAddr::new([127, 0, 0, 1].into(), ctx.sctp_udp_port());
     let stack = SctpStack::global();
-    let a = timeout(T, stack.connect(udp, port, &SctpOptions::default()).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let a = timeout(
+        T,
+        stack.connect(udp, port, &SctpOptions::default()).unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let (_, outbound) = a.streams();
     for sid in 0..outbound {
         let s = a.stream(sid).unwrap();
@@ -155,8 +158,16 @@ async fn sctp_server_keeps_accepting_3000_associations_per_second() {
         .unwrap_or(3_000);
     let udp_errors = udp_rcvbuf_errors();
     let out = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "sctp::sctp_load_generator", "--ignored", "--nocapture"])
-        .env("TAPS_LOAD_TARGET", format!("127.0.0.1:{}", ctx.sctp_udp_port()))
+        .args([
+            "--exact",
+            "sctp::sctp_load_generator",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(
+            "TAPS_LOAD_TARGET",
+            format!("127.0.0.1:{}", ctx.sctp_udp_port()),
+        )
         .env("TAPS_LOAD_PORT", port.to_string())
         .env("TAPS_SCTP_RATE", rate.to_string())
         .output()
@@ -166,7 +177,10 @@ async fn sctp_server_keeps_accepting_3000_associations_per_second() {
     assert!(out.status.success(), "load generator: {text}");
     let (n, mut l) = accepted.await.unwrap();
     let total = 2 * rate;
-    let line = text.lines().find(|l| l.starts_with("load:")).unwrap_or("load: ?");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("load:"))
+        .unwrap_or("load: ?");
     println!(
         "SCTP server at {rate}/s: {n} of {total} accepted ({:.1}%); client {line}; \
          UDP receive buffer overflows on the host: {}",
@@ -210,7 +224,9 @@ async fn sctp_load_generator() {
         }
         match stack.connect(udp, port, &opts) {
             Ok(c) => clients.push(tokio::spawn(async move {
-                timeout(Duration::from_secs(2), c).await.is_ok_and(|r| r.is_ok())
+                timeout(Duration::from_secs(2), c)
+                    .await
+                    .is_ok_and(|r| r.is_ok())
             })),
             Err(_) => failed_locally += 1,
         }
