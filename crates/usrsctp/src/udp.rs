@@ -69,7 +69,11 @@ const CRC32C_TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;
@@ -556,12 +560,18 @@ mod tests {
     fn checksum() {
         // An INIT whose checksum was computed by the RFC 9260 algorithm.
         let mut p = vec![0x13, 0x88, 0x1c, 0xe9, 0, 0, 0, 0, 0, 0, 0, 0];
-        p.extend_from_slice(&[1, 0, 0, 20, 0, 0, 0, 1, 0, 1, 0, 0, 0, 10, 0, 10, 0, 0, 0, 1]);
+        p.extend_from_slice(&[
+            1, 0, 0, 20, 0, 0, 0, 1, 0, 1, 0, 0, 0, 10, 0, 10, 0, 0, 0, 1,
+        ]);
         let mut crc = !0u32;
         for &b in &p {
             crc ^= b as u32;
             for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0x82F6_3B78
+                } else {
+                    crc >> 1
+                };
             }
         }
         p[8..12].copy_from_slice(&(!crc).to_le_bytes());

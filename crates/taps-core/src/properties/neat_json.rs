@@ -167,7 +167,11 @@ fn normalize_words(value: Value, words: &[&str]) -> Value {
 /// else unchanged (validation reports it).
 fn ip_versions(value: Value) -> Value {
     value.map_leaves(&|leaf| match leaf {
-        Value::Str(s) => match s.to_ascii_lowercase().trim_start_matches("ip").trim_start_matches('v') {
+        Value::Str(s) => match s
+            .to_ascii_lowercase()
+            .trim_start_matches("ip")
+            .trim_start_matches('v')
+        {
             "4" => Value::Int(4),
             "6" => Value::Int(6),
             _ => Value::Str(s),

@@ -273,7 +273,12 @@ fn words_in_any_case_and_with_underscores() {
 
 #[test]
 fn ip_version_as_text() {
-    for (text, want) in [("\"IPv6\"", 6), ("\"4\"", 4), ("\"v4\"", 4), ("[\"ipv6\", 4]", 6)] {
+    for (text, want) in [
+        ("\"IPv6\"", 6),
+        ("\"4\"", 4),
+        ("\"v4\"", 4),
+        ("[\"ipv6\", 4]", 6),
+    ] {
         let json = format!(r#"{{"ip_version": {text}}}"#);
         let p = TransportProperties::from_neat_json(&json).unwrap();
         let v = &p.get(Name::IpVersion).unwrap().value;
