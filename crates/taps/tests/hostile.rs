@@ -243,8 +243,8 @@ async fn peer_that_never_reads_gets_backpressure_sctp() {
     assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
 }
 
-/// Raises this process's soft open-file limit to its hard limit; returns the new soft
-/// limit.
+/// Raises this process's open-file limit to 30,000 (root may raise the hard limit too)
+/// or else to its hard limit; returns the new soft limit.
 fn raise_nofile() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -257,10 +257,15 @@ fn raise_nofile() -> u64 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
             return 1024;
         }
-        lim.rlim_cur = lim.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        let wanted = libc::rlimit {
+            rlim_cur: lim.rlim_max.max(30_000),
+            rlim_max: lim.rlim_max.max(30_000),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
     }
     lim.rlim_cur
 }
@@ -283,18 +288,72 @@ fn echo_all(mut l: Listener) -> tokio::task::JoinHandle<Listener> {
     })
 }
 
-/// Slowloris: thousands of idle connections (10,000 where the file limit allows; the
-/// test raises RLIMIT_NOFILE to its hard limit) while a normal client is still accepted
-/// and served.
+/// Slowloris: 10,000 idle connections (from another process, this test binary run again
+/// as [`slowloris_idle_clients`], so that each side needs 10,000 descriptors; both raise
+/// RLIMIT_NOFILE to 30,000 or their hard limit, and use fewer connections if that is
+/// still too low) while a normal client is still accepted and served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_idle_connections_do_not_starve_a_normal_client() {
+    use tokio::io::AsyncBufReadExt;
     let nofile = raise_nofile();
-    // Two descriptors per idle connection (ours and the listener's), plus headroom.
-    let n = 10_000.min((nofile.saturating_sub(512) / 2) as usize);
+    let n = 10_000.min(nofile.saturating_sub(256) as usize);
     let ctx = context();
     let (l, port) = listen(&ctx, Protocol::Tcp, &ListenerOptions::default()).await;
     let server = echo_all(l);
     let started = Instant::now();
+    let mut idle = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "slowloris_idle_clients",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("TAPS_SLOWLORIS", format!("{port} {n}"))
+        .stdout(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(idle.stdout.take().unwrap()).lines();
+    let opened: usize = timeout(Duration::from_secs(120), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(k) = l.strip_prefix("idle: ") {
+                return k.parse().unwrap();
+            }
+        }
+        panic!("the idle clients' process ended before opening its connections");
+    })
+    .await
+    .unwrap();
+    let open_time = started.elapsed();
+    let t = Instant::now();
+    let mut c = connect(&ctx, Protocol::Tcp, port).await;
+    let connect_time = t.elapsed();
+    c.send(b"hello").await.unwrap();
+    let echoed = timeout(T, c.receive()).await.unwrap().unwrap().unwrap();
+    let served = t.elapsed();
+    assert_eq!(echoed, b"hello");
+    println!(
+        "slowloris: {opened} idle connections (RLIMIT_NOFILE {nofile}) opened in \
+         {open_time:?}; normal client connected in {connect_time:?}, echo after {served:?}"
+    );
+    drop(idle.stdin.take());
+    let _ = timeout(T, idle.wait()).await;
+    server.abort();
+}
+
+/// The idle clients of the test above (does nothing unless started by it): opens
+/// `TAPS_SLOWLORIS` = "port count" connections that never send, prints how many, and
+/// holds them until its standard input closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "started by slowloris_idle_connections_do_not_starve_a_normal_client"]
+async fn slowloris_idle_clients() {
+    let Ok(spec) = std::env::var("TAPS_SLOWLORIS") else {
+        return;
+    };
+    let (port, n) = spec.split_once(' ').unwrap();
+    let (port, n): (u16, usize) = (port.parse().unwrap(), n.parse().unwrap());
+    let n = n.min(raise_nofile().saturating_sub(64) as usize);
     let mut idle = Vec::with_capacity(n);
     while idle.len() < n {
         let batch: Vec<_> = (0..256.min(n - idle.len()))
@@ -304,20 +363,9 @@ async fn slowloris_idle_connections_do_not_starve_a_normal_client() {
             idle.push(b.await.unwrap().unwrap());
         }
     }
-    let opened = started.elapsed();
-    let t = Instant::now();
-    let mut c = connect(&ctx, Protocol::Tcp, port).await;
-    let connect_time = t.elapsed();
-    c.send(b"hello").await.unwrap();
-    let echoed = timeout(T, c.receive()).await.unwrap().unwrap().unwrap();
-    let served = t.elapsed();
-    assert_eq!(echoed, b"hello");
-    println!(
-        "slowloris: {n} idle connections (RLIMIT_NOFILE {nofile}) opened in {opened:?}; \
-         normal client connected in {connect_time:?}, echo after {served:?}"
-    );
-    drop(idle);
-    server.abort();
+    println!("idle: {}", idle.len());
+    let mut rest = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut rest).await;
 }
 
 /// `max_connections`: at the limit accepting pauses; when a connection is dropped the
