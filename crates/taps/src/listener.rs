@@ -628,7 +628,9 @@ async fn accept_sctp_streams(
             // The listener is gone: stop holding the association open for new streams.
             _ = acc.tx.closed() => return,
         };
-        // A stream beyond the connection limit is refused (reset), not queued.
+        // A stream beyond the connection limit is refused: its handle is dropped, which
+        // discards what it received (and frees the buffer); later messages on it come
+        // back here and go the same way while the limit holds.
         let Ok(slot) = acc.slots.clone().try_acquire_owned() else {
             tracing::debug!("SCTP stream {} refused: connection limit", stream.id());
             continue;
