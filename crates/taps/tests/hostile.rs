@@ -523,3 +523,55 @@ async fn sctp_port_holder() {
     let mut rest = Vec::new();
     let _ = tokio::io::stdin().read_to_end(&mut rest).await;
 }
+
+/// A TLS client that connects and says nothing holds a connection slot only for the
+/// handshake timeout: with one slot, a real client behind it is served once the silent
+/// one has been dropped.
+#[tokio::test]
+async fn silent_tls_client_is_dropped_after_the_handshake_timeout() {
+    use taps::taps_core::properties::Name;
+    use taps::SecurityParameters;
+    let pki = taps_testkit::TestPki::new(&["localhost"]).unwrap();
+    let ctx = context();
+    let limits = ListenerOptions {
+        max_connections: 1,
+        handshake_timeout: Duration::from_millis(300),
+        ..ListenerOptions::default()
+    };
+    let props = TransportProperties::for_listener()
+        .require(Name::Security)
+        .protocols(Preference::Require, [Protocol::Tcp]);
+    let l = Preconnection::new(&ctx, props.compile().unwrap())
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
+        .listen_with(&limits)
+        .await
+        .unwrap();
+    let port = l.local_addrs()[0].1.port();
+    let server = echo_all(l);
+    let mut silent = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let t = Instant::now();
+    let client = TransportProperties::new()
+        .require(Name::Security)
+        .protocols(Preference::Require, [Protocol::Tcp]);
+    let pre = Preconnection::new(&ctx, client.compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(
+            SecurityParameters::new()
+                .ca_file(&pki.ca)
+                .server_name("localhost"),
+        );
+    let mut c = timeout(T, pre.initiate()).await.unwrap().unwrap();
+    c.send(b"hello").await.unwrap();
+    let echoed = timeout(T, c.receive()).await.unwrap().unwrap().unwrap();
+    assert_eq!(echoed, b"hello");
+    let served = t.elapsed();
+    let mut buf = [0u8; 16];
+    let n = timeout(T, silent.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "the silent client was closed");
+    println!("silent TLS client dropped; the real client was served after {served:?}");
+    server.abort();
+}
