@@ -2,8 +2,8 @@
 //! libneat.so this crate builds, run on loopback with bounded timeouts.
 //!
 //! Needs `cc`, libuv1-dev (scripts/deps.sh installs them). Without them each test says
-//! "skipped" and returns. The tests run one at a time (one lock): servers use fixed
-//! loopback ports and SCTP's UDP port.
+//! "SKIPPED" (taps_testkit::skip; a failure as root in CI) and returns. The tests run one
+//! at a time (one lock): servers use fixed loopback ports and SCTP's UDP port.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -77,8 +77,7 @@ macro_rules! need {
                 SERIAL.lock().unwrap_or_else(|e| e.into_inner()),
             ),
             Err(why) => {
-                eprintln!("skipped: {why}");
-                println!("skipped: {why}");
+                taps_testkit::skip(module_path!(), &why);
                 return;
             }
         }

@@ -42,7 +42,10 @@ const SECURE: &str = r#"{"security":"require"}"#;
 #[test]
 fn connect_to_openssl_s_server_verified_and_not() {
     if !have_openssl() {
-        println!("skipped: openssl is not installed (scripts/deps.sh installs it)");
+        taps_testkit::skip(
+            "connect_to_openssl_s_server_verified_and_not",
+            "openssl is not installed (scripts/deps.sh installs it)",
+        );
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();
@@ -171,7 +174,10 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
         assert!(text.contains("reply: hello"), "{text}");
     }
     if !have_openssl() {
-        println!("skipped: the openssl s_client part (openssl is not installed)");
+        taps_testkit::skip(
+            "taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps",
+            "the openssl s_client part (openssl is not installed)",
+        );
         return;
     }
     let mut client = Command::new("openssl")
@@ -208,7 +214,10 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
 #[test]
 fn taps_listen_accepts_an_ngtcp2_quic_client() {
     if Command::new("gtlsclient").arg("--help").output().is_err() {
-        println!("SKIPPED: ngtcp2's gtlsclient is not installed (scripts/deps.sh installs it)");
+        taps_testkit::skip(
+            "taps_listen_accepts_an_ngtcp2_quic_client",
+            "ngtcp2's gtlsclient is not installed (scripts/deps.sh installs it)",
+        );
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();
@@ -338,7 +347,10 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
     assert!(text.contains("connected: DTLS/UDP"), "{text}");
     assert!(text.contains("reply: over dtls"), "{text}");
     if !have_openssl() {
-        println!("SKIPPED: the openssl s_client -dtls1_2 part (openssl is not installed)");
+        taps_testkit::skip(
+            "taps_listen_serves_dtls_to_taps_and_openssl_s_client",
+            "the openssl s_client -dtls1_2 part (openssl is not installed)",
+        );
         return;
     }
     let mut client = Killed(

@@ -21,8 +21,10 @@
 //! ```
 
 mod pki;
+mod skip;
 mod sockets;
 pub use pki::{TestPki, Validity};
+pub use skip::{is_root, skip, skip_by_chance, skips_must_fail};
 pub use sockets::{free_port, open_sockets, Blackhole};
 
 use std::collections::{HashMap, HashSet};

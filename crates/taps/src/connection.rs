@@ -5,7 +5,12 @@
 //!   message per datagram (DTLS: per record, one datagram, up to 16 KiB), SCTP one message per SCTP user message on the connection's
 //!   stream. Byte-stream stacks (TCP, MPTCP) frame each message with a 4-byte
 //!   big-endian length prefix (documented framing, so peers in any language can speak
-//!   it); messages are limited to [`MAX_MESSAGE`] bytes.
+//!   it); messages are limited to 16 MiB by default, settable per connection with
+//!   [`Connection::set_max_message_size`]. A received length over the limit is an error
+//!   ([`Error::MessageTooBig`]) before anything is allocated, and the buffer of an
+//!   accepted length grows with the bytes that actually arrive (a peer announcing 16 MiB
+//!   and sending nothing costs nothing); after such an error the receiving side stays
+//!   failed (the framing is lost).
 //! - bytes: `Connection` implements tokio's `AsyncRead` and `AsyncWrite` (raw bytes on
 //!   stream stacks; one datagram per write/read on datagram stacks; on SCTP each write
 //!   of up to 64 KiB is one message and reads return message bytes in order).
@@ -34,9 +39,28 @@ use crate::security::{dtls, DtlsFlow, QuicStream, SecurityInfo};
 use crate::transport::{Established, Stream};
 use crate::Error;
 
-/// Largest message [`Connection::send`] and [`Connection::receive`] accept on a framed
-/// byte stream (16 MiB), so a corrupt length cannot make the receiver allocate gigabytes.
+/// Default largest message [`Connection::send`] and [`Connection::receive`] accept on a
+/// framed byte stream (16 MiB), so a corrupt length cannot make the receiver allocate
+/// gigabytes; see [`Connection::set_max_message_size`].
 pub(crate) const MAX_MESSAGE: usize = 16 << 20;
+
+/// One of a listener's connection slots, held by an accepted connection: dropping it
+/// frees the slot (the permit) and lowers the listener's live count. One atomic
+/// decrement.
+pub(crate) struct Slot {
+    pub(crate) permit: tokio::sync::OwnedSemaphorePermit,
+    pub(crate) live: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let _ = &self.permit;
+        self.live.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The first allocation for a received framed message; the buffer grows as bytes arrive.
+const FIRST_CHUNK: usize = 64 << 10;
 
 /// What was established and how.
 #[derive(Debug, Clone)]
@@ -106,6 +130,12 @@ pub struct Connection {
     io: Io,
     info: ConnectionInfo,
     stats: Statistics,
+    /// Largest framed message sent or received (byte streams).
+    max_message: usize,
+    /// A received length was over the limit: the framing is lost, receiving fails.
+    framing_lost: Option<usize>,
+    /// The listener's connection slot (accepted connections): freed on drop.
+    _slot: Option<Slot>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -179,7 +209,29 @@ impl Connection {
                 security: None,
             },
             stats: Statistics::default(),
+            max_message: MAX_MESSAGE,
+            framing_lost: None,
+            _slot: None,
         })
+    }
+
+    /// Holds one of a listener's connection slots until this connection is dropped.
+    pub(crate) fn with_slot(mut self, slot: Slot) -> Connection {
+        self._slot = Some(slot);
+        self
+    }
+
+    /// Sets the largest message [`send`](Self::send) and [`receive`](Self::receive) accept
+    /// on a framed byte stream (TCP, MPTCP, TLS, QUIC streams; default 16 MiB; at most `u32::MAX`, what the 4-byte prefix can say). A received length
+    /// over it fails with [`Error::MessageTooBig`] before any allocation. No effect on
+    /// datagram stacks and SCTP (their messages are bounded by the stack). Free.
+    pub fn set_max_message_size(&mut self, max: usize) {
+        self.max_message = max.min(u32::MAX as usize);
+    }
+
+    /// The largest framed message this connection sends or receives. Free.
+    pub fn max_message_size(&self) -> usize {
+        self.max_message
     }
 
     /// Records what the security handshake established (accepted TLS connections).
@@ -208,10 +260,10 @@ impl Connection {
     pub async fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
         match &mut self.io {
             Io::Stream(s) => {
-                if msg.len() > MAX_MESSAGE {
+                if msg.len() > self.max_message {
                     return Err(Error::MessageTooBig {
                         size: msg.len(),
-                        max: MAX_MESSAGE,
+                        max: self.max_message,
                     });
                 }
                 let len = (msg.len() as u32).to_be_bytes();
@@ -245,6 +297,10 @@ impl Connection {
     pub async fn receive(&mut self) -> Result<Option<Vec<u8>>, Error> {
         let msg = match &mut self.io {
             Io::Stream(s) => {
+                let max = self.max_message;
+                if let Some(size) = self.framing_lost {
+                    return Err(Error::MessageTooBig { size, max });
+                }
                 let mut len = [0u8; 4];
                 match s.read_exact(&mut len).await {
                     Ok(_) => {}
@@ -252,15 +308,11 @@ impl Connection {
                     Err(e) => return Err(e.into()),
                 }
                 let len = u32::from_be_bytes(len) as usize;
-                if len > MAX_MESSAGE {
-                    return Err(Error::MessageTooBig {
-                        size: len,
-                        max: MAX_MESSAGE,
-                    });
+                if len > max {
+                    self.framing_lost = Some(len);
+                    return Err(Error::MessageTooBig { size: len, max });
                 }
-                let mut buf = vec![0; len];
-                s.read_exact(&mut buf).await?;
-                buf
+                read_framed(s, len).await?
             }
             Io::Datagram(s) => {
                 let mut buf = vec![0; 65536];
@@ -400,6 +452,19 @@ impl Connection {
             _ => None,
         }
     }
+}
+
+/// Reads a framed message body of `len` bytes, growing the buffer as bytes arrive.
+async fn read_framed(s: &mut Stream, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len.min(FIRST_CHUNK));
+    let n = s.take(len as u64).read_to_end(&mut buf).await?;
+    if n < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the peer closed after {n} of a {len}-byte message"),
+        ));
+    }
+    Ok(buf)
 }
 
 impl AsyncRead for Connection {

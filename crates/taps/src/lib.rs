@@ -40,7 +40,7 @@ pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
 pub use error::{Error, EstablishError, SetupError};
-pub use listener::Listener;
+pub use listener::{Listener, ListenerOptions, MissingStack};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;

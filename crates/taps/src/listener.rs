@@ -9,36 +9,112 @@
 //! accepted association is a connection on stream 0, and every further stream the peer
 //! opens (flow mapping) is one more connection. Dropping the listener stops every
 //! accept task and closes every listening socket; accepted connections live on.
+//!
+//! Limits ([`ListenerOptions`]): at most `max_connections` accepted connections live at
+//! once (each holds a slot until it is dropped; at the limit the accept loops pause and
+//! the kernel's backlog, then SYN drops, hold new clients back; a datagram from a new
+//! peer is dropped), `backlog` for the kernel's and usrsctp's accept queues and the
+//! connections waiting for [`Listener::accept`], and a TLS handshake must finish within
+//! `handshake_timeout` (a silent client cannot hold a slot forever). Running out of file
+//! descriptors pauses accepting for a moment (no busy loop) and is reported once per
+//! pause. A stack that cannot listen (port in use, kernel without the protocol) is
+//! never dropped silently: it is logged as a warning and listed by
+//! [`Listener::missing`], or, with `every_stack`, fails [`Preconnection::listen`].
+//!
+//! [`Preconnection::listen`]: crate::Preconnection::listen
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::{TcpListener, UdpSocket};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use taps_core::candidates::{Plan, Security, Stack};
 use taps_core::properties::Protocol;
 
-use crate::connection::{Connection, Io};
+use crate::connection::{Connection, Io, Slot};
 use crate::sctp_flow::{SctpFlow, SharedAssociation};
 use crate::security::ServerSecurity;
 use crate::transport;
 use crate::transport::{SocketOptions, Stream};
 use crate::Error;
 
-/// How many accepted connections may wait for [`Listener::accept`].
-const BACKLOG: usize = 1024;
 /// Datagrams queued per accepted datagram flow before new ones are dropped.
 const FLOW_QUEUE: usize = 256;
+/// How long accepting pauses when the process is out of file descriptors (or the
+/// kernel out of memory for sockets).
+const RESOURCE_PAUSE: Duration = Duration::from_millis(100);
+
+/// Limits of a listener, with safe defaults ([`Default`]); pass them to
+/// [`Preconnection::listen_with`](crate::Preconnection::listen_with). Plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerOptions {
+    /// Accepted connections alive at once (default 16,384): at the limit accepting
+    /// pauses until one is dropped. Each SCTP stream and QUIC stream the peer opens
+    /// counts as one. Keep it below the process's file descriptor limit.
+    pub max_connections: usize,
+    /// The kernel's TCP accept queue and usrsctp's listen queue, and how many accepted
+    /// connections may wait for [`Listener::accept`] (default 1,024).
+    pub backlog: u32,
+    /// Time a client has to finish its TLS handshake (default 10 s); a client that takes
+    /// longer is dropped and frees its slot.
+    pub handshake_timeout: Duration,
+    /// Fail instead of warning when one of the stacks the properties allow cannot listen
+    /// (default false: the listener runs with the others and lists the missing ones in
+    /// [`Listener::missing`]).
+    pub every_stack: bool,
+}
+
+impl Default for ListenerOptions {
+    fn default() -> Self {
+        ListenerOptions {
+            max_connections: 16_384,
+            backlog: 1024,
+            handshake_timeout: Duration::from_secs(10),
+            every_stack: false,
+        }
+    }
+}
+
+/// A stack the listener could not listen on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingStack {
+    /// The stack.
+    pub stack: Stack,
+    /// The address it was to listen on.
+    pub addr: SocketAddr,
+    /// Why it could not (the OS error, with a hint where there is one).
+    pub reason: String,
+}
+
+impl std::fmt::Display for MissingStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on {}: {}", self.stack, self.addr, self.reason)
+    }
+}
 
 /// A set of listening sockets, one per allowed stack and family.
 pub struct Listener {
     rx: mpsc::Receiver<Result<Connection, Error>>,
     tasks: Vec<JoinHandle<()>>,
     bound: Vec<(Stack, SocketAddr)>,
+    missing: Vec<MissingStack>,
+    live: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("bound", &self.bound)
+            .field("missing", &self.missing)
+            .field("connections", &self.connections())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Listener {
@@ -60,6 +136,17 @@ impl Listener {
         &self.bound
     }
 
+    /// The stacks the properties allow that could not listen, and why (each was also
+    /// logged as a warning). Empty when every stack listens. Free.
+    pub fn missing(&self) -> &[MissingStack] {
+        &self.missing
+    }
+
+    /// Accepted connections alive now (each holds a slot until dropped). One atomic load.
+    pub fn connections(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
     /// Stops listening (same as dropping).
     pub fn stop(self) {}
 
@@ -70,6 +157,7 @@ impl Listener {
         plan: &Plan,
         opts: Arc<SocketOptions>,
         security: Option<Arc<ServerSecurity>>,
+        limits: &ListenerOptions,
     ) -> Result<Listener, Error> {
         let addrs: Vec<SocketAddr> = if local.ip().is_unspecified() {
             vec![
@@ -86,14 +174,18 @@ impl Listener {
             .map(|s| s.stack)
             .collect();
         let has = |p: Protocol| runnable.iter().any(|s| s.protocol == p);
-        let (tx, rx) = mpsc::channel(BACKLOG);
+        let (tx, rx) = mpsc::channel((limits.backlog as usize).max(1));
+        let max_connections = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
         let mut b = Binder {
             opts,
             security,
             tx,
+            slots: Arc::new(Semaphore::new(max_connections)),
+            live: Arc::new(AtomicUsize::new(0)),
+            limits: limits.clone(),
             tasks: Vec::new(),
             bound: Vec::new(),
-            errors: Vec::new(),
+            missing: Vec::new(),
         };
         for (i, addr) in addrs.iter().enumerate() {
             // One MPTCP listener also accepts plain TCP clients.
@@ -127,48 +219,81 @@ struct Binder {
     opts: Arc<SocketOptions>,
     security: Option<Arc<ServerSecurity>>,
     tx: mpsc::Sender<Result<Connection, Error>>,
+    slots: Arc<Semaphore>,
+    live: Arc<AtomicUsize>,
+    limits: ListenerOptions,
     tasks: Vec<JoinHandle<()>>,
     bound: Vec<(Stack, SocketAddr)>,
-    errors: Vec<String>,
+    missing: Vec<MissingStack>,
 }
 
 impl Binder {
+    /// Records that `stack` could not listen on `addr`.
+    fn miss(&mut self, stack: Stack, addr: SocketAddr, reason: impl std::fmt::Display) {
+        self.missing.push(MissingStack {
+            stack,
+            addr,
+            reason: reason.to_string(),
+        });
+    }
+
+    /// What an accept task needs: the channel, the slots, the limits.
+    fn accepting(&self) -> Accepting {
+        Accepting {
+            tx: self.tx.clone(),
+            slots: self.slots.clone(),
+            live: self.live.clone(),
+            handshake_timeout: self.limits.handshake_timeout,
+        }
+    }
+
     /// TCP (or MPTCP, which takes plain TCP clients too), with TLS if secured.
     fn stream(&mut self, addr: SocketAddr, mptcp: bool) -> Result<(), Error> {
-        match transport::listen_tcp(addr, mptcp, &self.opts) {
+        let protocol = if mptcp {
+            Protocol::Mptcp
+        } else {
+            Protocol::Tcp
+        };
+        let stack = match &self.security {
+            Some(_) => Stack::new(protocol, Security::Tls),
+            None => Stack::plain(protocol),
+        };
+        let backlog = self.limits.backlog.min(i32::MAX as u32) as i32;
+        match transport::listen_tcp_backlog(addr, mptcp, &self.opts, backlog) {
             Ok(l) => {
-                let protocol = if mptcp {
-                    Protocol::Mptcp
-                } else {
-                    Protocol::Tcp
-                };
-                let stack = match &self.security {
-                    Some(_) => Stack::new(protocol, Security::Tls),
-                    None => Stack::plain(protocol),
-                };
                 self.bound.push((stack, l.local_addr()?));
-                let task = accept_stream(l, self.security.clone(), self.tx.clone());
+                let task = accept_stream(l, self.security.clone(), self.accepting());
                 self.tasks.push(tokio::spawn(task));
             }
-            Err(e) => self.errors.push(format!("TCP {addr}: {e}")),
+            Err(e) => self.miss(stack, addr, e),
         }
         Ok(())
     }
 
     /// SCTP over UDP: one dual-stack listener.
     fn sctp(&mut self, addr: SocketAddr) {
-        match transport::sctp::listen(addr.ip(), addr.port(), &self.opts) {
+        let stack = Stack::plain(Protocol::Sctp);
+        let port = self.opts.sctp_udp_port;
+        match transport::sctp::listen(addr.ip(), addr.port(), &self.opts, self.limits.backlog) {
             Ok(l) => {
                 let udp = l.local_addr();
                 let at = SocketAddr::new(udp.ip(), addr.port());
-                self.bound.push((Stack::plain(Protocol::Sctp), at));
+                self.bound.push((stack, at));
                 self.tasks
-                    .push(tokio::spawn(accept_sctp(l, self.tx.clone())));
+                    .push(tokio::spawn(accept_sctp(l, self.accepting())));
             }
-            Err(e) => self.errors.push(format!(
-                "SCTP {addr} (UDP port {}): {e}",
-                self.opts.sctp_udp_port
-            )),
+            Err(e) if e.to_string().contains("in use") => self.miss(
+                stack,
+                addr,
+                format!(
+                    "UDP port {port} (SCTP's encapsulation port) is in use, most likely by \
+                     another process's SCTP listener: usrsctp runs inside each process, so \
+                     only one process per host serves SCTP on one encapsulation port; give \
+                     this context another one (Context::builder().sctp_udp_port or `taps --sctp-udp-port`, and the \
+                     same on the clients) ({e})"
+                ),
+            ),
+            Err(e) => self.miss(stack, addr, format!("UDP port {port}: {e}")),
         }
     }
 
@@ -177,14 +302,14 @@ impl Binder {
         let Some(security) = &self.security else {
             return Ok(());
         };
+        let stack = Stack::new(Protocol::Quic, Security::QuicTls);
         match crate::security::quic::listen(addr, security.quic()) {
             Ok(endpoint) => {
-                let stack = Stack::new(Protocol::Quic, Security::QuicTls);
                 self.bound.push((stack, endpoint.local_addr()?));
                 self.tasks
-                    .push(tokio::spawn(accept_quic(endpoint, self.tx.clone())));
+                    .push(tokio::spawn(accept_quic(endpoint, self.accepting())));
             }
-            Err(e) => self.errors.push(format!("QUIC {addr}: {e}")),
+            Err(e) => self.miss(stack, addr, e),
         }
         Ok(())
     }
@@ -194,10 +319,10 @@ impl Binder {
         match transport::bind_udp(addr, lite, &self.opts) {
             Ok(s) => {
                 self.bound.push((Stack::plain(p), s.local_addr()?));
-                let task = accept_datagrams(Arc::new(s), Stack::plain(p), self.tx.clone());
+                let task = accept_datagrams(Arc::new(s), Stack::plain(p), self.accepting());
                 self.tasks.push(tokio::spawn(task));
             }
-            Err(e) => self.errors.push(format!("{p} {addr}: {e}")),
+            Err(e) => self.miss(Stack::plain(p), addr, e),
         }
         Ok(())
     }
@@ -205,37 +330,39 @@ impl Binder {
     /// DTLS over UDP or UDP-Lite, with the listener's identity: one flow per remote
     /// endpoint, handed on when its handshake is done.
     fn dtls(&mut self, addr: SocketAddr, p: Protocol, lite: bool) -> Result<(), Error> {
-        let Some(security) = &self.security else {
+        let Some(security) = self.security.clone() else {
             return Ok(());
         };
+        let stack = Stack::new(p, Security::Dtls);
         let server = match security.dtls() {
             Ok(server) => server,
             Err(why) => {
-                self.errors.push(format!("DTLS/{p} {addr}: {why}"));
+                self.miss(stack, addr, why);
                 return Ok(());
             }
         };
         match transport::bind_udp(addr, lite, &self.opts) {
             Ok(s) => {
-                let stack = Stack::new(p, Security::Dtls);
                 self.bound.push((stack, s.local_addr()?));
-                let (atx, arx) = mpsc::channel(BACKLOG);
+                let (atx, arx) = mpsc::channel((self.limits.backlog as usize).max(1));
                 let serve = crate::security::dtls::serve(Arc::new(s), server, atx);
                 self.tasks.push(tokio::spawn(serve));
-                let task = accept_dtls(arx, stack, self.tx.clone());
+                let task = accept_dtls(arx, stack, self.accepting());
                 self.tasks.push(tokio::spawn(task));
             }
-            Err(e) => self.errors.push(format!("DTLS/{p} {addr}: {e}")),
+            Err(e) => self.miss(stack, addr, e),
         }
         Ok(())
     }
 
-    /// The listener, or why nothing could listen.
+    /// The listener, or why nothing (or, with `every_stack`, not everything) could
+    /// listen. Each missing stack is logged as a warning.
     fn finish(
         self,
         plan: &Plan,
         rx: mpsc::Receiver<Result<Connection, Error>>,
     ) -> Result<Listener, Error> {
+        let missing: Vec<String> = self.missing.iter().map(|m| m.to_string()).collect();
         if self.bound.is_empty() {
             let stacks: Vec<String> = plan
                 .stacks()
@@ -248,36 +375,101 @@ impl Binder {
             return Err(Error::config(format!(
                 "nothing to listen on: allowed stacks {}; {}",
                 stacks.join(", "),
-                if self.errors.is_empty() {
+                if missing.is_empty() {
                     "none of them can listen in this build".to_string()
                 } else {
-                    self.errors.join("; ")
+                    missing.join("; ")
                 }
             )));
+        }
+        if self.limits.every_stack && !missing.is_empty() {
+            return Err(Error::config(format!(
+                "not every allowed stack can listen: {}",
+                missing.join("; ")
+            )));
+        }
+        for m in &missing {
+            tracing::warn!("listening without {m}");
         }
         Ok(Listener {
             rx,
             tasks: self.tasks,
             bound: self.bound,
+            missing: self.missing,
+            live: self.live,
         })
     }
 }
 
+/// What every accept task shares: where connections go, the connection slots, and the
+/// handshake time limit.
+#[derive(Clone)]
+struct Accepting {
+    tx: mpsc::Sender<Result<Connection, Error>>,
+    slots: Arc<Semaphore>,
+    live: Arc<AtomicUsize>,
+    handshake_timeout: Duration,
+}
+
+impl Accepting {
+    /// Waits for a free connection slot; `None` when the listener is gone.
+    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.ok(),
+            _ = self.tx.closed() => None,
+        }
+    }
+
+    /// Hands `conn` (holding `slot`) to [`Listener::accept`]; false when the listener
+    /// is gone.
+    async fn hand_on(&self, conn: io::Result<Connection>, slot: OwnedSemaphorePermit) -> bool {
+        let live = self.live.clone();
+        let conn = conn
+            .map(|c| {
+                live.fetch_add(1, Ordering::Relaxed);
+                c.with_slot(Slot { permit: slot, live })
+            })
+            .map_err(Error::from);
+        self.tx.send(conn).await.is_ok()
+    }
+}
+
+/// Whether an accept error means the process or the kernel is out of resources (file
+/// descriptors, socket memory): retrying at once would spin.
+fn out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
 /// Accepts stream connections; with `security`, each one's TLS handshake runs in a task
-/// of its own (a slow or silent client holds up no one) and only a finished handshake is
-/// handed on; a failed one is logged and dropped.
+/// of its own (a slow or silent client holds up no one; one that takes longer than the
+/// handshake timeout is dropped) and only a finished handshake is handed on; a failed
+/// one is logged and dropped. Out of file descriptors, it reports the error once and
+/// pauses instead of spinning.
 async fn accept_stream(
     listener: TcpListener,
     security: Option<Arc<ServerSecurity>>,
-    tx: mpsc::Sender<Result<Connection, Error>>,
+    acc: Accepting,
 ) {
     loop {
+        let Some(slot) = acc.slot().await else {
+            return;
+        };
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
-            Err(e) => {
-                if tx.send(Err(Error::Io(e))).await.is_err() {
+            Err(e) if out_of_resources(&e) => {
+                tracing::warn!("accepting paused for {RESOURCE_PAUSE:?}: {e}");
+                if acc.tx.send(Err(Error::Io(e))).await.is_err() {
                     return;
                 }
+                tokio::time::sleep(RESOURCE_PAUSE).await;
+                continue;
+            }
+            // A connection that died in the queue (ECONNABORTED) and the like.
+            Err(e) => {
+                tracing::debug!("accept: {e}");
                 continue;
             }
         };
@@ -289,24 +481,24 @@ async fn accept_stream(
             Protocol::Tcp
         };
         let Some(security) = &security else {
-            let conn = Connection::new(
-                Io::Stream(Stream::Plain(stream)),
-                Stack::plain(protocol),
-                mptcp,
-                None,
-                None,
-            );
-            if tx.send(conn.map_err(Error::from)).await.is_err() {
+            let io = Io::Stream(Stream::Plain(stream));
+            let conn = Connection::new(io, Stack::plain(protocol), mptcp, None, None);
+            if !acc.hand_on(conn, slot).await {
                 return;
             }
             continue;
         };
-        let (security, tx) = (security.clone(), tx.clone());
+        let (security, acc) = (security.clone(), acc.clone());
         tokio::spawn(async move {
-            let (tls, info) = match security.handshake(stream).await {
-                Ok(done) => done,
-                Err(cause) => {
+            let handshake = tokio::time::timeout(acc.handshake_timeout, security.handshake(stream));
+            let (tls, info) = match handshake.await {
+                Ok(Ok(done)) => done,
+                Ok(Err(cause)) => {
                     tracing::debug!(%peer, %cause, "TLS handshake with a client failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake with a client timed out");
                     return;
                 }
             };
@@ -316,7 +508,7 @@ async fn accept_stream(
                 c.set_security(info);
                 c
             });
-            let _ = tx.send(conn.map_err(Error::from)).await;
+            acc.hand_on(conn, slot).await;
         });
     }
 }
@@ -324,22 +516,33 @@ async fn accept_stream(
 /// Accepts QUIC connections; each one's handshake, then the streams the client opens
 /// on it (one taps connection each, handed on when the client first sends on it), run
 /// in a task of its own.
-async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connection, Error>>) {
+async fn accept_quic(endpoint: quinn::Endpoint, acc: Accepting) {
     let Ok(local) = endpoint.local_addr() else {
         return;
     };
     while let Some(incoming) = endpoint.accept().await {
-        let tx = tx.clone();
+        let acc = acc.clone();
         tokio::spawn(async move {
             let peer = incoming.remote_address();
-            let shared = match crate::security::quic::accept(incoming, local).await {
-                Ok(shared) => shared,
-                Err(cause) => {
+            let accept = crate::security::quic::accept(incoming, local);
+            let shared = match tokio::time::timeout(acc.handshake_timeout, accept).await {
+                Ok(Ok(shared)) => shared,
+                Ok(Err(cause)) => {
                     tracing::debug!(%peer, %cause, "QUIC connection from a client failed");
                     return;
                 }
+                Err(_) => {
+                    tracing::debug!(%peer, "QUIC handshake with a client timed out");
+                    return;
+                }
             };
-            while let Some(stream) = crate::security::quic::accept_stream(&shared).await {
+            loop {
+                let Some(slot) = acc.slot().await else {
+                    return;
+                };
+                let Some(stream) = crate::security::quic::accept_stream(&shared).await else {
+                    return;
+                };
                 let stack = Stack::new(Protocol::Quic, Security::QuicTls);
                 let info = shared.info.clone();
                 let io = Io::Stream(Stream::Quic(Box::new(stream)));
@@ -347,7 +550,7 @@ async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connecti
                     c.set_security(info);
                     c
                 });
-                if tx.send(conn.map_err(Error::from)).await.is_err() {
+                if !acc.hand_on(conn, slot).await {
                     return;
                 }
             }
@@ -359,28 +562,37 @@ async fn accept_quic(endpoint: quinn::Endpoint, tx: mpsc::Sender<Result<Connecti
 async fn accept_dtls(
     mut accepted: mpsc::Receiver<crate::security::dtls::Accepted>,
     stack: Stack,
-    tx: mpsc::Sender<Result<Connection, Error>>,
+    acc: Accepting,
 ) {
-    while let Some((flow, info)) = accepted.recv().await {
+    loop {
+        let Some(slot) = acc.slot().await else {
+            return;
+        };
+        let Some((flow, info)) = accepted.recv().await else {
+            return;
+        };
         let conn = Connection::new(Io::Dtls(flow), stack, None, None, None).map(|mut c| {
             c.set_security(info);
             c
         });
-        if tx.send(conn.map_err(Error::from)).await.is_err() {
+        if !acc.hand_on(conn, slot).await {
             return;
         }
     }
 }
 
-async fn accept_sctp(listener: usrsctp::SctpListener, tx: mpsc::Sender<Result<Connection, Error>>) {
+/// Accepts SCTP associations: stream 0 of each is a connection, and a task per
+/// association turns every further stream the peer opens into one.
+async fn accept_sctp(listener: usrsctp::SctpListener, acc: Accepting) {
     loop {
+        let Some(slot) = acc.slot().await else {
+            return;
+        };
         let (association, _) = match listener.accept().await {
             Ok(a) => a,
             Err(e) => {
-                let e = Error::Io(io::Error::other(e));
-                if tx.send(Err(e)).await.is_err() {
-                    return;
-                }
+                tracing::debug!("SCTP accept: {e}");
+                tokio::time::sleep(RESOURCE_PAUSE).await;
                 continue;
             }
         };
@@ -389,13 +601,13 @@ async fn accept_sctp(listener: usrsctp::SctpListener, tx: mpsc::Sender<Result<Co
             .stream(0)
             .map_err(io::Error::other)
             .and_then(|s| sctp_connection(SctpFlow::new(shared.clone(), s)));
-        if tx.send(first.map_err(Error::from)).await.is_err() {
+        if !acc.hand_on(first, slot).await {
             return;
         }
         tokio::spawn(accept_sctp_streams(
             association,
             Arc::downgrade(&shared),
-            tx.clone(),
+            acc.clone(),
         ));
     }
 }
@@ -405,7 +617,7 @@ async fn accept_sctp(listener: usrsctp::SctpListener, tx: mpsc::Sender<Result<Co
 async fn accept_sctp_streams(
     association: usrsctp::Association,
     mut shared: std::sync::Weak<SharedAssociation>,
-    tx: mpsc::Sender<Result<Connection, Error>>,
+    acc: Accepting,
 ) {
     loop {
         let stream = tokio::select! {
@@ -414,7 +626,14 @@ async fn accept_sctp_streams(
                 _ => return,
             },
             // The listener is gone: stop holding the association open for new streams.
-            _ = tx.closed() => return,
+            _ = acc.tx.closed() => return,
+        };
+        // A stream beyond the connection limit is refused: its handle is dropped, which
+        // discards what it received (and frees the buffer); later messages on it come
+        // back here and go the same way while the limit holds.
+        let Ok(slot) = acc.slots.clone().try_acquire_owned() else {
+            tracing::debug!("SCTP stream {} refused: connection limit", stream.id());
+            continue;
         };
         let shared = match shared.upgrade() {
             Some(s) => s,
@@ -425,8 +644,8 @@ async fn accept_sctp_streams(
                 s
             }
         };
-        let conn = sctp_connection(SctpFlow::new(shared, stream)).map_err(Error::from);
-        if tx.send(conn).await.is_err() {
+        let conn = sctp_connection(SctpFlow::new(shared, stream));
+        if !acc.hand_on(conn, slot).await {
             return;
         }
     }
@@ -442,12 +661,11 @@ fn sctp_connection(flow: SctpFlow) -> io::Result<Connection> {
     )
 }
 
-async fn accept_datagrams(
-    socket: Arc<UdpSocket>,
-    stack: Stack,
-    tx: mpsc::Sender<Result<Connection, Error>>,
-) {
+/// Demultiplexes datagrams by peer address: a new peer is a new connection while a
+/// connection slot is free (its datagram is dropped otherwise).
+async fn accept_datagrams(socket: Arc<UdpSocket>, stack: Stack, acc: Accepting) {
     let mut flows: HashMap<SocketAddr, mpsc::Sender<Vec<u8>>> = HashMap::new();
+    let mut swept_at = 64;
     let mut buf = vec![0u8; 65536];
     loop {
         let (n, peer) = match socket.recv_from(&mut buf).await {
@@ -464,6 +682,16 @@ async fn accept_datagrams(
                 }
             }
         }
+        let Ok(slot) = acc.slots.clone().try_acquire_owned() else {
+            continue; // at the connection limit: a new peer's datagram is dropped
+        };
+        // Forget the flows of peers that went quiet after their connection was dropped
+        // (whenever the table has doubled since the last sweep): it stays bounded.
+        if flows.len() >= swept_at * 2 {
+            flows.retain(|_, f| !f.is_closed());
+            flows.shrink_to_fit();
+            swept_at = flows.len().max(64);
+        }
         let (ftx, frx) = mpsc::channel(FLOW_QUEUE);
         let _ = ftx.try_send(datagram);
         flows.insert(peer, ftx);
@@ -473,8 +701,8 @@ async fn accept_datagrams(
             rx: frx,
             pending: None,
         };
-        let conn = Connection::new(io, stack, None, None, None).map_err(Error::from);
-        if tx.send(conn).await.is_err() {
+        let conn = Connection::new(io, stack, None, None, None);
+        if !acc.hand_on(conn, slot).await {
             return;
         }
     }

@@ -19,7 +19,7 @@ use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
 use crate::security::{runs_secure, ClientSecurity, SecurityParameters, ServerSecurity};
 use crate::transport::SocketOptions;
-use crate::{racing, Connection, Context, Error, Listener};
+use crate::{racing, Connection, Context, Error, Listener, ListenerOptions};
 use taps_core::properties::Protocol;
 use taps_core::ServiceInfo;
 
@@ -303,8 +303,14 @@ impl Preconnection {
         )?)
     }
 
-    /// Listens on the local endpoint with every stack and family the properties allow.
+    /// Listens on the local endpoint with every stack and family the properties allow,
+    /// with the default [`ListenerOptions`] (connection limit, backlog, handshake time).
     pub async fn listen(&self) -> Result<Listener, Error> {
+        self.listen_with(&ListenerOptions::default()).await
+    }
+
+    /// [`listen`](Self::listen) with explicit limits. Costs what `listen` costs.
+    pub async fn listen_with(&self, limits: &ListenerOptions) -> Result<Listener, Error> {
         let plan = self.plan()?;
         let local = self.local.ok_or(Error::usage(
             "listen needs a local endpoint (address or port)",
@@ -314,7 +320,7 @@ impl Preconnection {
         } else {
             None
         };
-        Listener::start(local, &plan, self.socket_options(), security).await
+        Listener::start(local, &plan, self.socket_options(), security, limits).await
     }
 
     pub(crate) fn socket_options(&self) -> Arc<SocketOptions> {

@@ -153,6 +153,9 @@ fn watcher_follows_changes_in_a_private_namespace() {
     .join()
     .expect("the namespace thread does not panic");
     if let Err(e) = outcome {
-        eprintln!("skipped: cannot make a network namespace here ({e})");
+        taps_testkit::skip(
+            "watcher_follows_changes_in_a_private_namespace",
+            &format!("cannot make a network namespace here ({e})"),
+        );
     }
 }

@@ -184,7 +184,10 @@ async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
 #[tokio::test]
 async fn interoperates_with_ngtcp2() {
     if Command::new("gtlsserver").arg("--help").output().is_err() {
-        println!("skipped: ngtcp2-server is not installed (scripts/deps.sh installs it)");
+        taps_testkit::skip(
+            "interoperates_with_ngtcp2",
+            "ngtcp2-server is not installed (scripts/deps.sh installs it)",
+        );
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();

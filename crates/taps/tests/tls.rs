@@ -226,7 +226,7 @@ async fn tcp_up_but_tls_stuck_does_not_win() {
     .await;
     spawn_echo(listener);
     let Ok(stuck) = StdListener::bind(("::1", port)) else {
-        println!("skipped: [::1]:{port} is taken");
+        taps_testkit::skip_by_chance("tls stuck [::1]", &format!("[::1]:{port} is taken"));
         return;
     };
     let held = std::thread::spawn(move || {
@@ -325,7 +325,10 @@ async fn bad_security_files_are_clear_errors_naming_the_file() {
 #[tokio::test]
 async fn interoperates_with_openssl_s_server() {
     if Command::new("openssl").arg("version").output().is_err() {
-        println!("skipped: openssl is not installed (scripts/deps.sh installs it)");
+        taps_testkit::skip(
+            "interoperates_with_openssl_s_server",
+            "openssl is not installed (scripts/deps.sh installs it)",
+        );
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();

@@ -42,7 +42,7 @@ impl SctpListener {
         let sock = Sock::new_stream()?;
         opts.apply(&sock, true)?;
         sock.bind(0, sctp_port)?;
-        sock.listen(128)?;
+        sock.listen(opts.backlog.min(i32::MAX as u32) as i32)?;
         Ok(SctpListener {
             sock,
             udp,

@@ -75,6 +75,9 @@ pub struct SctpOptions {
     /// Heartbeat interval in ms on idle paths (SCTP_PEER_ADDR_PARAMS `spp_hbinterval`).
     /// 0: usrsctp's default, 30 s.
     pub heartbeat_interval_ms: u32,
+    /// Listeners: established associations usrsctp queues for
+    /// [`SctpListener::accept`](crate::SctpListener::accept) (`listen` backlog). Default 1024.
+    pub backlog: u32,
 }
 
 impl Default for SctpOptions {
@@ -93,6 +96,7 @@ impl Default for SctpOptions {
             rto_max_ms: 0,
             max_retransmits: 0,
             heartbeat_interval_ms: 0,
+            backlog: 1024,
         }
     }
 }

@@ -51,8 +51,51 @@ pub(crate) fn with_recv_buf<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
 const UDP_BUFFER: usize = 2 * 1024 * 1024;
 /// Unclaimed remotes (handshakes that never reached `accept`) are forgotten after this.
 const REMOTE_IDLE: Duration = Duration::from_secs(60);
-/// At most this many unclaimed remotes per shared socket (a bound against INIT floods).
+/// Unclaimed remotes that never sent a COOKIE ECHO (so no association of theirs can be
+/// waiting for `accept`: INITs to a port nobody listens on, INIT floods, attempts that
+/// lost a race before their handshake ended) are forgotten after this. A client still
+/// retransmitting its INIT is simply registered again.
+const HANDSHAKE_IDLE: Duration = Duration::from_secs(5);
+/// At most this many unclaimed remotes per shared socket (a bound against INIT floods):
+/// a new one beyond it replaces the one heard from longest ago, so a flood can delay
+/// real clients but never lock them out.
 const MAX_UNCLAIMED: usize = 4096;
+
+/// CRC32c (Castagnoli) lookup table, built at compile time.
+const CRC32C_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// Whether the SCTP packet's checksum (RFC 9260 appendix A, CRC32c over the packet with
+/// the checksum field zero) is right. One table lookup per byte; checked only for
+/// packets that would open state for a new remote (usrsctp checks every packet again).
+pub(crate) fn checksum_ok(pkt: &[u8]) -> bool {
+    if pkt.len() < 12 {
+        return false;
+    }
+    let mut crc = !0u32;
+    for (i, &b) in pkt.iter().enumerate() {
+        let b = if (8..12).contains(&i) { 0 } else { b };
+        crc = CRC32C_TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    (!crc).to_le_bytes() == pkt[8..12]
+}
 
 /// Walks the chunks of an SCTP packet (12-byte common header, then type/flags/length chunks
 /// padded to 4 bytes) and reports whether one has type `ty`. Never panics on bad input.
@@ -228,12 +271,30 @@ struct Remote {
     dst: Option<IpAddr>,
     claims: usize,
     last_seen: Instant,
+    /// A COOKIE ECHO came from this remote: an association of its may exist.
+    cookie_seen: bool,
 }
 
 #[derive(Default)]
 pub(crate) struct RemoteTable {
     by_addr: HashMap<SocketAddr, Remote>,
     by_id: HashMap<usize, SocketAddr>,
+    /// Remotes with no claim (handshakes not yet accepted), kept equal to the count of
+    /// `by_addr` entries with `claims == 0`.
+    unclaimed: usize,
+}
+
+impl RemoteTable {
+    /// Removes `addr`'s entry (keeping the unclaimed count); the caller drops it outside
+    /// the lock.
+    fn remove(&mut self, addr: &SocketAddr) -> Option<Remote> {
+        let r = self.by_addr.remove(addr)?;
+        self.by_id.remove(&r.addr.id);
+        if r.claims == 0 {
+            self.unclaimed -= 1;
+        }
+        Some(r)
+    }
 }
 
 /// One UDP socket on an encapsulation port, shared (refcounted) by every listener and
@@ -304,8 +365,13 @@ impl SharedUdp {
     pub(crate) fn claim(&self, id: usize) -> Option<SocketAddr> {
         let mut t = lock(&self.table);
         let addr = *t.by_id.get(&id)?;
+        let mut was_unclaimed = false;
         if let Some(r) = t.by_addr.get_mut(&addr) {
+            was_unclaimed = r.claims == 0;
             r.claims += 1;
+        }
+        if was_unclaimed {
+            t.unclaimed -= 1;
         }
         Some(addr)
     }
@@ -315,18 +381,16 @@ impl SharedUdp {
         let removed = {
             let mut t = lock(&self.table);
             let gone = match t.by_addr.get_mut(&remote) {
-                Some(r) => {
-                    r.claims = r.claims.saturating_sub(1);
+                Some(r) if r.claims > 0 => {
+                    r.claims -= 1;
                     r.claims == 0
                 }
-                None => false,
+                _ => false,
             };
             if gone {
-                let r = t.by_addr.remove(&remote);
-                if let Some(r) = &r {
-                    t.by_id.remove(&r.addr.id);
-                }
-                r
+                // Counted unclaimed for the moment it takes to remove it.
+                t.unclaimed += 1;
+                t.remove(&remote)
             } else {
                 None
             }
@@ -343,7 +407,7 @@ async fn shared_reader(
     pktinfo: bool,
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    let mut tick = tokio::time::interval(HANDSHAKE_IDLE / 2);
     loop {
         tokio::select! {
             r = recv(&sock, pktinfo, &mut buf) => match r {
@@ -352,6 +416,19 @@ async fn shared_reader(
                     if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
                         conninput(id, pkt);
                     }
+                    // Drain what else is queued without a trip through the scheduler (under
+                    // a burst of new peers the socket would otherwise overflow); then let
+                    // other tasks run.
+                    for _ in 0..READ_BATCH {
+                        let Ok((n, from, dst)) = try_recv(&sock, pktinfo, &mut buf) else {
+                            break;
+                        };
+                        let pkt = &buf[..n];
+                        if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
+                            conninput(id, pkt);
+                        }
+                    }
+                    tokio::task::yield_now().await;
                 }
                 Err(e) => {
                     tracing::debug!("usrsctp shared UDP recv: {e}");
@@ -381,6 +458,20 @@ async fn recv(
     }
 }
 
+/// [`recv`] without waiting: `WouldBlock` when nothing is queued.
+fn try_recv(
+    sock: &UdpSocket,
+    pktinfo: bool,
+    buf: &mut [u8],
+) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
+    if pktinfo {
+        sock.try_io(Interest::READABLE, || recv_with_dst(sock, buf))
+    } else {
+        let (n, from) = sock.try_recv_from(buf)?;
+        Ok((n, from, None))
+    }
+}
+
 fn lookup_or_create(
     table: &Mutex<RemoteTable>,
     send: &Arc<StdUdp>,
@@ -394,6 +485,9 @@ fn lookup_or_create(
     let mut t = lock(table);
     if let Some(r) = t.by_addr.get_mut(&from) {
         r.last_seen = Instant::now();
+        if !r.cookie_seen && r.claims == 0 {
+            r.cookie_seen = has_chunk(pkt, 0x0a);
+        }
         if dst.is_some() && dst != r.dst {
             // The remote now sends to another of our addresses (rare): answer from that one.
             r.dst = dst;
@@ -401,13 +495,22 @@ fn lookup_or_create(
         }
         return Some(r.addr.id);
     }
-    // Only an INIT or COOKIE ECHO may open state for a new remote; stray packets are dropped.
-    if !(has_chunk(pkt, 0x01) || has_chunk(pkt, 0x0a)) {
+    // Only an INIT or COOKIE ECHO with a right checksum may open state for a new remote;
+    // stray and corrupt packets are dropped.
+    if !(has_chunk(pkt, 0x01) || has_chunk(pkt, 0x0a)) || !checksum_ok(pkt) {
         return None;
     }
-    if t.by_addr.values().filter(|r| r.claims == 0).count() >= MAX_UNCLAIMED {
-        return None;
-    }
+    let evicted = if t.unclaimed >= MAX_UNCLAIMED {
+        let oldest = t
+            .by_addr
+            .iter()
+            .filter(|(_, r)| r.claims == 0)
+            .min_by_key(|(_, r)| r.last_seen)
+            .map(|(a, _)| *a);
+        oldest.and_then(|a| t.remove(&a))
+    } else {
+        None
+    };
     let addr = ConnAddr::register(Route {
         sock: send.clone(),
         remote: Some(from),
@@ -422,8 +525,12 @@ fn lookup_or_create(
             dst,
             claims: 0,
             last_seen: Instant::now(),
+            cookie_seen: has_chunk(pkt, 0x0a),
         },
     );
+    t.unclaimed += 1;
+    drop(t);
+    drop(evicted); // deregisters, outside our lock
     Some(id)
 }
 
@@ -434,17 +541,13 @@ fn expire(table: &Mutex<RemoteTable>) {
         let stale: Vec<SocketAddr> = t
             .by_addr
             .iter()
-            .filter(|(_, r)| r.claims == 0 && now.duration_since(r.last_seen) > REMOTE_IDLE)
+            .filter(|(_, r)| {
+                let idle = now.duration_since(r.last_seen);
+                r.claims == 0 && (idle > REMOTE_IDLE || (!r.cookie_seen && idle > HANDSHAKE_IDLE))
+            })
             .map(|(a, _)| *a)
             .collect();
-        stale
-            .into_iter()
-            .filter_map(|a| {
-                let r = t.by_addr.remove(&a)?;
-                t.by_id.remove(&r.addr.id);
-                Some(r)
-            })
-            .collect()
+        stale.into_iter().filter_map(|a| t.remove(&a)).collect()
     };
     drop(gone);
 }
@@ -452,6 +555,31 @@ fn expire(table: &Mutex<RemoteTable>) {
 #[cfg(test)]
 mod tests {
     use super::has_chunk;
+
+    #[test]
+    fn checksum() {
+        // An INIT whose checksum was computed by the RFC 9260 algorithm.
+        let mut p = vec![0x13, 0x88, 0x1c, 0xe9, 0, 0, 0, 0, 0, 0, 0, 0];
+        p.extend_from_slice(&[
+            1, 0, 0, 20, 0, 0, 0, 1, 0, 1, 0, 0, 0, 10, 0, 10, 0, 0, 0, 1,
+        ]);
+        let mut crc = !0u32;
+        for &b in &p {
+            crc ^= b as u32;
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0x82F6_3B78
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        p[8..12].copy_from_slice(&(!crc).to_le_bytes());
+        assert!(super::checksum_ok(&p));
+        p[20] ^= 1;
+        assert!(!super::checksum_ok(&p));
+        assert!(!super::checksum_ok(&p[..11]));
+    }
 
     #[test]
     fn chunk_walk() {

@@ -50,9 +50,31 @@ async fn ipv4_wildcard_replies_from_destination_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dual_stack_wildcard_replies_from_mapped_destination_address() {
-    // Skip quietly where IPv6 is unavailable.
-    if std::net::UdpSocket::bind("[::]:0").is_err() {
+    // Where IPv6 is unavailable the test says it skipped (and fails as root in CI).
+    if let Err(e) = std::net::UdpSocket::bind("[::]:0") {
+        skip(
+            "dual_stack_wildcard_replies_from_mapped_destination_address",
+            &format!("no IPv6 socket ({e})"),
+        );
         return;
     }
     via_second_loopback("[::]:0", 5102).await;
+}
+
+/// Prints `SKIPPED: <test>: <reason>` past libtest's capture (scripts/test.sh counts these
+/// lines); as root with `TAPS_REQUIRE_ROOT_TESTS=1` or `CI` set, fails instead. (The same
+/// rule as `taps_testkit::skip`; this crate does not depend on the test kit.)
+fn skip(test: &str, reason: &str) {
+    use std::io::Write;
+    let set = |n: &str| std::env::var(n).is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            == Some("0")
+    });
+    if root && (set("TAPS_REQUIRE_ROOT_TESTS") || set("CI")) {
+        panic!("{test} cannot run as root in CI: {reason}");
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {reason}");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use taps::taps_core::properties::Name;
-use taps::{Connection, Preconnection, TransportProperties};
+use taps::{Connection, ListenerOptions, Preconnection, TransportProperties};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{CliError, ContextArgs, SecurityArgs};
@@ -37,6 +37,15 @@ pub(crate) struct Args {
     /// Print nothing per connection, only the totals.
     #[arg(long, short)]
     quiet: bool,
+    /// Accepted connections alive at once; at the limit accepting pauses (default 16384).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Kernel and SCTP accept queue length (default 1024).
+    #[arg(long, value_name = "N")]
+    backlog: Option<u32>,
+    /// Fail unless every allowed protocol can listen (default: warn and listen on the rest).
+    #[arg(long)]
+    every_stack: bool,
     #[command(flatten)]
     security: SecurityArgs,
 }
@@ -65,9 +74,19 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let pre = Preconnection::new(&ctx, props)
         .local(local)
         .security(args.security.params()?);
-    let mut listener = pre.listen().await?;
+    let defaults = ListenerOptions::default();
+    let limits = ListenerOptions {
+        max_connections: args.max_connections.unwrap_or(defaults.max_connections),
+        backlog: args.backlog.unwrap_or(defaults.backlog),
+        every_stack: args.every_stack,
+        ..defaults
+    };
+    let mut listener = pre.listen_with(&limits).await?;
     for (stack, addr) in listener.local_addrs() {
         println!("listening: {stack} on {addr}");
+    }
+    for missing in listener.missing() {
+        eprintln!("taps: warning: not listening with {missing}");
     }
     let totals = Arc::new(Totals::default());
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();

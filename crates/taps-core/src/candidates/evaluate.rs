@@ -192,8 +192,30 @@ fn multipath(tally: &mut Tally, set: &PropertySet) {
             tally.prefer(Name::Multipath, Preference::Prefer, 2.0 * PREFER_WEIGHT)
         }
         (Some("passive"), _) => {}
+        // Multipath left at its default (disabled) while the application names MPTCP in
+        // `transport`: naming the protocol is asking for it, so the default yields.
+        (None, false) if lists_mptcp(set) => tally.reasons.push(Reason::Implied {
+            name: Name::Multipath,
+            by: Name::Transport,
+        }),
         _ => tally.violations.push(Violation::MultipathDisabled),
     }
+}
+
+/// Whether a `transport` entry set by the application (or a PIB rule) names MPTCP as
+/// wanted (not in a `not`).
+fn lists_mptcp(set: &PropertySet) -> bool {
+    let Some(entry) = set.get(&Name::Transport) else {
+        return false;
+    };
+    entry.origin != Origin::Default
+        && entry.precedence > Precedence::None
+        && !matches!(entry.value, Value::Not(_))
+        && entry
+            .value
+            .items()
+            .iter()
+            .any(|v| v.as_str().and_then(Protocol::parse) == Some(Protocol::Mptcp))
 }
 
 /// Checks the address-level properties (family, interface, local and remote address,

@@ -43,4 +43,6 @@ pub use plan::{Availability, Plan, PlannedStack, PrunedStack};
 pub use reasons::{Reason, Unsatisfiable, Violation};
 
 #[cfg(test)]
+mod input_tests;
+#[cfg(test)]
 mod tests;

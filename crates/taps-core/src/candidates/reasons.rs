@@ -42,6 +42,14 @@ pub enum Reason {
         /// Property.
         name: Name,
     },
+    /// A default that yields because another property the application set implies the
+    /// opposite (MPTCP named in `transport` implies multipath).
+    Implied {
+        /// The property whose default yields.
+        name: Name,
+        /// The property that implies it.
+        by: Name,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -57,6 +65,9 @@ impl fmt::Display for Reason {
                 delta,
             } => write!(f, "{delta:+} {name}: listed {} of {of}", position + 1),
             Reason::Rule { uid } => write!(f, "PIB rule '{uid}' applied"),
+            Reason::Implied { name, by } => {
+                write!(f, "default {name} yields: implied by {by}")
+            }
             Reason::Relaxed { name } => {
                 write!(
                     f,

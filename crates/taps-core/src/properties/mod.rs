@@ -606,7 +606,16 @@ impl Compiled {
             }
             None => None,
         };
-        let priority = int_of(Name::ConnPriority).map_or(100, |v| v as u32);
+        let priority = match int_of(Name::ConnPriority) {
+            None => 100,
+            Some(v) if (0.0..=u32::MAX as f64).contains(&v) => v as u32,
+            Some(v) => {
+                return Err(invalid(
+                    Name::ConnPriority,
+                    &format!("expected 0 or more (lower is more important), got {v}"),
+                ))
+            }
+        };
         let secs_of = |n: Name| match int_of(n) {
             Some(secs) => Duration::try_from_secs_f64(secs).map(Some).map_err(|_| {
                 invalid(

@@ -156,6 +156,11 @@ impl Name {
                     match leaf.as_str() {
                         Some(s) if super::Protocol::parse(s).is_some() => {}
                         Some("reliable" | "unreliable") => {}
+                        Some(s) if ["TLS", "DTLS", "HTTPS", "SSL"].iter().any(|t| s.eq_ignore_ascii_case(t)) => {
+                            return bad(format!(
+                                "{leaf} is security, not a transport protocol: ask for it with {{\"security\": \"require\"}} (TLS over TCP, DTLS over UDP, QUIC)"
+                            ))
+                        }
                         _ => return bad(format!(
                             "unknown transport protocol {leaf} (known: TCP, MPTCP, SCTP, SCTP/UDP, QUIC, UDP, UDP-Lite)"
                         )),

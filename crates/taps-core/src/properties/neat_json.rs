@@ -112,6 +112,13 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
     };
     let (value, precedence) = match (name.kind(), raw_value) {
         // A preference word stands for value + precedence on service properties.
+        // `"true"`/`"false"` written as text (from a shell or a config template) mean
+        // the booleans.
+        (NameKind::Service | NameKind::Flag, Json::String(s))
+            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
+        {
+            (Value::Bool(s.eq_ignore_ascii_case("true")), precedence)
+        }
         (NameKind::Service, Json::String(s)) => match Preference::parse(s) {
             Some(pref) => {
                 let (v, p) = pref.to_neat();
@@ -123,6 +130,13 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
                 )))
             }
         },
+        // `"multipath": true` reads as "use multipath" (active), false as disabled.
+        (NameKind::Word(_), Json::Bool(b)) if name == Name::Multipath => {
+            let mode = if *b { "active" } else { "disabled" };
+            (Value::Str(mode.into()), precedence)
+        }
+        (NameKind::Word(words), v) => (normalize_words(to_value(v).map_err(invalid)?, words), precedence),
+        (NameKind::IpVersion, v) => (ip_versions(to_value(v).map_err(invalid)?), precedence),
         (_, v) => (to_value(v).map_err(invalid)?, precedence),
     };
     name.validate(&value)?;
@@ -131,6 +145,38 @@ pub(crate) fn parse_entry(name: Name, json: &Json) -> Result<Entry, PropertyErro
         precedence,
         score,
         origin: Origin::Application,
+    })
+}
+
+/// A word written in another case or with `_` for `-` (`"Active"`, `"round_robin"`) as
+/// the word it stands for; anything else unchanged (validation reports it).
+fn normalize_words(value: Value, words: &[&str]) -> Value {
+    value.map_leaves(&|leaf| match leaf {
+        Value::Str(s) => {
+            let canon = s.to_ascii_lowercase().replace('_', "-");
+            match words.contains(&canon.as_str()) {
+                true => Value::Str(canon),
+                false => Value::Str(s),
+            }
+        }
+        other => other,
+    })
+}
+
+/// `"4"`, `"IPv6"`, `"v4"` (text) as the numbers 4 and 6 the IP version takes; anything
+/// else unchanged (validation reports it).
+fn ip_versions(value: Value) -> Value {
+    value.map_leaves(&|leaf| match leaf {
+        Value::Str(s) => match s
+            .to_ascii_lowercase()
+            .trim_start_matches("ip")
+            .trim_start_matches('v')
+        {
+            "4" => Value::Int(4),
+            "6" => Value::Int(6),
+            _ => Value::Str(s),
+        },
+        other => other,
     })
 }
 

@@ -236,6 +236,88 @@ fn value_intersection() {
     );
 }
 
+/// Input as a new user writes it (issue 15): each of these used to be rejected or
+/// silently wrong.
+#[test]
+fn multipath_true_means_active_and_false_disabled() {
+    let p = TransportProperties::from_neat_json(r#"{"multipath": true}"#)
+        .unwrap()
+        .compile()
+        .unwrap();
+    assert_eq!(p.compiled().multipath, Multipath::Active);
+    let p = TransportProperties::for_listener()
+        .merge_neat_json(r#"{"multipath": {"value": false, "precedence": 2}}"#)
+        .unwrap()
+        .compile()
+        .unwrap();
+    assert_eq!(p.compiled().multipath, Multipath::Disabled);
+    // A number is still an error, naming the words.
+    let e = TransportProperties::from_neat_json(r#"{"multipath": 1}"#).unwrap_err();
+    assert!(e.to_string().contains("disabled, active, passive"), "{e}");
+}
+
+#[test]
+fn words_in_any_case_and_with_underscores() {
+    let p = TransportProperties::from_neat_json(
+        r#"{"multipath": "Active", "scheduler": "Round_Robin", "direction": "BIDIRECTIONAL"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        p.get(Name::ConnScheduler).unwrap().value,
+        Value::Str("round-robin".into())
+    );
+    assert_eq!(p.compile().unwrap().compiled().multipath, Multipath::Active);
+    let e = TransportProperties::from_neat_json(r#"{"multipath": "sometimes"}"#).unwrap_err();
+    assert!(e.to_string().contains("got sometimes"), "{e}");
+}
+
+#[test]
+fn ip_version_as_text() {
+    for (text, want) in [
+        ("\"IPv6\"", 6),
+        ("\"4\"", 4),
+        ("\"v4\"", 4),
+        ("[\"ipv6\", 4]", 6),
+    ] {
+        let json = format!(r#"{{"ip_version": {text}}}"#);
+        let p = TransportProperties::from_neat_json(&json).unwrap();
+        let v = &p.get(Name::IpVersion).unwrap().value;
+        assert_eq!(v.items()[0].as_f64(), Some(want as f64), "{text}: {v:?}");
+    }
+    let e = TransportProperties::from_neat_json(r#"{"ip_version": "IPv5"}"#).unwrap_err();
+    assert!(e.to_string().contains("expected 4 or 6"), "{e}");
+}
+
+#[test]
+fn booleans_written_as_text() {
+    let p = TransportProperties::from_neat_json(
+        r#"{"reliability": {"value": "false", "precedence": 2}, "low_latency": "TRUE"}"#,
+    )
+    .unwrap()
+    .compile()
+    .unwrap();
+    assert_eq!(pref(&p, Name::Reliability), Preference::Prohibit);
+    assert_eq!(
+        p.compiled().capacity_profile,
+        CapacityProfile::LowLatencyInteractive
+    );
+}
+
+#[test]
+fn negative_priority_is_an_error_not_zero() {
+    let e = TransportProperties::from_neat_json(r#"{"priority": -1}"#)
+        .unwrap()
+        .compile()
+        .unwrap_err();
+    assert!(e.to_string().contains("expected 0 or more"), "{e}");
+}
+
+#[test]
+fn tls_as_a_transport_points_to_security() {
+    let e = TransportProperties::from_neat_json(r#"{"transport": "TLS"}"#).unwrap_err();
+    assert!(e.to_string().contains("\"security\": \"require\""), "{e}");
+}
+
 #[test]
 fn abort_establishment_and_keep_alive_timeouts_are_distinct() {
     // RFC 9622: connTimeout (8.1.3) is the timeout for aborting an established

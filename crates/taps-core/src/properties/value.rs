@@ -76,6 +76,16 @@ impl Value {
         }
     }
 
+    /// This value with `f` applied to every scalar inside lists and negations (input
+    /// normalisation; runs once per parsed property).
+    pub(crate) fn map_leaves(self, f: &dyn Fn(Value) -> Value) -> Value {
+        match self {
+            Value::List(v) => Value::List(v.into_iter().map(|x| x.map_leaves(f)).collect()),
+            Value::Not(v) => Value::Not(Box::new(v.map_leaves(f))),
+            v => f(v),
+        }
+    }
+
     /// Whether the scalar `x` is one of the values this stands for.
     pub fn admits(&self, x: &Value) -> bool {
         match self {

@@ -14,7 +14,9 @@ mod sys;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use listen::{bind_udp, listen_tcp};
+#[cfg(test)]
+pub(crate) use listen::listen_tcp;
+pub(crate) use listen::{bind_udp, listen_tcp_backlog};
 pub(crate) use options::SocketOptions;
 pub(crate) use stream::Stream;
 

@@ -102,17 +102,22 @@ pub(crate) async fn connect(
     Ok(Established::Sctp(association))
 }
 
-/// Listens for SCTP associations to `port` on `local_ip` and the encapsulation port.
+/// Listens for SCTP associations to `port` on `local_ip` and the encapsulation port,
+/// with `backlog` established associations queued for accept.
 pub(crate) fn listen(
     local_ip: std::net::IpAddr,
     port: u16,
     opts: &SocketOptions,
+    backlog: u32,
 ) -> Result<SctpListener, AttemptError> {
     SctpStack::global()
         .listen(
             SocketAddr::new(local_ip, opts.sctp_udp_port),
             port,
-            &sctp_options(opts),
+            &SctpOptions {
+                backlog,
+                ..sctp_options(opts)
+            },
         )
         .map_err(attempt_error)
 }

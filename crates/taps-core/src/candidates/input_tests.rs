@@ -1,0 +1,55 @@
+//! Plans for property sets as a new user writes them (issue 15).
+
+use std::sync::Arc;
+
+use super::*;
+use crate::policy::Pib;
+use crate::properties::{Name, Protocol, TransportProperties};
+
+fn plan_json(json: &str) -> Result<Plan, Unsatisfiable> {
+    let props = TransportProperties::from_neat_json(json)
+        .unwrap()
+        .compile()
+        .unwrap();
+    Plan::new(&props, Arc::new(Pib::builtin()), &Availability::all())
+}
+
+fn protocols(plan: &Plan) -> Vec<Protocol> {
+    plan.stacks().iter().map(|s| s.stack.protocol).collect()
+}
+
+#[test]
+fn required_mptcp_implies_multipath() {
+    // Used to fail with "MPTCP: multipath is disabled".
+    let plan = plan_json(r#"{"transport":{"value":"MPTCP","precedence":2}}"#).unwrap();
+    assert_eq!(protocols(&plan), [Protocol::Mptcp]);
+    assert!(plan.stacks()[0].reasons.contains(&Reason::Implied {
+        name: Name::Multipath,
+        by: Name::Transport,
+    }));
+}
+
+#[test]
+fn listed_mptcp_is_raced_with_the_others() {
+    let plan = plan_json(r#"{"transport":["MPTCP","TCP"]}"#).unwrap();
+    assert_eq!(plan.stacks()[0].stack.protocol, Protocol::Mptcp);
+    assert!(protocols(&plan).contains(&Protocol::Tcp));
+}
+
+#[test]
+fn explicit_multipath_disabled_still_rules_mptcp_out() {
+    let e = plan_json(
+        r#"{"transport":{"value":"MPTCP","precedence":2},"multipath":{"value":"disabled","precedence":2}}"#,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("multipath"), "{e}");
+    // And a `not MPTCP` is no request for it.
+    let plan = plan_json(r#"{"transport":{"value":{"not":"SCTP"},"precedence":2}}"#).unwrap();
+    assert!(!protocols(&plan).contains(&Protocol::Mptcp));
+}
+
+#[test]
+fn multipath_true_puts_mptcp_first() {
+    let plan = plan_json(r#"{"multipath": true}"#).unwrap();
+    assert_eq!(plan.stacks()[0].stack.protocol, Protocol::Mptcp);
+}
