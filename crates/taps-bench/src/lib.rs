@@ -18,6 +18,9 @@
 //!    1 KiB or 35 KiB object; and taps' TLS and QUIC against tokio-rustls and quinn used
 //!    directly (same certificates, verification, ALPN and resumption). (5 is the
 //!    criterion micro-benchmarks of the sans-IO core, `benches/core.rs`.)
+//! 7. [`Experiment::ConnectCli`]: the `taps` command as a whole process
+//!    (`taps connect … --flows N --send-bytes 1`, TCP) against a C epoll client doing the
+//!    same work, N = 1, 256, 1024: user + system CPU and peak RSS from `wait4`.
 //!
 //! Experiments 1 and 2 run over TCP and/or SCTP ([`Config::protocols`]). The raw baseline
 //! is plain tokio sockets for TCP and the `usrsctp` crate used directly for SCTP (one
@@ -37,6 +40,7 @@ pub mod experiments;
 mod goals;
 mod goals_secure;
 mod measure;
+mod native;
 mod process;
 pub mod report;
 mod rusage;
@@ -53,7 +57,9 @@ pub use goals::Goal;
 pub use process::Launcher;
 pub use worker::worker_main;
 
-use experiments::{ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint};
+use experiments::{
+    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint,
+};
 
 /// Which experiment(s) to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +75,11 @@ pub enum Experiment {
     /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol, and taps' TLS and
     /// QUIC vs tokio-rustls and quinn used directly.
     Secure,
-    /// All five.
+    /// 7: the `taps` command, whole process, against a C epoll client doing the same
+    /// work ([`Config::cli`] names the command).
+    ConnectCli,
+    /// All of them (the whole-process comparison only when [`Config::cli`] names the
+    /// `taps` command to measure, as `taps bench all` does).
     All,
 }
 
@@ -126,6 +136,9 @@ pub struct Results {
     pub http: Vec<HttpPoint>,
     /// The secure experiment.
     pub secure: Vec<SecurePoint>,
+    /// The whole-process comparison of the `taps` command with a C epoll client.
+    #[serde(default)]
+    pub connect_cli: Vec<CliPoint>,
     /// What could not be measured and why (a phase that failed, with its error).
     pub unavailable: Vec<String>,
     /// Worker processes that died or hung during a trial (a bug below the benchmark;
@@ -153,6 +166,8 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         he: experiment.includes(Experiment::He),
         http: experiment.includes(Experiment::Http),
         secure: experiment.includes(Experiment::Secure),
+        connect_cli: experiment == Experiment::ConnectCli
+            || (experiment == Experiment::All && cfg.cli.is_some()),
     };
     let total = experiments::planned_trials(cfg, sel);
     let mut progress = Progress::new(cfg.progress && total > 0, total);
@@ -168,8 +183,14 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             duration_s: t.elapsed().as_secs_f64(),
         });
     };
-    let (mut connect, mut transfer, mut he, mut http, mut secure) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut connect, mut transfer, mut he, mut http, mut secure, mut connect_cli) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for &proto in &cfg.protocols {
         if sel.connect {
             phase(format!("connect {proto}"), &mut |p| {
@@ -204,6 +225,12 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             Ok(())
         });
     }
+    if sel.connect_cli {
+        phase("connect-cli".into(), &mut |p| {
+            connect_cli = experiments::run_connect_cli(cfg, launcher, p)?;
+            Ok(())
+        });
+    }
     progress.finish();
     let crashes = std::mem::take(&mut progress.crashes);
     let mut results = Results {
@@ -225,11 +252,12 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         he,
         http,
         secure,
+        connect_cli,
         unavailable,
         crashes,
         goals: Vec::new(),
     };
-    results.goals = goals::goals(&results);
+    results.goals = goals::goals(&results, &goals::Expected::of(cfg, sel));
     if sel.secure {
         let mut g = Vec::new();
         goals_secure::secure_goals(&results, &mut g);
