@@ -148,15 +148,36 @@ pub struct Results {
     pub goals: Vec<Goal>,
 }
 
+impl Meta {
+    /// The description of a run of `experiment` with `cfg` on this machine, not yet
+    /// timed (reads the kernel release: one small file).
+    fn of(experiment: Experiment, cfg: &Config) -> Meta {
+        Meta {
+            experiment: match experiment {
+                Experiment::ConnectCli => "connect-cli".into(),
+                e => format!("{e:?}").to_lowercase(),
+            },
+            quick: cfg.quick,
+            protocols: cfg.protocols.clone(),
+            release: !cfg!(debug_assertions),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            started_unix: 0,
+            duration_s: 0.0,
+            phases: Vec::new(),
+        }
+    }
+}
+
 /// Runs `experiment` with `cfg`, starting workers with `launcher`. A phase (one
 /// experiment over one protocol) that fails is recorded in [`Results::unavailable`] and
 /// the run goes on with the next one.
 pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<Results, String> {
     let started = Instant::now();
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH);
+    let started_unix = since_epoch.map_or(0, |d| d.as_secs());
     if cfg.protocols.is_empty() {
         return Err("no protocol to run".into());
     }
@@ -183,14 +204,8 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             duration_s: t.elapsed().as_secs_f64(),
         });
     };
-    let (mut connect, mut transfer, mut he, mut http, mut secure, mut connect_cli) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
+    let (mut connect, mut transfer, mut he) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut http, mut secure, mut connect_cli) = (Vec::new(), Vec::new(), Vec::new());
     for &proto in &cfg.protocols {
         if sel.connect {
             phase(format!("connect {proto}"), &mut |p| {
@@ -235,17 +250,10 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
     let crashes = std::mem::take(&mut progress.crashes);
     let mut results = Results {
         meta: Meta {
-            experiment: format!("{experiment:?}").to_lowercase(),
-            quick: cfg.quick,
-            protocols: cfg.protocols.clone(),
-            release: !cfg!(debug_assertions),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default(),
             started_unix,
             duration_s: started.elapsed().as_secs_f64(),
             phases,
+            ..Meta::of(experiment, cfg)
         },
         connect,
         transfer,

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 /// The instant named `name` in the worker's `phases`.
 fn at(phases: &[serde_json::Value], name: &str, last: bool) -> u64 {
     let mut it = phases.iter().filter(|p| p["name"] == name);
-    let p = if last { it.last() } else { it.next() };
+    let p = if last { it.next_back() } else { it.next() };
     p.and_then(|p| p["at_ns"].as_u64())
         .unwrap_or_else(|| panic!("the client recorded no `{name}`: {phases:?}"))
 }

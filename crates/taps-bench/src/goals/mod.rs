@@ -160,6 +160,37 @@ fn not_measured(name: String, target: &str, limit: f64) -> Goal {
     }
 }
 
+/// Per-flow (marginal) figures without the one-time context cost, per repetition: the
+/// slope of client CPU (× raw) and of RSS (KiB per flow above raw) from `q` to `p`, and
+/// the one-time extra at `q` (ms, KiB): `(q's flows, cpu, rss, fixed cpu, fixed rss)`.
+fn marginal(q: &ConnectPoint, p: &ConnectPoint) -> (usize, f64, f64, f64, f64) {
+    let d = (p.flows - q.flows) as f64;
+    let minus = |a: &Summary, b: &Summary| {
+        Summary::of(
+            a.samples
+                .iter()
+                .zip(&b.samples)
+                .map(|(x, y)| x - y)
+                .collect(),
+        )
+    };
+    let cpu = pairwise(
+        &minus(&p.taps.client_cpu_us, &q.taps.client_cpu_us),
+        &minus(&p.raw.client_cpu_us, &q.raw.client_cpu_us),
+        ratio,
+    );
+    let rss = pairwise(
+        &minus(&p.taps.rss_growth_kib, &q.taps.rss_growth_kib),
+        &minus(&p.raw.rss_growth_kib, &q.raw.rss_growth_kib),
+        |a, b| (a - b) / d,
+    );
+    let fixed_cpu = pairwise(&q.taps.client_cpu_us, &q.raw.client_cpu_us, |a, b| {
+        (a - b) / 1e3
+    });
+    let fixed_rss = pairwise(&q.taps.rss_growth_kib, &q.raw.rss_growth_kib, |a, b| a - b);
+    (q.flows, cpu, rss, fixed_cpu, fixed_rss)
+}
+
 /// The connection-establishment goals at the largest TCP flow count measured (`n`
 /// planned).
 fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
@@ -177,55 +208,21 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
             CPU,
             1.15,
         ));
-        g.push(not_measured(
-            format!("client RSS growth per flow above raw, {n} TCP flows"),
-            RSS,
-            2.0,
-        ));
-        g.push(not_measured(
-            format!("median per-flow connect delay, {n} TCP flows"),
-            DELAY,
-            0.1,
-        ));
+        let rss = format!("client RSS growth per flow above raw, {n} TCP flows");
+        g.push(not_measured(rss, RSS, 2.0));
+        let delay = format!("median per-flow connect delay, {n} TCP flows");
+        g.push(not_measured(delay, DELAY, 0.1));
         return;
     };
     let n = p.flows;
     let mut base = Judge::default();
     base.faults("taps", p.taps.faults())
         .faults("raw", p.raw.faults());
-    // Per-flow (marginal) figures, without the one-time context cost: the slope
-    // between the smallest and the largest flow count, per repetition.
     let marginal = tcp
         .iter()
         .min_by_key(|q| q.flows)
         .filter(|q| q.flows < n)
-        .map(|q| {
-            let d = (n - q.flows) as f64;
-            let minus = |a: &Summary, b: &Summary| {
-                Summary::of(
-                    a.samples
-                        .iter()
-                        .zip(&b.samples)
-                        .map(|(x, y)| x - y)
-                        .collect(),
-                )
-            };
-            let cpu = pairwise(
-                &minus(&p.taps.client_cpu_us, &q.taps.client_cpu_us),
-                &minus(&p.raw.client_cpu_us, &q.raw.client_cpu_us),
-                ratio,
-            );
-            let rss = pairwise(
-                &minus(&p.taps.rss_growth_kib, &q.taps.rss_growth_kib),
-                &minus(&p.raw.rss_growth_kib, &q.raw.rss_growth_kib),
-                |a, b| (a - b) / d,
-            );
-            let fixed_cpu = pairwise(&q.taps.client_cpu_us, &q.raw.client_cpu_us, |a, b| {
-                (a - b) / 1e3
-            });
-            let fixed_rss = pairwise(&q.taps.rss_growth_kib, &q.raw.rss_growth_kib, |a, b| a - b);
-            (q.flows, cpu, rss, fixed_cpu, fixed_rss)
-        });
+        .map(|q| marginal(q, p));
     let mut cpu = Judge {
         problems: base.problems.clone(),
     };
