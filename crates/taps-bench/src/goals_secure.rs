@@ -40,22 +40,25 @@ fn goal(
     match (p, base, why) {
         (Some(p), Some(b), None) => {
             let v = value(p);
+            let ok = v.is_finite() && v > 0.0;
             Goal {
                 name,
                 target,
                 measured: words(p, b),
                 value: v,
                 limit,
-                met: v.is_finite() && v > 0.0 && v <= limit,
+                met: ok && v <= limit,
+                problem: (!ok).then(|| "no figure (a baseline sample is 0 or missing)".into()),
             }
         }
         (_, _, why) => Goal {
             name,
             target,
-            measured: format!("not met: {}", why.unwrap_or_default()),
+            measured: format!("**not counted**: {}", why.clone().unwrap_or_default()),
             value: f64::NAN,
             limit,
             met: false,
+            problem: why,
         },
     }
 }

@@ -18,6 +18,9 @@
 //!    1 KiB or 35 KiB object; and taps' TLS and QUIC against tokio-rustls and quinn used
 //!    directly (same certificates, verification, ALPN and resumption). (5 is the
 //!    criterion micro-benchmarks of the sans-IO core, `benches/core.rs`.)
+//! 7. [`Experiment::ConnectCli`]: the `taps` command as a whole process
+//!    (`taps connect … --flows N --send-bytes 1`, TCP) against a C epoll client doing the
+//!    same work, N = 1, 256, 1024: user + system CPU and peak RSS from `wait4`.
 //!
 //! Experiments 1 and 2 run over TCP and/or SCTP ([`Config::protocols`]). The raw baseline
 //! is plain tokio sockets for TCP and the `usrsctp` crate used directly for SCTP (one
@@ -37,6 +40,7 @@ pub mod experiments;
 mod goals;
 mod goals_secure;
 mod measure;
+mod native;
 mod process;
 pub mod report;
 mod rusage;
@@ -52,7 +56,9 @@ pub use goals::Goal;
 pub use process::Launcher;
 pub use worker::worker_main;
 
-use experiments::{ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint};
+use experiments::{
+    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint,
+};
 
 /// Which experiment(s) to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +74,11 @@ pub enum Experiment {
     /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol, and taps' TLS and
     /// QUIC vs tokio-rustls and quinn used directly.
     Secure,
-    /// All five.
+    /// 7: the `taps` command, whole process, against a C epoll client doing the same
+    /// work ([`Config::cli`] names the command).
+    ConnectCli,
+    /// All of them (the whole-process comparison only when [`Config::cli`] names the
+    /// `taps` command to measure, as `taps bench all` does).
     All,
 }
 
@@ -125,6 +135,9 @@ pub struct Results {
     pub http: Vec<HttpPoint>,
     /// The secure experiment.
     pub secure: Vec<SecurePoint>,
+    /// The whole-process comparison of the `taps` command with a C epoll client.
+    #[serde(default)]
+    pub connect_cli: Vec<CliPoint>,
     /// What could not be measured and why (a phase that failed, with its error).
     pub unavailable: Vec<String>,
     /// Worker processes that died or hung during a trial (a bug below the benchmark;
@@ -134,15 +147,36 @@ pub struct Results {
     pub goals: Vec<Goal>,
 }
 
+impl Meta {
+    /// The description of a run of `experiment` with `cfg` on this machine, not yet
+    /// timed (reads the kernel release: one small file).
+    fn of(experiment: Experiment, cfg: &Config) -> Meta {
+        Meta {
+            experiment: match experiment {
+                Experiment::ConnectCli => "connect-cli".into(),
+                e => format!("{e:?}").to_lowercase(),
+            },
+            quick: cfg.quick,
+            protocols: cfg.protocols.clone(),
+            release: !cfg!(debug_assertions),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            started_unix: 0,
+            duration_s: 0.0,
+            phases: Vec::new(),
+        }
+    }
+}
+
 /// Runs `experiment` with `cfg`, starting workers with `launcher`. A phase (one
 /// experiment over one protocol) that fails is recorded in [`Results::unavailable`] and
 /// the run goes on with the next one.
 pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<Results, String> {
     let started = Instant::now();
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH);
+    let started_unix = since_epoch.map_or(0, |d| d.as_secs());
     if cfg.protocols.is_empty() {
         return Err("no protocol to run".into());
     }
@@ -152,6 +186,8 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         he: experiment.includes(Experiment::He),
         http: experiment.includes(Experiment::Http),
         secure: experiment.includes(Experiment::Secure),
+        connect_cli: experiment == Experiment::ConnectCli
+            || (experiment == Experiment::All && cfg.cli.is_some()),
     };
     let total = experiments::planned_trials(cfg, sel);
     let mut progress = Progress::new(cfg.progress && total > 0, total);
@@ -167,8 +203,8 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             duration_s: t.elapsed().as_secs_f64(),
         });
     };
-    let (mut connect, mut transfer, mut he, mut http, mut secure) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut connect, mut transfer, mut he) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut http, mut secure, mut connect_cli) = (Vec::new(), Vec::new(), Vec::new());
     for &proto in &cfg.protocols {
         if sel.connect {
             phase(format!("connect {proto}"), &mut |p| {
@@ -203,32 +239,32 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             Ok(())
         });
     }
+    if sel.connect_cli {
+        phase("connect-cli".into(), &mut |p| {
+            connect_cli = experiments::run_connect_cli(cfg, launcher, p)?;
+            Ok(())
+        });
+    }
     progress.finish();
     let crashes = std::mem::take(&mut progress.crashes);
     let mut results = Results {
         meta: Meta {
-            experiment: format!("{experiment:?}").to_lowercase(),
-            quick: cfg.quick,
-            protocols: cfg.protocols.clone(),
-            release: !cfg!(debug_assertions),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default(),
             started_unix,
             duration_s: started.elapsed().as_secs_f64(),
             phases,
+            ..Meta::of(experiment, cfg)
         },
         connect,
         transfer,
         he,
         http,
         secure,
+        connect_cli,
         unavailable,
         crashes,
         goals: Vec::new(),
     };
-    results.goals = goals::goals(&results);
+    results.goals = goals::goals(&results, &goals::Expected::of(cfg, sel));
     if sel.secure {
         let mut g = Vec::new();
         goals_secure::secure_goals(&results, &mut g);

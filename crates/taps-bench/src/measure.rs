@@ -30,30 +30,33 @@ impl Cpu {
     }
 }
 
-/// This process's CPU time (every thread), from `getrusage(RUSAGE_SELF)`.
-pub(crate) fn process_cpu() -> Cpu {
-    match crate::rusage::self_user_sys_us() {
-        Some((user_us, sys_us)) => Cpu { user_us, sys_us },
-        None => Cpu::default(),
-    }
+/// This process's CPU time (every thread), from `getrusage(RUSAGE_SELF)` (one system
+/// call); an error, never a zero, when the call fails.
+pub(crate) fn process_cpu() -> Result<Cpu, String> {
+    crate::rusage::self_user_sys_us()
+        .map(|(user_us, sys_us)| Cpu { user_us, sys_us })
+        .ok_or_else(|| format!("getrusage: {}", std::io::Error::last_os_error()))
 }
 
-/// This process's resident set size in KiB (`VmRSS` of `/proc/self/status`), 0 if
-/// unreadable.
-pub(crate) fn rss_kib() -> u64 {
-    status_field("/proc/self/status", "VmRSS:").unwrap_or(0)
+/// This process's resident set size in KiB (`VmRSS` of `/proc/self/status`: one file
+/// read); an error when it cannot be read.
+pub(crate) fn rss_kib() -> Result<u64, String> {
+    status_field("/proc/self/status", "VmRSS:")
 }
 
 /// The anonymous part of this process's RSS in KiB (`RssAnon`: heap and stacks, without
-/// the code and files mapped in), 0 if unreadable.
-pub(crate) fn anon_kib() -> u64 {
-    status_field("/proc/self/status", "RssAnon:").unwrap_or(0)
+/// the code and files mapped in); an error when it cannot be read.
+pub(crate) fn anon_kib() -> Result<u64, String> {
+    status_field("/proc/self/status", "RssAnon:")
 }
 
-fn status_field(path: &str, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text.lines().find(|l| l.starts_with(field))?;
-    line[field.len()..].split_whitespace().next()?.parse().ok()
+/// A `kB` field of a `/proc/*/status` file.
+fn status_field(path: &str, field: &str) -> Result<u64, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("{path}: no readable {field} line"))
 }
 
 /// Median of `values` (mean of the middle two for an even count); 0 when empty.
@@ -76,12 +79,13 @@ pub(crate) fn max(values: &[f64]) -> f64 {
     values.iter().copied().fold(0.0, f64::max)
 }
 
-/// `a / b`, or NaN-free 0 when `b` is 0.
+/// `a / b`; NaN (never 0 or infinity) when the baseline `b` is not a positive number or
+/// `a` is not a finite one, so that a missing baseline cannot pass for a good ratio.
 pub(crate) fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
+    if b > 0.0 && b.is_finite() && a.is_finite() {
         a / b
     } else {
-        0.0
+        f64::NAN
     }
 }
 
@@ -147,13 +151,29 @@ mod tests {
 
     #[test]
     fn process_measurements_are_readable() {
-        assert!(rss_kib() > 0);
-        let a = process_cpu();
+        assert!(rss_kib().unwrap() > 0);
+        assert!(anon_kib().unwrap() > 0);
+        let a = process_cpu().unwrap();
         let mut x = 0u64;
         for i in 0..2_000_000u64 {
             x = x.wrapping_add(i * i);
         }
         std::hint::black_box(x);
-        assert!(process_cpu().total_us() >= a.total_us());
+        assert!(process_cpu().unwrap().total_us() >= a.total_us());
+    }
+
+    #[test]
+    fn unreadable_figures_are_errors_not_zeros() {
+        assert!(status_field("/proc/self/status", "NoSuchField:").is_err());
+        assert!(status_field("/nonexistent/status", "VmRSS:").is_err());
+    }
+
+    #[test]
+    fn a_zero_baseline_gives_no_ratio() {
+        assert_eq!(ratio(3.0, 2.0), 1.5);
+        assert!(ratio(3.0, 0.0).is_nan());
+        assert!(ratio(0.0, 0.0).is_nan());
+        assert!(ratio(3.0, -1.0).is_nan());
+        assert!(ratio(f64::NAN, 1.0).is_nan());
     }
 }

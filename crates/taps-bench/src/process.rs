@@ -260,7 +260,11 @@ impl Server {
         let stats: ServerStats =
             serde_json::from_str(&json).map_err(|e| format!("server stats: {e}"))?;
         self.last_stats = stats.clone();
-        Ok(stats)
+        match &stats.error {
+            // No figure is better than a zero standing in for one.
+            Some(e) => Err(WorkerError::Other(format!("server could not measure: {e}"))),
+            None => Ok(stats),
+        }
     }
 }
 
@@ -289,8 +293,11 @@ pub(crate) struct Trial {
     pub(crate) server_cpu_us: u64,
     /// Server RSS growth during the window, KiB (may be negative).
     pub(crate) server_rss_growth_kib: i64,
-    /// Whether the server did not reach the expected counters in time.
+    /// Whether the server did not reach the expected counters in time, at the
+    /// snapshot before the window (the setup's connections) or after it.
     pub(crate) server_timed_out: bool,
+    /// Payload bytes the server received during the window.
+    pub(crate) server_bytes: u64,
     /// The client failed after its result (crashed or errored in teardown, or had to
     /// be killed): the measurement stands, the failure must be reported.
     pub(crate) teardown_error: Option<String>,
@@ -317,6 +324,9 @@ pub(crate) fn trial(
     let result = client.expect("RESULT")?;
     let result: ClientResult =
         serde_json::from_str(&result).map_err(|e| format!("client result: {e}"))?;
+    if let Some(e) = &result.measure_error {
+        return Err(WorkerError::Other(format!("client could not measure: {e}")));
+    }
     let expect = expect(&result);
     let after = server.stats(
         before.accepted + expect.accepted,
@@ -335,7 +345,8 @@ pub(crate) fn trial(
         client: result,
         server_cpu_us: after.cpu.since(&before.cpu).total_us(),
         server_rss_growth_kib: after.rss_kib as i64 - before.rss_kib as i64,
-        server_timed_out: after.timed_out,
+        server_timed_out: before.timed_out || after.timed_out,
+        server_bytes: after.bytes.saturating_sub(before.bytes),
         teardown_error,
     })
 }

@@ -6,12 +6,13 @@
 use serde::Serialize;
 
 use super::runner::{run_trial, Progress};
-use super::summary::{failures, pairwise, summarize, Failures, Summary};
+use super::summary::{faults, pairwise, summarize, Failures, Faults, Summary};
 use super::variant::Variant;
 use super::Config;
 use crate::measure::{self, median, ratio};
 use crate::process::{Expect, Launcher, Server, Trial};
-use crate::worker::{ClientSpec, Listen, Proto, ServeMode, ServerSpec};
+use crate::worker::phases::{self, CONTEXT_END, CONTEXT_START};
+use crate::worker::{ClientSpec, Impl, Listen, Proto, ServeMode, ServerSpec};
 
 /// One implementation at one flow count.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -38,11 +39,19 @@ pub struct ConnectSide {
     pub failed: usize,
     /// The first failure.
     pub first_error: Option<String>,
+    /// Trials in which the server did not see every flow the client connected in time.
+    #[serde(default)]
+    pub server_timeouts: usize,
 }
 
 impl Failures for ConnectSide {
-    fn failures(&self) -> (usize, Option<String>) {
-        (self.failed, self.first_error.clone())
+    fn faults(&self) -> Faults {
+        Faults {
+            failed: self.failed,
+            first_error: self.first_error.clone(),
+            server_timeouts: self.server_timeouts,
+            short_transfers: 0,
+        }
     }
 }
 
@@ -109,7 +118,7 @@ pub struct ConnectPoint {
 
 /// The summary of one side's trials.
 fn connect_side(trials: &[Trial]) -> ConnectSide {
-    let (failed, first_error, _) = failures(trials);
+    let f = faults(trials);
     ConnectSide {
         client_cpu_us: summarize(trials, |t| t.client.cpu.total_us() as f64),
         server_cpu_us: summarize(trials, |t| t.server_cpu_us as f64),
@@ -126,13 +135,14 @@ fn connect_side(trials: &[Trial]) -> ConnectSide {
         attempts_per_flow: summarize(trials, |t| {
             t.client.attempts as f64 / t.client.ok.max(1) as f64
         }),
-        failed,
-        first_error,
+        failed: f.failed,
+        first_error: f.first_error,
+        server_timeouts: f.server_timeouts,
     }
 }
 
 /// The flow counts of experiment 1.
-fn connect_flows(cfg: &Config) -> Vec<usize> {
+pub(crate) fn connect_flows(cfg: &Config) -> Vec<usize> {
     cfg.flows.clone().unwrap_or_else(|| {
         if cfg.quick {
             vec![1, 16, 64]
@@ -187,6 +197,12 @@ pub(crate) fn run_connect(
                     accepted: r.ok as u64,
                     closed: 0,
                 })?;
+                if v.imp() == Impl::Taps {
+                    // Fair only if taps pays its context in the window, as raw pays its
+                    // first socket there.
+                    phases::window_covers(&t.client.phases, CONTEXT_START, CONTEXT_END)
+                        .map_err(|e| format!("connect {proto} {n} flows {v:?}: {e}"))?;
+                }
                 by_variant[i].push(t);
             }
         }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::he_variant::{client_udp_port, server_for, start_servers, HeVariant};
 use super::runner::{run_trial, Progress};
-use super::summary::{failures, pairwise, summarize, Summary};
+use super::summary::{faults, pairwise, summarize, Failures, Faults, Summary};
 use super::Config;
 use crate::measure::{median, ratio};
 use crate::process::{Expect, Launcher, Trial};
@@ -44,6 +44,20 @@ pub struct HePoint {
     pub failed: usize,
     /// The first failure.
     pub first_error: Option<String>,
+    /// Trials in which the server did not see every connection open and close in time.
+    #[serde(default)]
+    pub server_timeouts: usize,
+}
+
+impl Failures for HePoint {
+    fn faults(&self) -> Faults {
+        Faults {
+            failed: self.failed,
+            first_error: self.first_error.clone(),
+            server_timeouts: self.server_timeouts,
+            short_transfers: 0,
+        }
+    }
 }
 
 /// The variants (with their hit ratios) of experiment 3, and the connections per trial.
@@ -77,6 +91,16 @@ fn he_matrix(cfg: &Config) -> (Vec<(HeVariant, Option<u32>)>, usize) {
         }
     }
     (v, if cfg.quick { 100 } else { 500 })
+}
+
+/// The race variants experiment 3 measures at `hit` % cache hits.
+pub(crate) fn race_variants_at(cfg: &Config, hit: u32) -> Vec<HeVariant> {
+    he_matrix(cfg)
+        .0
+        .into_iter()
+        .filter(|(_, h)| *h == Some(hit))
+        .map(|(v, _)| v)
+        .collect()
 }
 
 /// The trials of experiment 3.
@@ -136,7 +160,7 @@ pub(crate) fn run_he(
         .iter()
         .zip(&trials)
         .map(|((variant, hit), ts)| {
-            let (failed, first_error, _) = failures(ts);
+            let f = faults(ts);
             HePoint {
                 variant: *variant,
                 hit_percent: *hit,
@@ -147,11 +171,12 @@ pub(crate) fn run_he(
                 sctp_share: summarize(ts, |t| per_conn(t.client.sctp as u64, t)),
                 delay_median_us: summarize(ts, |t| median(&t.client.delays_us)),
                 single: variant.single_baseline(),
-                client_vs_single: 0.0,
-                client_vs_raw: 0.0,
-                server_vs_single: 0.0,
-                failed,
-                first_error,
+                client_vs_single: f64::NAN,
+                client_vs_raw: f64::NAN,
+                server_vs_single: f64::NAN,
+                failed: f.failed,
+                first_error: f.first_error,
+                server_timeouts: f.server_timeouts,
             }
         })
         .collect();

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::he_variant::{client_udp_port, server_for, start_servers, HeServer, HeVariant};
 use super::runner::{run_trial, Progress};
-use super::summary::{failures, pairwise, summarize, Summary};
+use super::summary::{faults, pairwise, summarize, Failures, Faults, Summary};
 use super::{human_bytes, Config};
 use crate::measure::{median, ratio};
 use crate::process::{Expect, Launcher, Trial};
@@ -43,6 +43,20 @@ pub struct HttpPoint {
     pub failed: usize,
     /// The first failure.
     pub first_error: Option<String>,
+    /// Trials in which the server did not see every connection open and close in time.
+    #[serde(default)]
+    pub server_timeouts: usize,
+}
+
+impl Failures for HttpPoint {
+    fn faults(&self) -> Faults {
+        Faults {
+            failed: self.failed,
+            first_error: self.first_error.clone(),
+            server_timeouts: self.server_timeouts,
+            short_transfers: 0,
+        }
+    }
 }
 
 struct HttpMatrix {
@@ -178,7 +192,7 @@ fn http_points(
         .iter()
         .zip(trials)
         .map(|((variant, hit), ts)| {
-            let (failed, first_error, _) = failures(ts);
+            let f = faults(ts);
             HttpPoint {
                 variant: *variant,
                 hit_percent: *hit,
@@ -191,10 +205,11 @@ fn http_points(
                 }),
                 delay_median_us: summarize(ts, |t| median(&t.client.delays_us)),
                 sctp_share: summarize(ts, |t| t.client.sctp as f64 / t.client.ok.max(1) as f64),
-                server_vs_raw: 0.0,
-                server_vs_single: 0.0,
-                failed,
-                first_error,
+                server_vs_raw: f64::NAN,
+                server_vs_single: f64::NAN,
+                failed: f.failed,
+                first_error: f.first_error,
+                server_timeouts: f.server_timeouts,
             }
         })
         .collect();

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod connect;
+mod connect_cli;
 mod he;
 mod he_variant;
 mod http;
@@ -16,20 +17,23 @@ mod variant;
 
 pub use crate::worker::Proto;
 pub use connect::{ConnectPoint, ConnectRatios, ConnectSide};
+pub use connect_cli::{CliPoint, CliSide, TAPS_PROPS};
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
 pub use runner::Crash;
 pub use secure::{SecurePoint, SecureVariant};
-pub use summary::Summary;
+pub use summary::{Faults, Summary};
 pub use transfer::{TransferPoint, TransferRatios, TransferSide};
 
-pub(crate) use connect::run_connect;
+pub(crate) use connect::{connect_flows, run_connect};
+pub(crate) use connect_cli::{cli_flows, run_connect_cli};
+pub(crate) use he::race_variants_at;
 pub(crate) use he::run_he;
 pub(crate) use http::run_http;
 pub(crate) use runner::Progress;
 pub(crate) use secure::run_secure;
-pub(crate) use summary::Failures;
+pub(crate) use summary::{pairwise, Failures};
 pub(crate) use transfer::run_transfer;
 
 /// What to run and how much of it.
@@ -47,6 +51,9 @@ pub struct Config {
     pub protocols: Vec<Proto>,
     /// Print a progress line on stderr.
     pub progress: bool,
+    /// The `taps` command the whole-process comparison (`connect-cli`) measures; without
+    /// it that comparison cannot run (`taps bench` passes itself).
+    pub cli: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -57,12 +64,13 @@ impl Default for Config {
             flows: None,
             protocols: vec![Proto::Tcp],
             progress: true,
+            cli: None,
         }
     }
 }
 
 impl Config {
-    fn reps(&self) -> usize {
+    pub(crate) fn reps(&self) -> usize {
         self.reps.unwrap_or(if self.quick { 2 } else { 7 }).max(1)
     }
 }
@@ -90,6 +98,8 @@ pub(crate) struct Selection {
     pub(crate) http: bool,
     /// The secure experiment (the TLS variant of 3).
     pub(crate) secure: bool,
+    /// The whole-process comparison of the `taps` command with a C epoll client.
+    pub(crate) connect_cli: bool,
 }
 
 /// How many trials the experiments will run (for the progress line).
@@ -111,6 +121,9 @@ pub(crate) fn planned_trials(cfg: &Config, sel: Selection) -> usize {
     }
     if sel.secure {
         n += secure::secure_trials(cfg);
+    }
+    if sel.connect_cli {
+        n += connect_cli::connect_cli_trials(cfg);
     }
     n
 }

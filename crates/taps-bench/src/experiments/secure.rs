@@ -10,7 +10,7 @@ use serde::Serialize;
 use taps_testkit::TestPki;
 
 use super::runner::{run_trial, Progress};
-use super::summary::{failures, pairwise, summarize, Summary};
+use super::summary::{faults, pairwise, summarize, Summary};
 use super::{human_bytes, Config};
 use crate::measure::{median, ratio};
 use crate::process::{Expect, Launcher, Server, Trial};
@@ -286,7 +286,7 @@ fn secure_points(m: &SecureMatrix, object: usize, trials: &[Vec<Trial>]) -> Vec<
         .iter()
         .zip(trials)
         .map(|((variant, hit), ts)| {
-            let (failed, first_error, server_timeouts) = failures(ts);
+            let f = faults(ts);
             SecurePoint {
                 variant: *variant,
                 hit_percent: *hit,
@@ -299,13 +299,13 @@ fn secure_points(m: &SecureMatrix, object: usize, trials: &[Vec<Trial>]) -> Vec<
                 quic_share: summarize(ts, |t| per_conn(t.client.quic as u64, t)),
                 delay_median_us: summarize(ts, |t| median(&t.client.delays_us)),
                 single: variant.single_baseline(),
-                client_vs_single: 0.0,
-                server_vs_single: 0.0,
-                client_vs_raw: 0.0,
-                server_vs_raw: 0.0,
-                failed,
-                first_error,
-                server_timeouts,
+                client_vs_single: f64::NAN,
+                server_vs_single: f64::NAN,
+                client_vs_raw: f64::NAN,
+                server_vs_raw: f64::NAN,
+                failed: f.failed,
+                first_error: f.first_error,
+                server_timeouts: f.server_timeouts,
             }
         })
         .collect();

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::runner::{run_trial, Progress};
-use super::summary::{failures, pairwise, summarize, Failures, Summary};
+use super::summary::{faults, pairwise, summarize, Failures, Faults, Summary};
 use super::variant::Variant;
 use super::{human_bytes, Config};
 use crate::measure::ratio;
@@ -28,11 +28,22 @@ pub struct TransferSide {
     pub failed: usize,
     /// The first failure.
     pub first_error: Option<String>,
+    /// Trials in which the server did not see every flow connect or close in time.
+    #[serde(default)]
+    pub server_timeouts: usize,
+    /// Trials in which the server received other than flows × bytes in the window.
+    #[serde(default)]
+    pub short_transfers: usize,
 }
 
 impl Failures for TransferSide {
-    fn failures(&self) -> (usize, Option<String>) {
-        (self.failed, self.first_error.clone())
+    fn faults(&self) -> Faults {
+        Faults {
+            failed: self.failed,
+            first_error: self.first_error.clone(),
+            server_timeouts: self.server_timeouts,
+            short_transfers: self.short_transfers,
+        }
     }
 }
 
@@ -159,8 +170,9 @@ pub(crate) fn run_transfer(
                     by_variant[i].push(t);
                 }
             }
+            let expected = flows as u64 * bytes;
             let side = |trials: &[Trial]| {
-                let (failed, first_error, _) = failures(trials);
+                let f = faults(trials);
                 TransferSide {
                     sender_cpu_us: summarize(trials, |t| t.client.cpu.total_us() as f64),
                     receiver_cpu_us: summarize(trials, |t| t.server_cpu_us as f64),
@@ -168,8 +180,10 @@ pub(crate) fn run_transfer(
                         (t.client.cpu.total_us() + t.server_cpu_us) as f64
                     }),
                     elapsed_us: summarize(trials, |t| t.client.elapsed_us as f64),
-                    failed,
-                    first_error,
+                    failed: f.failed,
+                    first_error: f.first_error,
+                    server_timeouts: f.server_timeouts,
+                    short_transfers: trials.iter().filter(|t| t.server_bytes != expected).count(),
                 }
             };
             let (taps, raw) = (side(&by_variant[0]), side(&by_variant[1]));

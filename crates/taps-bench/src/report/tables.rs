@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::plot_name;
 use crate::experiments::{
-    human_bytes, ConnectPoint, Failures, HeVariant, Proto, Summary, TransferPoint,
+    human_bytes, ConnectPoint, Failures, Faults, HeVariant, Proto, Summary, TransferPoint,
 };
 use crate::measure::ratio;
 use crate::Results;
@@ -200,16 +200,16 @@ pub(super) fn transfer_section(s: &mut String, r: &Results, proto: Proto, plots:
     }
 }
 
-/// Failed flows and the first error of a point's taps, raw and (SCTP) mapped sides.
+/// What went wrong on a point's taps, raw and (SCTP) mapped sides.
 fn side_failures<'a, S: Failures>(
     taps: &'a S,
     raw: &'a S,
     mapped: Option<&'a S>,
-) -> impl Iterator<Item = (usize, Option<String>)> + 'a {
+) -> impl Iterator<Item = Faults> + 'a {
     [Some(taps), Some(raw), mapped]
         .into_iter()
         .flatten()
-        .map(Failures::failures)
+        .map(Failures::faults)
 }
 
 /// Experiment 3: the table, failures and plots.
@@ -280,7 +280,7 @@ pub(super) fn he_section(s: &mut String, r: &Results, plots: &[&str]) {
         );
     }
     s.push('\n');
-    failures_note(s, r.he.iter().map(|p| (p.failed, p.first_error.clone())));
+    failures_note(s, r.he.iter().map(Failures::faults));
     embed_plot(s, plots, "he_client.svg");
     embed_plot(s, plots, "he_server.svg");
 }
@@ -333,27 +333,25 @@ pub(super) fn http_section(s: &mut String, r: &Results, plots: &[&str]) {
         );
     }
     s.push('\n');
-    failures_note(s, r.http.iter().map(|p| (p.failed, p.first_error.clone())));
+    failures_note(s, r.http.iter().map(Failures::faults));
     for name in plots.iter().filter(|n| n.starts_with("http_")) {
         embed_plot(s, plots, name);
     }
 }
 
-/// The note on failed connections (total and the first error), if any failed.
-fn failures_note(s: &mut String, it: impl Iterator<Item = (usize, Option<String>)>) {
-    let mut total = 0;
-    let mut first = None;
-    for (n, e) in it {
-        total += n;
-        if first.is_none() {
-            first = e;
+/// The note on what went wrong (failed connections with the first error, server
+/// timeouts, short transfers), if anything did.
+pub(super) fn failures_note(s: &mut String, it: impl Iterator<Item = Faults>) {
+    let mut total = Faults::default();
+    for f in it {
+        total.failed += f.failed;
+        total.server_timeouts += f.server_timeouts;
+        total.short_transfers += f.short_transfers;
+        if total.first_error.is_none() {
+            total.first_error = f.first_error;
         }
     }
-    if total > 0 {
-        let _ = writeln!(
-            s,
-            "**{total} connection(s) failed**; first: {}\n",
-            first.unwrap_or_default()
-        );
+    if let Some(why) = total.problem() {
+        let _ = writeln!(s, "**Not a clean measurement**: {why}.\n");
     }
 }

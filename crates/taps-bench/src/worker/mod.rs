@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+pub(crate) mod phases;
 mod protocol;
 mod secure;
 mod server;

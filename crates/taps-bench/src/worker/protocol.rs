@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::phases::PhaseMark;
 use super::secure::Pki;
 use crate::measure::Cpu;
 
@@ -314,6 +315,14 @@ pub(crate) struct ClientResult {
     pub(crate) bytes: u64,
     /// HTTP requests answered.
     pub(crate) requests: u64,
+    /// Why the window's own figures (CPU, RSS) could not be read, if they could not: the
+    /// trial then has no measurement (never a zero standing in for one).
+    #[serde(default)]
+    pub(crate) measure_error: Option<String>,
+    /// The named instants the client recorded (window, context), see
+    /// [`super::phases`].
+    #[serde(default)]
+    pub(crate) phases: Vec<PhaseMark>,
 }
 
 /// A server's counters and resource use so far.
@@ -333,4 +342,8 @@ pub(crate) struct ServerStats {
     pub(crate) requests: u64,
     /// Whether the counters asked for were not reached within [`STATS_WAIT`].
     pub(crate) timed_out: bool,
+    /// Why CPU or RSS could not be read, if they could not (the snapshot is then no
+    /// measurement).
+    #[serde(default)]
+    pub(crate) error: Option<String>,
 }

@@ -10,6 +10,7 @@ use taps::taps_core::policy::CibConfig;
 use taps::TransportProperties;
 use taps::{Context, Preconnection, Preference, Properties, Protocol, RemoteEndpoint};
 
+use super::phases;
 use super::protocol::{Listen, Proto};
 
 /// `127.0.0.1`.
@@ -53,7 +54,9 @@ pub(super) fn listener_properties(listen: Listen) -> Result<Properties, String> 
 }
 
 /// A context for a taps client: `udp_port` (if not 0) is the SCTP encapsulation port,
-/// `mapping` the flow-mapping switch, `cib` the CIB settings (default if `None`).
+/// `mapping` the flow-mapping switch, `cib` the CIB settings (default if `None`). Records
+/// the [`phases::CONTEXT_START`] … [`phases::CONTEXT_END`] phase around the build, so
+/// that a trial can prove its window paid for it.
 pub(super) fn client_context(
     udp_port: u16,
     mapping: bool,
@@ -69,7 +72,10 @@ pub(super) fn client_context(
     if let Some(c) = cib {
         b = b.cib_config(c);
     }
-    b.build().map_err(|e| format!("context: {e}"))
+    phases::mark(phases::CONTEXT_START);
+    let ctx = b.build().map_err(|e| format!("context: {e}"));
+    phases::mark(phases::CONTEXT_END);
+    ctx
 }
 
 /// A planned preconnection to `host:port`, shared by the flows a client opens.

@@ -30,7 +30,11 @@ enum BenchCommand {
     /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
     /// quinn used directly. Also `he --tls`.
     Secure(Options),
-    /// All five experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
+    /// 7: this `taps` command, whole process (`taps connect 127.0.0.1 P --flows N
+    /// --send-bytes 1`, TCP), against a C epoll client doing the same work, N = 1, 256,
+    /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc`.
+    ConnectCli(Options),
+    /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
     All(Options),
     /// A worker process of the benchmarks (started by `taps bench` itself).
     #[command(hide = true)]
@@ -50,7 +54,8 @@ struct Options {
     /// Repetitions per point (taps and raw interleaved; medians are reported).
     #[arg(long, value_name = "N")]
     reps: Option<usize>,
-    /// Flow counts for `connect` (repeatable; default 1, 2, 4 … 256).
+    /// Flow counts for `connect` (repeatable; default 1, 2, 4 … 256) and `connect-cli`
+    /// (default 1, 256, 1024).
     #[arg(long, value_name = "N")]
     flows: Vec<usize>,
     /// Protocol of experiments 1 and 2: tcp, sctp or both [default: tcp; `all`: both].
@@ -88,6 +93,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         BenchCommand::He(o) => (Experiment::He, o),
         BenchCommand::Secure(o) => (Experiment::Secure, o),
         BenchCommand::Http(o) => (Experiment::Http, o),
+        BenchCommand::ConnectCli(o) => (Experiment::ConnectCli, o),
         BenchCommand::All(o) => (Experiment::All, o),
     };
     if opts.tls && experiment != Experiment::Secure {
@@ -100,15 +106,16 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     if opts.reps == Some(0) {
         return Err(CliError::usage("--reps must be at least 1"));
     }
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failure(format!("cannot find the taps executable: {e}")))?;
     let cfg = Config {
         quick: opts.quick,
         reps: opts.reps,
         flows: (!opts.flows.is_empty()).then_some(opts.flows),
         protocols,
         progress: !opts.no_progress,
+        cli: Some(exe.clone()),
     };
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::failure(format!("cannot find the taps executable: {e}")))?;
     let launcher = Launcher::new(exe, &["bench", "worker"]);
     let out = opts.out;
     let results = tokio::task::spawn_blocking(move || {

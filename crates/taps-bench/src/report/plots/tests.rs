@@ -108,6 +108,7 @@ fn he_point(variant: HeVariant, hit_percent: Option<u32>, y: f64) -> HePoint {
         server_cpu_per_conn_us: s(0.7 * y),
         attempts_per_conn: s(1.0),
         sctp_share: s(0.0),
+        server_timeouts: 0,
         delay_median_us: s(100.0),
         single: HeVariant::TapsSingle,
         client_vs_single: 1.0,
@@ -153,6 +154,7 @@ fn http() -> Vec<HttpPoint> {
                     server_vs_raw: 1.1,
                     server_vs_single: 1.0,
                     failed: 0,
+                    server_timeouts: 0,
                     first_error: None,
                 });
             }
@@ -222,6 +224,7 @@ fn results() -> Results {
         },
         connect: both.into_iter().flat_map(connect).collect(),
         transfer: both.into_iter().flat_map(transfer).collect(),
+        connect_cli: Vec::new(),
         he: he(),
         http: http(),
         secure: secure(),

@@ -15,7 +15,7 @@ use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use super::protocol::{ClientResult, ClientSpec};
-use super::{runtime, say};
+use super::{phases, runtime, say};
 use crate::measure::{self, Cpu};
 use http::Load;
 
@@ -117,17 +117,19 @@ async fn send_result(result: &ClientResult) -> Result<(), String> {
     Ok(())
 }
 
-/// The measured window: what the client's process had used when it opened.
+/// The measured window: what the client's process had used when it opened (or why
+/// that could not be read).
 struct Window {
-    cpu: Cpu,
-    rss: u64,
-    anon: u64,
+    cpu: Result<Cpu, String>,
+    rss: Result<u64, String>,
+    anon: Result<u64, String>,
     t0: Instant,
 }
 
 impl Window {
-    /// Opens the window now.
+    /// Opens the window now (records [`phases::WINDOW_OPEN`]).
     fn open() -> Window {
+        phases::mark(phases::WINDOW_OPEN);
         Window {
             rss: measure::rss_kib(),
             anon: measure::anon_kib(),
@@ -136,14 +138,34 @@ impl Window {
         }
     }
 
-    /// Closes the window: its CPU, RSS and wall time into `r`.
+    /// Closes the window (records [`phases::WINDOW_CLOSE`]): its CPU, RSS and wall time
+    /// into `r`, with the phases recorded so far; a figure that could not be read is
+    /// [`ClientResult::measure_error`], never a zero.
     fn close(&self, r: &mut ClientResult) {
         r.elapsed_us = self.t0.elapsed().as_micros() as u64;
-        r.cpu = measure::process_cpu().since(&self.cpu);
-        r.rss_before_kib = self.rss;
-        r.rss_after_kib = measure::rss_kib();
-        r.anon_before_kib = self.anon;
-        r.anon_after_kib = measure::anon_kib();
+        let cpu = measure::process_cpu();
+        let (rss, anon) = (measure::rss_kib(), measure::anon_kib());
+        phases::mark(phases::WINDOW_CLOSE);
+        let mut errors = Vec::new();
+        let mut get = |v: &Result<u64, String>| match v {
+            Ok(v) => *v,
+            Err(e) => {
+                errors.push(e.clone());
+                0
+            }
+        };
+        r.rss_before_kib = get(&self.rss);
+        r.rss_after_kib = get(&rss);
+        r.anon_before_kib = get(&self.anon);
+        r.anon_after_kib = get(&anon);
+        match (&self.cpu, &cpu) {
+            (Ok(before), Ok(after)) => r.cpu = after.since(before),
+            (Err(e), _) | (_, Err(e)) => errors.push(e.clone()),
+        }
+        if !errors.is_empty() {
+            r.measure_error = Some(errors.join("; "));
+        }
+        r.phases = phases::recorded();
     }
 }
 

@@ -52,14 +52,21 @@ pub(super) fn server_main(spec: ServerSpec) -> Result<(), String> {
                     }
                     std::thread::sleep(Duration::from_micros(500));
                 }
+                let (cpu, rss) = (measure::process_cpu(), measure::rss_kib());
+                let error = [cpu.as_ref().err(), rss.as_ref().err()]
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .reduce(|a, b| format!("{a}; {b}"));
                 let stats = ServerStats {
-                    cpu: measure::process_cpu(),
-                    rss_kib: measure::rss_kib(),
+                    cpu: cpu.unwrap_or_default(),
+                    rss_kib: rss.unwrap_or(0),
                     accepted: counters.accepted.load(Ordering::Acquire),
                     closed: counters.closed.load(Ordering::Acquire),
                     bytes: counters.bytes.load(Ordering::Acquire),
                     requests: counters.requests.load(Ordering::Acquire),
                     timed_out,
+                    error,
                 };
                 let json = serde_json::to_string(&stats).map_err(|e| e.to_string())?;
                 say(&format!("STATS {json}"))?;

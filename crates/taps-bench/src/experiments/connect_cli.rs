@@ -1,0 +1,205 @@
+//! The whole-process comparison (issue 14 §1): the `taps` command against a C client on
+//! epoll doing the same work (N TCP flows, 1 byte each, shut down, wait for the
+//! server's close, close), each a process of its own, alternately against the same
+//! server; whole-process CPU (user + system) and peak RSS from `wait4`.
+
+#![forbid(unsafe_code)]
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::runner::Progress;
+use super::summary::{pairwise, Summary};
+use super::Config;
+use crate::measure::ratio;
+use crate::native::{Tools, Usage};
+use crate::process::{Launcher, Server};
+use crate::worker::{Impl, Listen, ServeMode, ServerSpec};
+
+/// The properties the `taps` command is given: TCP required, as the C client uses.
+pub const TAPS_PROPS: &str = r#"{"transport":{"value":"TCP","precedence":2}}"#;
+
+/// How long one client process may take before it is killed (a hang, not a figure).
+const CLIENT_TIMEOUT_S: u32 = 60;
+
+/// One client program at one flow count, over the repetitions.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CliSide {
+    /// Whole-process CPU, user + system (every thread), µs.
+    pub cpu_us: Summary,
+    /// User CPU, µs.
+    pub user_us: Summary,
+    /// System CPU, µs.
+    pub sys_us: Summary,
+    /// Peak RSS (`ru_maxrss`), KiB.
+    pub peak_rss_kib: Summary,
+    /// Wall time from start to exit, µs.
+    pub wall_us: Summary,
+    /// Server CPU while the client ran, µs.
+    pub server_cpu_us: Summary,
+}
+
+/// The `taps` command against the C epoll client at one flow count.
+#[derive(Debug, Clone, Serialize)]
+pub struct CliPoint {
+    /// Flows per run.
+    pub flows: usize,
+    /// `taps connect 127.0.0.1 P --flows N --send-bytes 1 --props <TCP required>`.
+    pub taps: CliSide,
+    /// The C epoll client.
+    pub c: CliSide,
+    /// Whole-process CPU taps / C (median of per-repetition ratios).
+    pub cpu_ratio: f64,
+    /// Peak RSS taps − C, KiB (median of per-repetition differences).
+    pub peak_rss_diff_kib: f64,
+    /// Server CPU with taps / with C (median of per-repetition ratios): about 1 when
+    /// both did the same work.
+    pub server_cpu_ratio: f64,
+}
+
+/// The flow counts: `--flows` if given, else 1, 256, 1024 (quick: 1, 64).
+pub(crate) fn cli_flows(cfg: &Config) -> Vec<usize> {
+    cfg.flows.clone().unwrap_or_else(|| {
+        if cfg.quick {
+            vec![1, 64]
+        } else {
+            vec![1, 256, 1024]
+        }
+    })
+}
+
+/// Repetitions: at least 5 outside the quick matrix.
+fn cli_reps(cfg: &Config) -> usize {
+    if cfg.quick {
+        cfg.reps()
+    } else {
+        cfg.reps().max(5)
+    }
+}
+
+/// The trials of the comparison.
+pub(super) fn connect_cli_trials(cfg: &Config) -> usize {
+    cli_flows(cfg).len() * cli_reps(cfg) * 2
+}
+
+/// One measured run and what the server saw during it.
+struct Run {
+    usage: Usage,
+    server_cpu_us: u64,
+}
+
+/// Runs the comparison: for every flow count and repetition, the `taps` command
+/// (`cfg.cli`) then the C client, each against the same raw tokio sink server. A run
+/// that fails, or after which the server did not count exactly N flows accepted, N
+/// closed and N bytes received, fails the phase: the two did not do the same work.
+pub(crate) fn run_connect_cli(
+    cfg: &Config,
+    launcher: &Launcher,
+    progress: &mut Progress,
+) -> Result<Vec<CliPoint>, String> {
+    let taps = cfg
+        .cli
+        .clone()
+        .ok_or("needs the `taps` command to measure (run it as `taps bench connect-cli`)")?;
+    let tools = Tools::build()?;
+    let mut server = Server::start(
+        launcher,
+        ServerSpec {
+            imp: Impl::Raw,
+            mode: ServeMode::Sink,
+            dual: false,
+            listen: Listen::Tcp,
+            secure: None,
+        },
+    )?;
+    let reps = cli_reps(cfg);
+    let mut points = Vec::new();
+    for n in cli_flows(cfg) {
+        let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        for rep in 0..reps {
+            for (i, name) in ["taps", "C"].into_iter().enumerate() {
+                let label = format!("connect-cli {n} flows {name} rep {}/{reps}", rep + 1);
+                progress.step(&label);
+                let port = server.port.to_string();
+                let (program, args): (&Path, Vec<String>) = if i == 0 {
+                    let args = ["connect", "127.0.0.1", &port, "--flows", &n.to_string()]
+                        .into_iter()
+                        .map(String::from)
+                        .chain(["--send-bytes", "1", "--props", TAPS_PROPS].map(String::from))
+                        .collect();
+                    (&taps, args)
+                } else {
+                    let args = ["127.0.0.1".to_string(), port, n.to_string()];
+                    (&tools.client, args.to_vec())
+                };
+                let run = measured_run(&tools, &mut server, program, &args, n)
+                    .map_err(|e| format!("{label}: {e}"))?;
+                runs[i].push(run);
+            }
+        }
+        let side = |runs: &[Run]| {
+            let s =
+                |f: &dyn Fn(&Run) -> u64| Summary::of(runs.iter().map(|r| f(r) as f64).collect());
+            CliSide {
+                cpu_us: s(&|r| r.usage.user_us + r.usage.sys_us),
+                user_us: s(&|r| r.usage.user_us),
+                sys_us: s(&|r| r.usage.sys_us),
+                peak_rss_kib: s(&|r| r.usage.peak_rss_kib),
+                wall_us: s(&|r| r.usage.wall_us),
+                server_cpu_us: s(&|r| r.server_cpu_us),
+            }
+        };
+        let (t, c) = (side(&runs[0]), side(&runs[1]));
+        points.push(CliPoint {
+            flows: n,
+            cpu_ratio: pairwise(&t.cpu_us, &c.cpu_us, ratio),
+            peak_rss_diff_kib: pairwise(&t.peak_rss_kib, &c.peak_rss_kib, |a, b| a - b),
+            server_cpu_ratio: pairwise(&t.server_cpu_us, &c.server_cpu_us, ratio),
+            taps: t,
+            c,
+        });
+    }
+    Ok(points)
+}
+
+/// One client process of `n` flows, measured, with the server's CPU over it; checks
+/// that the server saw exactly the work of `n` flows of 1 byte.
+fn measured_run(
+    tools: &Tools,
+    server: &mut Server,
+    program: &Path,
+    args: &[String],
+    n: usize,
+) -> Result<Run, String> {
+    let before = server.stats(0, 0)?;
+    let (usage, stderr) = tools.run(CLIENT_TIMEOUT_S, program, args)?;
+    if usage.code != 0 {
+        return Err(format!("exited with {}: {stderr}", usage.code));
+    }
+    let n = n as u64;
+    let after = server.stats(before.accepted + n, before.closed + n)?;
+    let seen = (
+        after.accepted - before.accepted,
+        after.closed - before.closed,
+        after.bytes - before.bytes,
+    );
+    if after.timed_out || seen != (n, n, n) {
+        return Err(format!(
+            "did not do the work of {n} flows of 1 byte: the server accepted {}, closed {} \
+             and received {} bytes{}",
+            seen.0,
+            seen.1,
+            seen.2,
+            if after.timed_out {
+                " (it gave up waiting)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(Run {
+        usage,
+        server_cpu_us: after.cpu.since(&before.cpu).total_us(),
+    })
+}

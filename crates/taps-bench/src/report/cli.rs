@@ -1,0 +1,69 @@
+//! The report's section of the whole-process comparison: the `taps` command against a
+//! C epoll client.
+
+#![forbid(unsafe_code)]
+
+use std::fmt::Write;
+
+use crate::experiments::{Summary, TAPS_PROPS};
+use crate::Results;
+
+/// A summary of µs as `median (min–max)` in ms.
+fn ms(s: &Summary) -> String {
+    format!(
+        "{:.1} ({:.1}–{:.1})",
+        s.median / 1e3,
+        s.min / 1e3,
+        s.max / 1e3
+    )
+}
+
+/// The section: what was run and how, and the table.
+pub(super) fn cli_section(s: &mut String, r: &Results) {
+    let reps = r
+        .connect_cli
+        .first()
+        .map_or(0, |p| p.taps.cpu_us.samples.len());
+    let _ = writeln!(
+        s,
+        "## 7. The `taps` command, whole process, against a C epoll client\n\n\
+         `taps connect 127.0.0.1 P --flows N --send-bytes 1 --props '{TAPS_PROPS}'` \
+         against a plain C client on one epoll loop doing the same work \
+         (`crates/taps-bench/c/epoll_client.c`: N non-blocking TCP sockets with \
+         TCP_NODELAY connect at once; each writes 1 byte, shuts down its sending side, \
+         waits for the server's close and closes), each a process of its own, taps then C \
+         in every repetition, against the same raw tokio sink server. Whole-process CPU \
+         (user + system, every thread) and peak RSS (`ru_maxrss`) come from `wait4` in a \
+         small C runner (`c/rusage_run.c`: Linux carries a parent's RSS into a child's \
+         `ru_maxrss` across exec, so the programs are forked from it rather than from the \
+         orchestrator). Both print to /dev/null (taps a line per flow, C one summary \
+         line). A run counts only if it exits 0 and the server saw exactly N flows \
+         accepted, N closed and N bytes; anything else fails the phase. Medians over {reps} \
+         repetitions (min–max); ratios are medians of per-repetition ratios.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| flows | taps CPU ms | C CPU ms | ratio | taps user / sys ms | C user / sys ms | taps peak RSS MiB | C peak RSS MiB | taps − C MiB | server CPU taps/C | wall taps ms | wall C ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for p in &r.connect_cli {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.2} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:+.2} | {:.2} | {:.1} | {:.1} |",
+            p.flows,
+            ms(&p.taps.cpu_us),
+            ms(&p.c.cpu_us),
+            p.cpu_ratio,
+            p.taps.user_us.median / 1e3,
+            p.taps.sys_us.median / 1e3,
+            p.c.user_us.median / 1e3,
+            p.c.sys_us.median / 1e3,
+            p.taps.peak_rss_kib.median / 1024.0,
+            p.c.peak_rss_kib.median / 1024.0,
+            p.peak_rss_diff_kib / 1024.0,
+            p.server_cpu_ratio,
+            p.taps.wall_us.median / 1e3,
+            p.c.wall_us.median / 1e3,
+        );
+    }
+    s.push('\n');
+}
