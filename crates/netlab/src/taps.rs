@@ -64,6 +64,8 @@ pub struct Connect {
     pub line: Option<String>,
     /// The process is killed after this long.
     pub limit: Duration,
+    /// Environment variables set for the process (e.g. `TAPS_PM_SOCKET`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Connect {
@@ -80,6 +82,7 @@ impl Connect {
             server_name: None,
             line: None,
             limit: Duration::from_secs(30),
+            env: Vec::new(),
         }
     }
 }
@@ -235,6 +238,7 @@ impl Lab {
         if let Some(line) = &c.line {
             cmd.arg("--line").arg(line);
         }
+        cmd.envs(c.env.iter().map(|(k, v)| (k, v)));
         let out = self
             .run_child(cmd, c.limit)
             .map_err(|e| format!("cannot run {}: {e}", taps.display()))?;

@@ -23,6 +23,7 @@ mod endpoint;
 mod error;
 pub mod interfaces;
 mod listener;
+pub mod pm;
 mod preconnection;
 mod racing;
 pub mod resolver;
