@@ -76,9 +76,12 @@ pub struct DaemonStats {
     pub pib_reloads: u64,
 }
 
+/// A connected client: its id and the queue of lines its writer sends.
+type Subscriber = (u64, mpsc::Sender<Arc<[u8]>>);
+
 struct State {
     cib: Mutex<Cib>,
-    subscribers: Mutex<Vec<(u64, mpsc::Sender<Arc<[u8]>>)>>,
+    subscribers: Mutex<Vec<Subscriber>>,
     pib: Mutex<Option<PathBuf>>,
     dirty: AtomicBool,
     next_id: AtomicU64,
