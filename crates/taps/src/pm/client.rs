@@ -22,6 +22,8 @@ use super::{current_uid, PmStats, SNAPSHOT_BUDGET};
 const QUEUE: usize = 1024;
 /// The writer coalesces queued messages into writes of about this many bytes.
 const WRITE_BATCH: usize = 64 * 1024;
+/// How long the writer lets outcomes gather before it sends them.
+const BATCH_DELAY: Duration = Duration::from_millis(10);
 
 /// The CIB a client merges into and the PIB it replaces (when it follows the daemon's).
 pub(crate) type SharedCib = Arc<Mutex<Cib>>;
@@ -272,6 +274,11 @@ async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Msg>, flus
     let mut out = Vec::with_capacity(WRITE_BATCH);
     while let Some(first) = rx.recv().await {
         out.clear();
+        if matches!(first, Msg::Learn(..)) {
+            // Let a burst of races gather: one write (and one wakeup of the daemon) per
+            // batch instead of per race. A flush behind it waits this long at most.
+            tokio::time::sleep(BATCH_DELAY).await;
+        }
         let mut msg = Some(first);
         while let Some(m) = msg.take() {
             let line = match m {
