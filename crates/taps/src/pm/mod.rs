@@ -6,12 +6,12 @@
 //!   update is lost with concurrent writers), pushes each to the other programs, saves the
 //!   CIB file atomically when it changed (at most once a second) and polls the PIB
 //!   directory once a second, telling clients to reload it when it changed.
-//! - [`client`] (inside every [`Context`](crate::Context) by default): at build, one
+//! - `client` (inside every [`Context`](crate::Context) by default): at build, one
 //!   non-blocking `connect`; when a daemon answers, its snapshot is read (at most
 //!   [`SNAPSHOT_BUDGET`]) and a background task sends each race's outcomes and merges
 //!   the others'. The race never waits on the daemon: outcomes go through a bounded
 //!   channel, dropped (and counted) when it is full.
-//! - [`protocol`]: one JSON line per message; [`store`]: the CIB file.
+//! - `protocol`: one JSON line per message; [`store`]: the CIB file.
 
 pub(crate) mod client;
 pub mod daemon;
