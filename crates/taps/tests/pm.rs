@@ -121,6 +121,9 @@ fn child(name: &str, env: &[(&str, String)]) -> Child {
         "--nocapture",
         "--test-threads=1",
     ])
+    // Stdin piped: a child daemon reads it to the end, so when this process dies,
+    // however it dies, the pipe closes and the daemon exits instead of living on.
+    .stdin(Stdio::piped())
     .stdout(Stdio::piped())
     .stderr(Stdio::inherit());
     for (k, v) in env {
@@ -151,13 +154,22 @@ fn child_writer() {
     });
 }
 
-/// Child: a daemon on `TAPS_PM_TEST_SOCKET` until killed.
+/// In a child: exits when the parent test process goes (its stdin reaches the end).
+fn exit_with_parent() {
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(1);
+    });
+}
+
+/// Child: a daemon on `TAPS_PM_TEST_SOCKET` until killed (or the parent goes).
 #[test]
 #[ignore = "run as a child process by daemon_killed_mid_run_breaks_nothing"]
 fn child_daemon() {
     let Ok(socket) = std::env::var("TAPS_PM_TEST_SOCKET") else {
         return;
     };
+    exit_with_parent();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let daemon = Daemon::bind(DaemonConfig::new(socket)).unwrap();
     println!("ready");
