@@ -66,6 +66,8 @@ pub struct Connect {
     pub name_server: Option<std::net::SocketAddr>,
     /// The process is killed after this long.
     pub limit: Duration,
+    /// Environment variables set for the process (e.g. `TAPS_PM_SOCKET`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Connect {
@@ -83,6 +85,7 @@ impl Connect {
             line: None,
             name_server: None,
             limit: Duration::from_secs(30),
+            env: Vec::new(),
         }
     }
 }
@@ -238,6 +241,7 @@ impl Lab {
         if let Some(line) = &c.line {
             cmd.arg("--line").arg(line);
         }
+        cmd.envs(c.env.iter().map(|(k, v)| (k, v)));
         let out = self
             .run_child(cmd, c.limit)
             .map_err(|e| format!("cannot run {}: {e}", taps.display()))?;

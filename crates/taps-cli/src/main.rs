@@ -25,6 +25,8 @@ enum Command {
     Listen(cmd::listen::Args),
     /// Benchmark taps against raw tokio sockets: connect, transfer, he, http, all.
     Bench(cmd::bench::Args),
+    /// Run the host-wide policy manager: one CIB for every taps program of this user.
+    Pm(cmd::pm::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
             Command::Connect(args) => cmd::connect::run(args).await,
             Command::Listen(args) => cmd::listen::run(args).await,
             Command::Bench(args) => cmd::bench::run(args).await,
+            Command::Pm(args) => cmd::pm::run(args).await,
         }
     });
     match result {

@@ -1,17 +1,20 @@
 //! The [`Context`]: what every flow shares and nobody pays for twice — the resolver,
-//! the PIB, the CIB with the interface list (kept current by a netlink watcher), and the
-//! set of stacks this build can run.
+//! the PIB, the CIB with the interface list (kept current by a netlink watcher), the
+//! link to the host's policy manager (`taps pm`) when one runs, and the set of stacks
+//! this build can run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use rustls::client::ClientSessionMemoryCache;
 use taps_core::candidates::{Availability, Security, Stack};
-use taps_core::policy::{Cib, CibConfig, Pib};
+use taps_core::policy::{AttemptRecord, Cib, CibConfig, Pib};
 use taps_core::properties::Protocol;
 
 use crate::interfaces::InterfaceWatcher;
+use crate::pm::client::{PmClient, SharedCib, SharedPib};
+use crate::pm::{PmStats, PolicyManager};
 use crate::resolver::{NameServers, Resolver, ResolverConfig};
 use crate::sctp_flow::FlowMap;
 use crate::security::quic::QuicClientSocket;
@@ -28,9 +31,12 @@ pub struct Context {
 
 struct Inner {
     resolver: Resolver,
-    pib: Arc<Pib>,
-    cib: Mutex<Cib>,
+    /// Replaced whole when the policy manager says its PIB directory changed.
+    pib: SharedPib,
+    cib: SharedCib,
     cib_file: Option<PathBuf>,
+    /// The host's policy manager, when one answered at build.
+    pm: Option<PmClient>,
     availability: Availability,
     sctp_udp_port: u16,
     flow_mapping: bool,
@@ -53,6 +59,7 @@ pub struct ContextBuilder {
     watch_interfaces: Option<bool>,
     sctp_udp_port: Option<u16>,
     no_flow_mapping: bool,
+    policy_manager: Option<PolicyManager>,
 }
 
 impl ContextBuilder {
@@ -81,8 +88,11 @@ impl ContextBuilder {
         self
     }
 
-    /// Keep the CIB's outcome cache in this file: loaded at build (a corrupt or foreign
-    /// file is ignored with a warning on stderr) and written by [`Context::save_cib`].
+    /// Keep the CIB's outcome cache in this file: loaded at build (a corrupt, truncated,
+    /// foreign or over-[`MAX_FILE_BYTES`](taps_core::policy::cib::MAX_FILE_BYTES) file is
+    /// ignored with a `tracing` warning) and written by [`Context::save_cib`]. A context
+    /// with its own file does not use the policy manager unless
+    /// [`policy_manager`](Self::policy_manager) says so.
     pub fn cib_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.cib_file = Some(path.into());
         self
@@ -116,7 +126,20 @@ impl ContextBuilder {
         self
     }
 
-    /// Builds the context: reads interfaces once, loads PIB and CIB files.
+    /// Whether and where to reach the host's policy manager (`taps pm`). Default
+    /// [`PolicyManager::Auto`]: the socket `TAPS_PM_SOCKET` names, else the per-user
+    /// default, when a daemon listens there (and the context has no CIB file of its
+    /// own); [`PolicyManager::Off`] keeps the CIB in-process only (tests that need
+    /// isolation). Used only when built inside a tokio runtime. Cost at build without a
+    /// daemon: one failed `connect`; with one, reading its snapshot (at most
+    /// [`SNAPSHOT_BUDGET`](crate::pm::SNAPSHOT_BUDGET), blocking the calling thread).
+    pub fn policy_manager(mut self, pm: PolicyManager) -> Self {
+        self.policy_manager = Some(pm);
+        self
+    }
+
+    /// Builds the context: reads interfaces once, loads PIB and CIB files, and connects
+    /// to the policy manager if one runs.
     pub fn build(self) -> Result<Context, Error> {
         let resolver = Resolver::new(self.resolver).map_err(Error::config)?;
         // The built-in PIB is parsed once per process and shared by every context.
@@ -148,16 +171,32 @@ impl ContextBuilder {
             }
         }
         if let Some(path) = &self.cib_file {
-            load_cib(&mut cib, path);
+            crate::pm::store::load_or_warn(&mut cib, path);
         }
         let rx = watcher.as_ref().map(InterfaceWatcher::subscribe);
+        let cib = Arc::new(Mutex::new(cib));
+        let pib = Arc::new(Mutex::new(pib));
+        let pm_mode = match (self.policy_manager, &self.cib_file) {
+            (Some(mode), _) => mode,
+            (None, Some(_)) => PolicyManager::Off,
+            (None, None) => PolicyManager::Auto,
+        };
+        // Only a context on the built-in PIB follows the daemon's PIB directory.
+        let follow_pib = self.pib_dir.is_none() && !self.no_builtin_pib;
+        let pm = match pm_mode.socket() {
+            Some(socket) if in_runtime => {
+                PmClient::connect(&socket, &cib, follow_pib.then_some(&pib))
+            }
+            _ => None,
+        };
         let inner = Arc::new(Inner {
             tls_sessions: Arc::new(ClientSessionMemoryCache::new(TLS_SESSIONS)),
             quic: Arc::default(),
             resolver,
             pib,
-            cib: Mutex::new(cib),
+            cib,
             cib_file: self.cib_file,
+            pm,
             availability: availability(),
             sctp_udp_port: self.sctp_udp_port.unwrap_or(usrsctp::DEFAULT_UDP_PORT),
             flow_mapping: !self.no_flow_mapping,
@@ -206,9 +245,15 @@ impl Context {
         &self.inner.resolver
     }
 
-    /// The PIB (immutable once built).
-    pub fn pib(&self) -> &Arc<Pib> {
-        &self.inner.pib
+    /// The PIB (immutable; replaced whole when the policy manager's PIB directory
+    /// changes, which preconnections made after that see). Cost: a lock and an `Arc`
+    /// clone.
+    pub fn pib(&self) -> Arc<Pib> {
+        self.inner
+            .pib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The UDP encapsulation port of SCTP.
@@ -252,31 +297,45 @@ impl Context {
         &self.inner.availability
     }
 
-    /// Writes the CIB's outcome cache to the configured file, atomically (temporary
-    /// file + rename). Does nothing without a file.
+    /// Learns what a race found out: into this context's CIB at once, and to the
+    /// policy manager (if connected) through a bounded queue, never waiting on it.
+    /// Cost without a daemon: the CIB update; with one, plus collecting the records into
+    /// a `Vec` and a channel send.
+    pub(crate) fn learn(&self, endpoint: &Arc<str>, records: impl Iterator<Item = AttemptRecord>) {
+        match self.inner.pm.as_ref().filter(|pm| pm.is_connected()) {
+            None => self.cib().learn(endpoint, records),
+            Some(pm) => {
+                let records: Vec<AttemptRecord> = records.collect();
+                self.cib().learn(endpoint, records.iter().cloned());
+                pm.send(endpoint, records);
+            }
+        }
+    }
+
+    /// Waits at most `within` until the policy manager has applied every outcome this
+    /// context sent it: what a short-lived program calls before it exits (`taps connect`
+    /// gives it 100 ms). `true` when the daemon confirmed; `false` at once without a
+    /// daemon, or when it did not answer in time (the outcomes may still arrive).
+    pub async fn flush_policy_manager(&self, within: Duration) -> bool {
+        match &self.inner.pm {
+            Some(pm) => pm.flush(within).await,
+            None => false,
+        }
+    }
+
+    /// The link to the policy manager: `None` when none answered at build.
+    pub fn policy_manager_stats(&self) -> Option<PmStats> {
+        self.inner.pm.as_ref().map(PmClient::stats)
+    }
+
+    /// Writes the CIB's outcome cache to the configured file, atomically and owner-only
+    /// (see [`save_cib_file`](crate::pm::save_cib_file)). Does nothing without a file.
     pub fn save_cib(&self) -> std::io::Result<()> {
         let Some(path) = &self.inner.cib_file else {
             return Ok(());
         };
         let text = self.cib().to_json(Instant::now(), SystemTime::now());
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
-    }
-}
-
-fn load_cib(cib: &mut Cib, path: &Path) {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            if let Err(e) = cib.load_json(&text, Instant::now(), SystemTime::now()) {
-                eprintln!("taps: warning: ignoring CIB file {}: {e}", path.display());
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => eprintln!(
-            "taps: warning: cannot read CIB file {}: {e}",
-            path.display()
-        ),
+        crate::pm::store::write_atomic(path, text.as_bytes())
     }
 }
 

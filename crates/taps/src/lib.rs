@@ -28,6 +28,7 @@ mod error;
 pub mod http;
 pub mod interfaces;
 mod listener;
+pub mod pm;
 mod preconnection;
 mod racing;
 pub mod resolver;

@@ -381,10 +381,7 @@ impl Driver<'_> {
         let established = take(&mut self.connected, id);
         self.connected.clear();
         let report = self.race.into_report();
-        self.input
-            .ctx
-            .cib()
-            .learn(&self.input.key, report.learned());
+        self.input.ctx.learn(&self.input.key, report.learned());
         let candidate = report.attempt(id).map(|a| a.candidate.clone());
         match (established, candidate) {
             (Some(established), Some(candidate)) => Ok(Won {
@@ -406,7 +403,6 @@ impl Driver<'_> {
         self.attempts.clear();
         self.input
             .ctx
-            .cib()
             .learn(&self.input.key, err.report().learned());
         let host = || self.input.remote.host.clone();
         let nothing_tried = err.kind() == FailureKind::NoCandidates;

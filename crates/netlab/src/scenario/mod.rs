@@ -23,6 +23,7 @@ mod https_rr;
 mod load;
 mod loss;
 mod plain_sockets;
+mod pm;
 mod quic;
 mod runner;
 mod sctp;
@@ -76,6 +77,12 @@ const ALL: &[Scenario] = &[
         summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
         needs_taps: true,
         body: dead_addresses::rx,
+    },
+    Scenario {
+        name: "pm-rx",
+        summary: "TCP, IPv6 address dead, RTT 50 ms, taps pm running: a second taps connect process skips the dead address (RTT + 10 ms); with the daemon stopped both still connect, as first contacts",
+        needs_taps: true,
+        body: pm::pm_rx,
     },
     Scenario {
         name: "rxxx",

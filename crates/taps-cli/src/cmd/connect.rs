@@ -98,6 +98,9 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     }
     let elapsed = started.elapsed();
     let _ = ctx.save_cib();
+    // A short-lived program: let the outcomes reach the policy manager (if one runs)
+    // before exiting, waiting 100 ms at most.
+    ctx.flush_policy_manager(Duration::from_millis(100)).await;
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     if args.json {
         let flows: Vec<Value> = results.iter().map(flow_json).collect();

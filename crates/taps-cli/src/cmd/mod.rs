@@ -4,3 +4,4 @@ pub(crate) mod bench;
 pub(crate) mod candidates;
 pub(crate) mod connect;
 pub(crate) mod listen;
+pub(crate) mod pm;

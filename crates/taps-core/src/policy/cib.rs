@@ -28,6 +28,9 @@ pub const QUIC_BROKEN_FIRST: Duration = Duration::from_secs(300);
 pub const QUIC_BROKEN_MAX: Duration = Duration::from_secs(2 * 24 * 3600);
 /// Default bound on cached outcomes.
 pub const DEFAULT_MAX_ENTRIES: usize = 4096;
+/// The largest CIB file (or snapshot) read back: a file of [`DEFAULT_MAX_ENTRIES`] outcomes
+/// is about 1.5 MiB; anything past this is not a CIB taps wrote and is ignored unread.
+pub const MAX_FILE_BYTES: u64 = 8 << 20;
 const RTT_SAMPLES: usize = 8;
 
 /// What is cached about one candidate to one remote endpoint.
@@ -372,8 +375,20 @@ impl Cib {
             .map(|(_, remote)| Family::of(&remote.ip()))
     }
 
-    /// Serialises the unexpired outcomes. `now` and `wall_now` must be the same moment.
+    /// Serialises the unexpired outcomes (pretty, for a file people may read). `now` and
+    /// `wall_now` must be the same moment. Cost: one pass and one string of about 350
+    /// bytes per outcome.
     pub fn to_json(&self, now: Instant, wall_now: SystemTime) -> String {
+        serde_json::to_string_pretty(&self.persisted(now, wall_now)).expect("CIB serialises")
+    }
+
+    /// The same content as [`to_json`](Self::to_json) on one line (what the policy
+    /// manager sends a new client); [`load_json`](Self::load_json) reads both.
+    pub fn to_json_line(&self, now: Instant, wall_now: SystemTime) -> String {
+        serde_json::to_string(&self.persisted(now, wall_now)).expect("CIB serialises")
+    }
+
+    fn persisted(&self, now: Instant, wall_now: SystemTime) -> PersistedFile {
         let wall_ms = |at: Instant| {
             let t = wall_now - now.saturating_duration_since(at);
             t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
@@ -393,12 +408,11 @@ impl Cib {
                 failures: o.failures,
             })
             .collect();
-        serde_json::to_string_pretty(&PersistedFile {
+        PersistedFile {
             format: FORMAT.into(),
             version: 1,
             entries,
-        })
-        .expect("CIB serialises")
+        }
     }
 
     /// Loads outcomes saved by [`to_json`](Self::to_json) into this CIB. Expired entries
@@ -423,7 +437,11 @@ impl Cib {
             ));
         }
         let mut loaded = 0;
-        for e in file.entries {
+        // Oldest first: when the file holds more than the bound, eviction then drops the
+        // oldest outcomes, never a newer one for an older.
+        let mut entries = file.entries;
+        entries.sort_by_key(|e| e.at_unix_ms);
+        for e in entries {
             let Some(protocol) = Protocol::parse(&e.protocol) else {
                 continue;
             };
@@ -432,15 +450,9 @@ impl Cib {
             let Some(at) = now.checked_sub(age) else {
                 continue;
             };
-            let security = match (e.secure, protocol) {
-                (false, _) => Security::None,
-                (true, Protocol::Quic) => Security::QuicTls,
-                (true, Protocol::Udp | Protocol::UdpLite | Protocol::Sctp) => Security::Dtls,
-                (true, _) => Security::Tls,
-            };
             let key = OutcomeKey {
                 endpoint: e.endpoint.into(),
-                stack: Stack::new(protocol, security),
+                stack: stack_of(protocol, e.secure),
                 remote: e.remote,
             };
             let last = match (e.cause, e.error) {
@@ -482,6 +494,76 @@ impl Cib {
         self.interfaces
             .iter()
             .any(|i| i.addresses.iter().any(|a| a.addr == addr))
+    }
+}
+
+/// The stack a persisted (protocol, secured) pair names.
+fn stack_of(protocol: Protocol, secure: bool) -> Stack {
+    let security = match (secure, protocol) {
+        (false, _) => Security::None,
+        (true, Protocol::Quic) => Security::QuicTls,
+        (true, Protocol::Udp | Protocol::UdpLite | Protocol::Sctp) => Security::Dtls,
+        (true, _) => Security::Tls,
+    };
+    Stack::new(protocol, security)
+}
+
+/// An [`AttemptRecord`] in a form another process can read back (the policy manager's
+/// updates): the stack by name, the time as an age instead of an `Instant`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortableRecord {
+    /// The protocol's name (`TCP`, `QUIC`, ...).
+    #[serde(rename = "p")]
+    pub protocol: String,
+    /// Whether the stack was secured (TLS, DTLS or QUIC's TLS).
+    #[serde(rename = "s", default)]
+    pub secure: bool,
+    /// The remote address tried.
+    #[serde(rename = "r")]
+    pub remote: SocketAddr,
+    /// How long before the sending moment the attempt ended, in microseconds.
+    #[serde(rename = "a", default)]
+    pub age_us: u64,
+    /// Its connect time in microseconds, if it connected.
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub connect_us: Option<u64>,
+    /// Why it failed, if it did.
+    #[serde(rename = "e", default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<AttemptCause>,
+}
+
+impl PortableRecord {
+    /// The portable form of `r` as of `now`. Cost: a copy of the record.
+    pub fn new(r: &AttemptRecord, now: Instant) -> PortableRecord {
+        let (connect_us, cause) = match &r.result {
+            Ok(d) => (Some(d.as_micros() as u64), None),
+            Err(c) => (None, Some(c.clone())),
+        };
+        PortableRecord {
+            protocol: r.stack.protocol.as_str().into(),
+            secure: r.stack.security != Security::None,
+            remote: r.remote,
+            age_us: now.saturating_duration_since(r.at).as_micros() as u64,
+            connect_us,
+            cause,
+        }
+    }
+
+    /// The record as of `now` in this process, or `None` for an unknown protocol or a
+    /// record that says neither a connect time nor a cause.
+    pub fn to_record(&self, now: Instant) -> Option<AttemptRecord> {
+        let protocol = Protocol::parse(&self.protocol)?;
+        let result = match (self.connect_us, &self.cause) {
+            (_, Some(cause)) => Err(cause.clone()),
+            (Some(us), None) => Ok(Duration::from_micros(us)),
+            (None, None) => return None,
+        };
+        Some(AttemptRecord {
+            stack: stack_of(protocol, self.secure),
+            remote: self.remote,
+            at: now.checked_sub(Duration::from_micros(self.age_us))?,
+            result,
+        })
     }
 }
 

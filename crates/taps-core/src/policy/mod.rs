@@ -5,5 +5,5 @@
 pub mod cib;
 pub mod pib;
 
-pub use cib::{AttemptRecord, Cib, CibConfig, History, OutcomeKey};
+pub use cib::{AttemptRecord, Cib, CibConfig, History, OutcomeKey, PortableRecord};
 pub use pib::{MergeConflict, Pib, PibError, PropertySet, Rule, RuleKind};
