@@ -134,6 +134,9 @@ pub struct Connection {
     max_message: usize,
     /// A received length was over the limit: the framing is lost, receiving fails.
     framing_lost: Option<usize>,
+    /// The sending side was shut down (FIN sent): `close` does not repeat it (a second
+    /// shutdown of a TCP socket whose peer has closed fails with ENOTCONN).
+    write_shut: bool,
     /// The listener's connection slot (accepted connections): freed on drop.
     _slot: Option<Slot>,
 }
@@ -211,6 +214,7 @@ impl Connection {
             stats: Statistics::default(),
             max_message: MAX_MESSAGE,
             framing_lost: None,
+            write_shut: false,
             _slot: None,
         })
     }
@@ -348,7 +352,7 @@ impl Connection {
     /// sends close_notify after the queued messages.
     pub async fn close(self) -> Result<(), Error> {
         match self.io {
-            Io::Stream(mut s) => s.shutdown().await?,
+            Io::Stream(mut s) if !self.write_shut => s.shutdown().await?,
             Io::Sctp(f) => f.close().await?,
             _ => {}
         }
@@ -536,8 +540,15 @@ impl AsyncWrite for Connection {
     /// the data (the peer reads end of stream; the association stays up until
     /// [`Connection::close`]).
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().io {
-            Io::Stream(s) => Pin::new(s).poll_shutdown(cx),
+        let this = self.get_mut();
+        match &mut this.io {
+            Io::Stream(s) => {
+                let done = Pin::new(s).poll_shutdown(cx);
+                if matches!(done, Poll::Ready(Ok(()))) {
+                    this.write_shut = true;
+                }
+                done
+            }
             Io::Sctp(f) => f.poll_shutdown(cx),
             _ => Poll::Ready(Ok(())),
         }

@@ -231,7 +231,8 @@ async fn exchange(
         r.sent += line.len() as u64 + 1;
     }
     if let Some(total) = bytes {
-        let chunk = vec![0x5au8; 64 * 1024];
+        // No bigger than what is sent: a 1-byte flow should not fault in 64 KiB.
+        let chunk = vec![0x5au8; total.min(64 * 1024) as usize];
         let mut left = total;
         while left > 0 {
             let n = left.min(chunk.len() as u64) as usize;
