@@ -270,6 +270,19 @@ impl Context {
         &self.inner.flows
     }
 
+    /// A receiver of the interface list, each time the netlink watcher sees it change
+    /// (`None` without a watcher). A race holds one while it runs. Cost: an Arc clone.
+    pub(crate) fn interface_changes(
+        &self,
+    ) -> Option<tokio::sync::watch::Receiver<Arc<Vec<taps_core::Interface>>>> {
+        self.inner._watcher.as_ref().map(|w| {
+            let mut rx = w.subscribe();
+            // Only changes from now on wake the race.
+            rx.mark_unchanged();
+            rx
+        })
+    }
+
     /// Locks the CIB. Hold it briefly: every race records into it.
     pub fn cib(&self) -> MutexGuard<'_, Cib> {
         self.inner.cib.lock().unwrap_or_else(|e| e.into_inner())

@@ -24,7 +24,7 @@ use taps_core::race::{
 };
 use taps_core::Security;
 
-use taps_core::{DnsFailure, Family, ServiceInfo};
+use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
 use tokio::sync::mpsc;
 
 use crate::context::Context;
@@ -111,6 +111,7 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
         pruned: Vec::new(),
         any_address: false,
         milestones: Milestones::for_plan(input.plan),
+        interfaces: input.ctx.interface_changes(),
         input,
     };
     driver.run(start).await
@@ -176,6 +177,8 @@ struct Driver<'a> {
     pruned: Vec<PrunedCandidate>,
     any_address: bool,
     milestones: Milestones,
+    /// The interface list as the context's watcher sees it change, if it has one.
+    interfaces: Option<tokio::sync::watch::Receiver<Arc<Vec<Interface>>>>,
 }
 
 /// How the race ended.
@@ -190,6 +193,7 @@ enum Wake {
     Service(Result<ServiceInfo, DnsFailure>),
     Attempt(AttemptId, Result<Established, AttemptError>),
     Milestone(AttemptId, Milestone),
+    Interfaces(Arc<Vec<Interface>>),
     Timer,
 }
 
@@ -230,6 +234,7 @@ impl Driver<'_> {
                 (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
                     Wake::Attempt(id, r)
                 }
+                Some(list) = interfaces_changed(&mut self.interfaces) => Wake::Interfaces(list),
                 _ = &mut timer, if armed.is_some() => {
                     // Fired: re-armed above if the race still has a deadline.
                     armed = None;
@@ -307,6 +312,7 @@ impl Driver<'_> {
             Wake::Milestone(id, Milestone::TransportUp) => {
                 self.race.on_attempt_transport_up(id, now)
             }
+            Wake::Interfaces(list) => self.on_interfaces(&list, now),
             Wake::Timer => self.race.handle_timeout(now),
         }
     }
@@ -346,6 +352,30 @@ impl Driver<'_> {
         self.pruned.append(&mut gathered.pruned);
         self.race
             .on_candidates_from(family, gathered.candidates, source, now);
+    }
+
+    /// The interface list changed: an attempt whose local address (or, unbound, whose
+    /// family) no interface that is up offers any more fails at once as unreachable —
+    /// its packets have no way out — instead of waiting for the race's timeout. (New
+    /// interfaces add no candidates to a running race.)
+    fn on_interfaces(&mut self, list: &[Interface], now: Instant) {
+        let report = self.race.report();
+        let gone: Vec<AttemptId> = self
+            .attempts
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| {
+                report
+                    .attempt(*id)
+                    .is_some_and(|a| !can_leave(list, &a.candidate))
+            })
+            .collect();
+        for id in gone {
+            // Dropping the attempt's future closes its socket.
+            self.attempts.retain(|(i, _)| *i != id);
+            self.race
+                .on_attempt_failed(id, AttemptCause::Unreachable, now);
+        }
     }
 
     /// The HTTPS answer: the race learns it (QUIC kept only with h3), and its address
@@ -445,4 +475,41 @@ async fn next_outcome(
         Poll::Pending
     })
     .await
+}
+
+/// The next interface list when the watcher changes it; pending forever without a
+/// watcher (or once the watcher is gone).
+async fn interfaces_changed(
+    rx: &mut Option<tokio::sync::watch::Receiver<Arc<Vec<Interface>>>>,
+) -> Option<Arc<Vec<Interface>>> {
+    let Some(r) = rx else {
+        return std::future::pending().await;
+    };
+    if r.changed().await.is_err() {
+        *rx = None;
+        return std::future::pending().await;
+    }
+    Some(r.borrow_and_update().clone())
+}
+
+/// Whether `candidate`'s packets can still leave through `list`: its bound address is on
+/// an interface that is up, or (unbound) some up interface other than loopback has a
+/// routable address of its family (loopback remotes always can).
+fn can_leave(list: &[Interface], candidate: &Candidate) -> bool {
+    let remote = candidate.remote.ip();
+    if remote.is_loopback() {
+        return true;
+    }
+    match &candidate.local {
+        Some(b) => list
+            .iter()
+            .any(|i| i.up && i.addresses.iter().any(|a| a.addr == b.addr)),
+        None => list.iter().any(|i| {
+            i.up && i.kind != InterfaceKind::Loopback
+                && i.addresses_of(Family::of(&remote)).any(|a| match a {
+                    IpAddr::V6(v6) => v6.segments()[0] & 0xffc0 != 0xfe80,
+                    IpAddr::V4(v4) => !v4.is_link_local(),
+                })
+        }),
+    }
 }

@@ -207,7 +207,7 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "iface-flap",
-        summary: "RTT 600 ms, the client's only link goes down 150 ms into a race: it fails within its establishment timeout (2 s) + 1 s; a race while down fails within 2 s saying no local address can reach the server; link up: connects within RTT + 200 ms",
+        summary: "RTT 600 ms, the client's only link goes down 150 ms into a race: the interface watcher fails its attempts at once (within 1 s, not at the 2 s establishment timeout); a race while down fails within 2 s saying no local address can reach the server; link up: connects within RTT + 200 ms",
         needs_taps: true,
         body: faults::iface_flap,
     },
