@@ -2,15 +2,20 @@
 
 mod cmd;
 mod common;
+mod logs;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
 /// taps: ask for transport services, get the best connection.
 #[derive(Parser)]
 #[command(name = "taps", version, about)]
 struct Cli {
+    /// Log on stderr: -v info, -vv debug, -vvv trace for the taps crates (default:
+    /// warnings; RUST_LOG adds directives and wins for the targets it names).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -25,6 +30,18 @@ enum Command {
     Listen(cmd::listen::Args),
     /// Benchmark taps against raw tokio sockets: connect, transfer, he, http, all.
     Bench(cmd::bench::Args),
+    /// Print a shell completion script: `taps completions bash > /etc/bash_completion.d/taps`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `taps man > /usr/local/share/man/man1/taps.1`; with
+    /// --dir, write taps.1 and one page per subcommand (taps-connect.1, ...) there.
+    Man {
+        /// Write every page into this directory instead of printing taps.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -37,6 +54,15 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    match cli.command {
+        Command::Completions { shell } => return cmd::docs::completions(shell, Cli::command()),
+        Command::Man { dir } => return cmd::docs::man(Cli::command(), dir.as_deref()),
+        _ => {}
+    }
+    if let Err(e) = logs::init(cli.verbose) {
+        eprintln!("taps: error: {e}");
+        return ExitCode::from(e.exit_code());
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -54,6 +80,7 @@ fn main() -> ExitCode {
             Command::Connect(args) => cmd::connect::run(args).await,
             Command::Listen(args) => cmd::listen::run(args).await,
             Command::Bench(args) => cmd::bench::run(args).await,
+            Command::Completions { .. } | Command::Man { .. } => Ok(()),
         }
     });
     match result {

@@ -3,4 +3,5 @@
 pub(crate) mod bench;
 pub(crate) mod candidates;
 pub(crate) mod connect;
+pub(crate) mod docs;
 pub(crate) mod listen;
