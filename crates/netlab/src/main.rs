@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 use netlab::lab::{self, Lab, LabOptions};
 use netlab::rules::parse_duration;
 use netlab::scenario::{self, RunOptions};
@@ -17,6 +17,10 @@ use netlab::{RecordType, Rule};
 #[derive(Parser)]
 #[command(name = "netlab", version, about)]
 struct Cli {
+    /// Log on stderr: -v info, -vv debug, -vvv trace for netlab and the taps crates
+    /// (default: warnings; RUST_LOG adds directives and wins for the targets it names).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -71,8 +75,45 @@ enum Command {
     },
 }
 
+/// Installs the stderr log subscriber for `verbose` (the count of `-v`) and `RUST_LOG`.
+fn init_logs(verbose: u8) -> Result<(), String> {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+    let level = match verbose {
+        0 => None,
+        1 => Some(LevelFilter::INFO),
+        2 => Some(LevelFilter::DEBUG),
+        _ => Some(LevelFilter::TRACE),
+    };
+    let mut directives = String::from("warn");
+    if let Some(level) = level {
+        // `taps` also covers taps_core, taps_bench, ... (targets match by prefix).
+        directives.push_str(&format!(",netlab={level},taps={level},usrsctp={level}"));
+    }
+    if let Ok(env) = std::env::var("RUST_LOG") {
+        if !env.trim().is_empty() {
+            directives.push(',');
+            directives.push_str(&env);
+        }
+    }
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::WARN.into())
+        .parse(&directives)
+        .map_err(|e| format!("RUST_LOG: {e} (in {directives:?})"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_timer(tracing_subscriber::fmt::time::uptime())
+        .try_init()
+        .map_err(|e| format!("cannot install the log subscriber: {e}"))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = init_logs(cli.verbose) {
+        eprintln!("netlab: {e}");
+        return ExitCode::from(2);
+    }
     if let Command::ServeSctp {
         addr,
         port,

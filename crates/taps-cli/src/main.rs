@@ -2,15 +2,20 @@
 
 mod cmd;
 mod common;
+mod logs;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
 /// taps: ask for transport services, get the best connection.
 #[derive(Parser)]
 #[command(name = "taps", version, about)]
 struct Cli {
+    /// Log on stderr: -v info, -vv debug, -vvv trace for the taps crates (default:
+    /// warnings; RUST_LOG adds directives and wins for the targets it names).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -27,6 +32,18 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Run the host-wide policy manager: one CIB for every taps program of this user.
     Pm(cmd::pm::Args),
+    /// Print a shell completion script: `taps completions bash > /etc/bash_completion.d/taps`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `taps man > /usr/local/share/man/man1/taps.1`; with
+    /// --dir, write taps.1 and one page per subcommand (taps-connect.1, ...) there.
+    Man {
+        /// Write every page into this directory instead of printing taps.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -39,6 +56,15 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    match cli.command {
+        Command::Completions { shell } => return cmd::docs::completions(shell, Cli::command()),
+        Command::Man { dir } => return cmd::docs::man(Cli::command(), dir.as_deref()),
+        _ => {}
+    }
+    if let Err(e) = logs::init(cli.verbose) {
+        eprintln!("taps: error: {e}");
+        return ExitCode::from(e.exit_code());
+    }
     // A client (`connect`, `candidates`) runs on one thread: its flows wait on the
     // network, not the CPU, and a second worker only adds wake-ups and hand-offs between
     // threads (futex calls, cache misses) to every flow. A listener and the bench's
@@ -67,6 +93,7 @@ fn main() -> ExitCode {
             Command::Listen(args) => cmd::listen::run(args).await,
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Pm(args) => cmd::pm::run(args).await,
+            Command::Completions { .. } | Command::Man { .. } => Ok(()),
         }
     });
     match result {

@@ -6,11 +6,18 @@
 //! other attempt has already been dropped, so nothing of a loser outlives the race.
 //! Each wake-up polls the few live attempts (bounded by `max_alive`).
 //!
+//! Logs: each race runs in a `race` span (a race id, the remote endpoint) and each attempt
+//! in an `attempt` span inside it (attempt id, stack, remote address, interface), so its
+//! events (DNS answers, started, connected or failed with the cause, won, cancelled) say
+//! which flow they belong to. Spans and their fields are built only when a subscriber
+//! listens at `info`; otherwise a race pays a few relaxed atomic loads.
+//!
 //! Time comes from tokio's clock ([`tokio::time::Instant`]), so a test with a paused
 //! runtime clock runs a whole race over real sockets in virtual time.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -26,6 +33,7 @@ use taps_core::Security;
 
 use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
 use tokio::sync::mpsc;
+use tracing::{Instrument, Span};
 
 use crate::context::Context;
 use crate::endpoint::RemoteEndpoint;
@@ -79,8 +87,26 @@ pub(crate) struct RaceInput<'a> {
     pub(crate) security: Option<Arc<ClientSecurity>>,
 }
 
-/// Races the candidates for the remote and returns the winner.
+/// Numbers races for the logs (taken only when the race's span is enabled).
+static RACE_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Races the candidates for the remote and returns the winner, inside a `race` span when
+/// a subscriber listens (the span's fields are built only then).
 pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
+    let span = tracing::info_span!(
+        "race",
+        id = RACE_IDS.fetch_add(1, Ordering::Relaxed),
+        remote = %input.remote,
+    );
+    if span.is_disabled() {
+        run_race(input).await
+    } else {
+        run_race(input).instrument(span).await
+    }
+}
+
+/// Races the candidates for the remote and returns the winner.
+async fn run_race(input: RaceInput<'_>) -> Result<Won, Error> {
     let start = now();
     let mut config = input.config.clone();
     if let Some(family) = input.ctx.cib().best_family(&input.key, start) {
@@ -97,6 +123,11 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
         input.ctx.resolver().resolve(&input.remote.host)
     };
     config.await_service = resolution.service_pending();
+    tracing::debug!(
+        awaited = %config.awaited_family,
+        https = config.await_service,
+        "resolving"
+    );
     let driver = Driver {
         race: Race::new(config, start),
         resolution,
@@ -112,6 +143,7 @@ pub(crate) async fn race(input: RaceInput<'_>) -> Result<Won, Error> {
         any_address: false,
         milestones: Milestones::for_plan(input.plan),
         interfaces: input.ctx.interface_changes(),
+        spans: Vec::new(),
         input,
     };
     driver.run(start).await
@@ -179,6 +211,8 @@ struct Driver<'a> {
     milestones: Milestones,
     /// The interface list as the context's watcher sees it change, if it has one.
     interfaces: Option<tokio::sync::watch::Receiver<Arc<Vec<Interface>>>>,
+    /// The live attempts' spans, only while a subscriber listens (empty otherwise).
+    spans: Vec<(AttemptId, Span)>,
 }
 
 /// How the race ended.
@@ -253,6 +287,8 @@ impl Driver<'_> {
                 // Dropping the attempt's future closes its socket.
                 self.attempts.retain(|(i, _)| *i != id);
                 self.connected.retain(|(i, _)| *i != id);
+                self.in_attempt(id, || tracing::debug!("cancelled"));
+                self.spans.retain(|(i, _)| *i != id);
             }
             Action::Won { id } => return Some(Decided::Won(id)),
             Action::Failed(err) => return Some(Decided::Failed(err)),
@@ -271,13 +307,34 @@ impl Driver<'_> {
                 let _ = tx.send((id, m));
             }
         };
-        self.attempts.push((
-            id,
-            Box::pin(async move {
-                let security = security.as_deref();
-                transport::connect_signalling(&candidate, &opts, security, progress).await
-            }),
-        ));
+        let span = tracing::info_span!(
+            "attempt",
+            id = id.0,
+            stack = %candidate.stack,
+            remote = %candidate.remote,
+            interface = candidate
+                .local
+                .as_ref()
+                .map(|l| tracing::field::display(&l.interface)),
+        );
+        let attempt = async move {
+            let security = security.as_deref();
+            transport::connect_signalling(&candidate, &opts, security, progress).await
+        };
+        if span.is_disabled() {
+            self.attempts.push((id, Box::pin(attempt)));
+        } else {
+            span.in_scope(|| tracing::debug!("started"));
+            self.spans.push((id, span.clone()));
+            self.attempts.push((id, Box::pin(attempt.instrument(span))));
+        }
+    }
+
+    /// Runs `event` inside attempt `id`'s span; nothing when no subscriber listens.
+    fn in_attempt(&self, id: AttemptId, event: impl FnOnce()) {
+        if let Some((_, span)) = self.spans.iter().find(|(i, _)| *i == id) {
+            span.in_scope(event);
+        }
     }
 
     /// Hands one event to the race.
@@ -302,14 +359,24 @@ impl Driver<'_> {
                 self.attempts.retain(|(i, _)| *i != id);
                 match result {
                     Ok(est) => {
+                        self.in_attempt(id, || tracing::info!("connected"));
                         self.connected.push((id, est));
                         self.race.on_attempt_connected(id, now);
                     }
-                    Err(e) => self.race.on_attempt_failed(id, AttemptCause::from(e), now),
+                    Err(e) => {
+                        let cause = AttemptCause::from(e);
+                        self.in_attempt(id, || tracing::info!(%cause, "failed"));
+                        self.spans.retain(|(i, _)| *i != id);
+                        self.race.on_attempt_failed(id, cause, now);
+                    }
                 }
             }
-            Wake::Milestone(id, Milestone::Reachable) => self.race.on_attempt_reachable(id, now),
+            Wake::Milestone(id, Milestone::Reachable) => {
+                self.in_attempt(id, || tracing::debug!("reachable"));
+                self.race.on_attempt_reachable(id, now)
+            }
             Wake::Milestone(id, Milestone::TransportUp) => {
+                self.in_attempt(id, || tracing::debug!("transport up"));
                 self.race.on_attempt_transport_up(id, now)
             }
             Wake::Interfaces(list) => self.on_interfaces(&list, now),
@@ -323,6 +390,7 @@ impl Driver<'_> {
         self.answered.push(answer.family);
         match answer.result {
             Ok(addrs) => {
+                tracing::debug!(family = %answer.family, addresses = ?addrs, "DNS answer");
                 self.add_addresses(answer.family, &addrs, DnsSource::Answer, now);
                 if self.resolution.service_pending() {
                     // Kept to be gathered again if the HTTPS records name another port.
@@ -330,6 +398,7 @@ impl Driver<'_> {
                 }
             }
             Err(e) => {
+                tracing::debug!(family = %answer.family, cause = %e, "DNS lookup failed");
                 self.race.on_dns_failed(answer.family, e.clone(), now);
                 self.dns_causes.push((answer.family, e));
             }
@@ -349,6 +418,13 @@ impl Driver<'_> {
         let mut gathered = input
             .scored
             .gather(input.plan, input.ctx, &input.key, port, addrs, now);
+        tracing::trace!(
+            %family,
+            port,
+            candidates = gathered.candidates.len(),
+            ruled_out = gathered.pruned.len(),
+            "candidates gathered"
+        );
         self.pruned.append(&mut gathered.pruned);
         self.race
             .on_candidates_from(family, gathered.candidates, source, now);
@@ -373,6 +449,8 @@ impl Driver<'_> {
         for id in gone {
             // Dropping the attempt's future closes its socket.
             self.attempts.retain(|(i, _)| *i != id);
+            self.in_attempt(id, || tracing::info!("failed: its interface went down"));
+            self.spans.retain(|(i, _)| *i != id);
             self.race
                 .on_attempt_failed(id, AttemptCause::Unreachable, now);
         }
@@ -381,6 +459,10 @@ impl Driver<'_> {
     /// The HTTPS answer: the race learns it (QUIC kept only with h3), and its address
     /// hints stand in for the families whose A/AAAA answer has not come yet (HEv3).
     fn on_service(&mut self, answer: Result<ServiceInfo, DnsFailure>, now: Instant) {
+        match &answer {
+            Ok(info) => tracing::debug!(records = ?info, "HTTPS records"),
+            Err(cause) => tracing::debug!(%cause, "no HTTPS records"),
+        }
         if let Ok(info) = &answer {
             self.service = Some(info.clone());
             // Addresses that came before the records were gathered on the origin's port:
@@ -407,6 +489,10 @@ impl Driver<'_> {
     /// The race named `id` the winner: every other attempt is dropped here, the CIB
     /// learns every outcome, and the winner's connection is handed on.
     fn finish_won(mut self, id: AttemptId) -> Result<Won, Error> {
+        self.in_attempt(id, || tracing::info!("won"));
+        for (_, span) in self.spans.iter().filter(|(i, _)| *i != id) {
+            span.in_scope(|| tracing::debug!("cancelled"));
+        }
         self.attempts.clear();
         let established = take(&mut self.connected, id);
         self.connected.clear();
@@ -430,6 +516,7 @@ impl Driver<'_> {
     /// most telling terms (the name did not resolve, every candidate was ruled out, or
     /// each attempt's cause).
     fn finish_failed(mut self, err: RaceError) -> Error {
+        tracing::info!(error = %err, "race failed");
         self.attempts.clear();
         self.input
             .ctx

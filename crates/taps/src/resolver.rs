@@ -236,7 +236,7 @@ impl Resolver {
     }
 
     /// [`resolve`](Self::resolve), plus the name's HTTPS records (RFC 9460) looked up
-    /// beside A and AAAA (a third task), read with [`Resolution::next_service`]. Literal
+    /// beside A and AAAA (a third task), read with [`Resolution::next_event`]. Literal
     /// addresses and localhost names have none (no query).
     pub fn resolve_with_service(&self, host: &str) -> Resolution {
         let mut resolution = self.resolve(host);

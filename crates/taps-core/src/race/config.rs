@@ -38,7 +38,7 @@ pub const DEFAULT_MAX_ALIVE: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaceConfig {
     /// Connection Attempt Delay: the stagger between starts. Default 250 ms; clamped to
-    /// 10 ms..=2 s by [`Race::new`].
+    /// 10 ms..=2 s by [`Race::new`](super::Race::new).
     pub attempt_delay: Duration,
     /// Resolution Delay: how long an A answer waits for an outstanding AAAA. Default
     /// 50 ms; clamped to at most 2 s.
@@ -46,10 +46,10 @@ pub struct RaceConfig {
     /// First Address Family Count: how many of the preferred family go before the
     /// families interleave. Default 1; at least 1.
     pub first_family_count: usize,
-    /// Establishment timeout, counted from [`Race::new`]. Default 30 s: well under the
-    /// OS connect timeouts that made the dual-stack study's clients hang for 21 s to
-    /// 226 s, yet long enough for several SYN retransmissions (1 + 2 + 4 + 8 s) on a
-    /// lossy high-RTT path and for ~100 staggered starts.
+    /// Establishment timeout, counted from [`Race::new`](super::Race::new). Default 30 s:
+    /// well under the OS connect timeouts that made the dual-stack study's clients hang
+    /// for 21 s to 226 s, yet long enough for several SYN retransmissions (1 + 2 + 4 +
+    /// 8 s) on a lossy high-RTT path and for ~100 staggered starts.
     pub timeout: Duration,
     /// At most this many attempts alive at once; the rest wait in the queue. Default 8:
     /// at the default delay that is 2 s of staggered starts, so the oldest attempt has
@@ -66,7 +66,8 @@ pub struct RaceConfig {
     pub awaited_family: Family,
     /// Whether an HTTPS/SVCB lookup runs beside A and AAAA: the race then waits for its
     /// answer (or failure) too, up to the Resolution Delay after the first addresses
-    /// (HEv3), and reads it with [`Race::on_service`]. Default false.
+    /// (HEv3), and reads it with [`Race::on_service`](super::Race::on_service). Default
+    /// false.
     pub await_service: bool,
     /// What the caller knows of this network's round-trip time before the race (other
     /// connections on the interface, the CIB's other hosts), if anything. With
@@ -99,8 +100,8 @@ impl Default for RaceConfig {
 }
 
 impl RaceConfig {
-    /// The same settings with every value brought within its bounds (what [`Race::new`]
-    /// uses). Cost: a few comparisons.
+    /// The same settings with every value brought within its bounds (what
+    /// [`Race::new`](super::Race::new) uses). Cost: a few comparisons.
     pub fn clamped(mut self) -> RaceConfig {
         self.attempt_delay = self
             .attempt_delay
