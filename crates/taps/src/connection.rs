@@ -38,6 +38,34 @@ use crate::Error;
 /// byte stream (16 MiB), so a corrupt length cannot make the receiver allocate gigabytes.
 pub(crate) const MAX_MESSAGE: usize = 16 << 20;
 
+/// Reads one length-prefixed message (4-byte big-endian length, then that many bytes) from
+/// a byte stream: the framing decoder of [`Connection::receive`], apart so it can be fuzzed
+/// on in-memory readers. `None` when the stream ends before a whole header; a length over
+/// [`MAX_MESSAGE`] is [`Error::MessageTooBig`] before anything is allocated; an end inside a
+/// body is an I/O error (`UnexpectedEof`). Cost: one allocation of the
+/// message's length.
+#[doc(hidden)]
+pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
+    r: &mut R,
+) -> Result<Option<Vec<u8>>, Error> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(Error::MessageTooBig {
+            size: len,
+            max: MAX_MESSAGE,
+        });
+    }
+    let mut buf = vec![0; len];
+    r.read_exact(&mut buf).await?;
+    Ok(Some(buf))
+}
+
 /// What was established and how.
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
@@ -244,24 +272,10 @@ impl Connection {
     /// stopped (accepted datagram flows).
     pub async fn receive(&mut self) -> Result<Option<Vec<u8>>, Error> {
         let msg = match &mut self.io {
-            Io::Stream(s) => {
-                let mut len = [0u8; 4];
-                match s.read_exact(&mut len).await {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-                    Err(e) => return Err(e.into()),
-                }
-                let len = u32::from_be_bytes(len) as usize;
-                if len > MAX_MESSAGE {
-                    return Err(Error::MessageTooBig {
-                        size: len,
-                        max: MAX_MESSAGE,
-                    });
-                }
-                let mut buf = vec![0; len];
-                s.read_exact(&mut buf).await?;
-                buf
-            }
+            Io::Stream(s) => match read_frame(s).await? {
+                Some(m) => m,
+                None => return Ok(None),
+            },
             Io::Datagram(s) => {
                 let mut buf = vec![0; 65536];
                 let n = s.recv(&mut buf).await?;
@@ -476,5 +490,50 @@ impl AsyncWrite for Connection {
             Io::Sctp(f) => f.poll_shutdown(cx),
             _ => Poll::Ready(Ok(())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(mut bytes: &[u8]) -> Vec<Result<Option<Vec<u8>>, String>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut out = Vec::new();
+            loop {
+                let r = read_frame(&mut bytes).await.map_err(|e| e.to_string());
+                let last = !matches!(r, Ok(Some(_)));
+                out.push(r);
+                if last {
+                    return out;
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn frames_decode_in_order_and_end_cleanly() {
+        let r = decode(b"\0\0\0\x02hi\0\0\0\0");
+        assert_eq!(r, [Ok(Some(b"hi".to_vec())), Ok(Some(vec![])), Ok(None)]);
+        // An end inside a header is the end of the stream, as before.
+        assert_eq!(decode(b"\0\0"), [Ok(None)]);
+    }
+
+    #[test]
+    fn a_huge_length_is_an_error_before_any_allocation() {
+        let r = decode(b"\xff\xff\xff\xffabc");
+        assert!(
+            matches!(&r[..], [Err(e)] if e.contains("16777216")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_body_cut_short_is_an_error() {
+        let r = decode(b"\0\0\0\x05abc");
+        assert!(matches!(&r[..], [Err(_)]), "{r:?}");
     }
 }
