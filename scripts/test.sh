@@ -10,6 +10,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # No module cycles, no source file over 800 lines, no function over 100 lines.
 python3 scripts/structure.py
+# Fuzzing: every target over its corpus, then 10 s each (nightly; prints SKIPPED without it).
+FUZZ_PROFILE=fuzz-ci bash scripts/fuzz.sh short 10
 # As root (CI), a test that cannot run fails instead of skipping (taps_testkit::skip).
 if [ "$(id -u)" = 0 ]; then export TAPS_REQUIRE_ROOT_TESTS=1; fi
 cargo test --workspace 2>&1 | tee /tmp/taps-test.log

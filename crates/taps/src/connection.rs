@@ -62,6 +62,30 @@ impl Drop for Slot {
 /// The first allocation for a received framed message; the buffer grows as bytes arrive.
 const FIRST_CHUNK: usize = 64 << 10;
 
+/// Reads one length-prefixed message (4-byte big-endian length, then that many bytes) from
+/// a byte stream: the framing decoder of [`Connection::receive`], apart so it can be fuzzed
+/// on in-memory readers. `None` when the stream ends before a whole header; a length over
+/// `max` is [`Error::MessageTooBig`] before anything is allocated; an end inside a body is
+/// an I/O error (`UnexpectedEof`). Cost: allocations growing with the bytes that arrive
+/// (the first at most 64 KiB), never the announced length up front.
+#[doc(hidden)]
+pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Vec<u8>>, Error> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(Error::MessageTooBig { size: len, max });
+    }
+    Ok(Some(read_framed(r, len).await?))
+}
+
 /// What was established and how.
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
@@ -301,22 +325,20 @@ impl Connection {
     pub async fn receive(&mut self) -> Result<Option<Vec<u8>>, Error> {
         let msg = match &mut self.io {
             Io::Stream(s) => {
-                let max = self.max_message;
                 if let Some(size) = self.framing_lost {
+                    let max = self.max_message;
                     return Err(Error::MessageTooBig { size, max });
                 }
-                let mut len = [0u8; 4];
-                match s.read_exact(&mut len).await {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-                    Err(e) => return Err(e.into()),
+                match read_frame(s, self.max_message).await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => return Ok(None),
+                    Err(Error::MessageTooBig { size, max }) => {
+                        // The rest of the stream cannot be framed any more.
+                        self.framing_lost = Some(size);
+                        return Err(Error::MessageTooBig { size, max });
+                    }
+                    Err(e) => return Err(e),
                 }
-                let len = u32::from_be_bytes(len) as usize;
-                if len > max {
-                    self.framing_lost = Some(len);
-                    return Err(Error::MessageTooBig { size: len, max });
-                }
-                read_framed(s, len).await?
             }
             Io::Datagram(s) => {
                 let mut buf = vec![0; 65536];
@@ -459,7 +481,7 @@ impl Connection {
 }
 
 /// Reads a framed message body of `len` bytes, growing the buffer as bytes arrive.
-async fn read_framed(s: &mut Stream, len: usize) -> io::Result<Vec<u8>> {
+async fn read_framed<R: AsyncRead + Unpin + ?Sized>(s: &mut R, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(len.min(FIRST_CHUNK));
     let n = s.take(len as u64).read_to_end(&mut buf).await?;
     if n < len {
@@ -552,5 +574,52 @@ impl AsyncWrite for Connection {
             Io::Sctp(f) => f.poll_shutdown(cx),
             _ => Poll::Ready(Ok(())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(mut bytes: &[u8]) -> Vec<Result<Option<Vec<u8>>, String>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut out = Vec::new();
+            loop {
+                let r = read_frame(&mut bytes, MAX_MESSAGE)
+                    .await
+                    .map_err(|e| e.to_string());
+                let last = !matches!(r, Ok(Some(_)));
+                out.push(r);
+                if last {
+                    return out;
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn frames_decode_in_order_and_end_cleanly() {
+        let r = decode(b"\0\0\0\x02hi\0\0\0\0");
+        assert_eq!(r, [Ok(Some(b"hi".to_vec())), Ok(Some(vec![])), Ok(None)]);
+        // An end inside a header is the end of the stream, as before.
+        assert_eq!(decode(b"\0\0"), [Ok(None)]);
+    }
+
+    #[test]
+    fn a_huge_length_is_an_error_before_any_allocation() {
+        let r = decode(b"\xff\xff\xff\xffabc");
+        assert!(
+            matches!(&r[..], [Err(e)] if e.contains("16777216")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_body_cut_short_is_an_error() {
+        let r = decode(b"\0\0\0\x05abc");
+        assert!(matches!(&r[..], [Err(_)]), "{r:?}");
     }
 }

@@ -37,6 +37,8 @@ mod sctp_flow;
 mod security;
 mod transport;
 
+#[doc(hidden)]
+pub use connection::read_frame;
 pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;

@@ -289,8 +289,10 @@ async fn lookup_service(resolver: &TokioResolver, name: &str) -> Result<ServiceI
     Ok(ServiceInfo::default())
 }
 
-/// One ServiceMode record as taps reads it.
-fn service_record(svcb: &SVCB) -> ServiceRecord {
+/// One ServiceMode record as taps reads it (public, hidden, for the fuzz target). No I/O: a
+/// few small copies.
+#[doc(hidden)]
+pub fn service_record(svcb: &SVCB) -> ServiceRecord {
     let mut r = ServiceRecord {
         priority: svcb.svc_priority,
         target: svcb.target_name.to_string(),

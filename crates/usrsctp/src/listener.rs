@@ -56,6 +56,15 @@ impl SctpListener {
         self.udp.local
     }
 
+    /// Handles one datagram as if it had arrived on this listener's UDP socket from `from`:
+    /// the same demultiplexing and `usrsctp_conninput` as a received one, synchronously on
+    /// the calling thread (replies go out to `from`). For fuzzing the inbound path without
+    /// the network; not part of the API. Cost: one table lookup and one `conninput`.
+    #[doc(hidden)]
+    pub fn inject_datagram(&self, from: SocketAddr, pkt: &[u8]) {
+        self.udp.inject(from, pkt);
+    }
+
     /// The SCTP port listened on. No I/O.
     pub fn sctp_port(&self) -> u16 {
         self.sctp_port

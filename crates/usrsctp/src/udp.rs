@@ -303,6 +303,8 @@ impl RemoteTable {
 pub(crate) struct SharedUdp {
     pub(crate) local: SocketAddr,
     table: Arc<Mutex<RemoteTable>>,
+    /// The sending half (replies to injected datagrams go out on it).
+    send: Arc<StdUdp>,
     task: JoinHandle<()>,
 }
 
@@ -344,7 +346,7 @@ impl SharedUdp {
         let table = Arc::new(Mutex::new(RemoteTable::default()));
         let task = tokio::spawn(shared_reader(
             recv,
-            send,
+            send.clone(),
             table.clone(),
             UdpCount::new(),
             pktinfo,
@@ -352,12 +354,21 @@ impl SharedUdp {
         let shared = Arc::new(SharedUdp {
             local: bound,
             table,
+            send,
             task,
         });
         // Keyed by the bound address only: a request for port 0 always gets a fresh socket.
         map.retain(|_, w| w.strong_count() > 0);
         map.insert(bound, Arc::downgrade(&shared));
         Ok(shared)
+    }
+
+    /// Handles `pkt` as if it had arrived on this socket from `from`: the reader task's
+    /// demultiplexing, then `conninput`, on the calling thread (fuzzing).
+    pub(crate) fn inject(&self, from: SocketAddr, pkt: &[u8]) {
+        if let Some(id) = lookup_or_create(&self.table, &self.send, from, None, pkt) {
+            conninput(id, pkt);
+        }
     }
 
     /// Marks the remote behind conn address `id` as used by an accepted association;

@@ -403,7 +403,14 @@ impl Cib {
                 remote: k.remote,
                 at_unix_ms: wall_ms(o.at),
                 error: o.last.as_ref().err().map(|c| c.to_string()),
-                cause: o.last.clone().err(),
+                // Causes that carry only text (handshake, unsupported, other, ...) have no
+                // tagged form: the `error` text alone stands for them (read back as
+                // `Other`), instead of failing the whole file (found by fuzzing).
+                cause: o
+                    .last
+                    .clone()
+                    .err()
+                    .filter(|c| serde_json::to_value(c).is_ok()),
                 rtt_us: o.rtt_samples.iter().map(|d| d.as_micros() as u64).collect(),
                 failures: o.failures,
             })
@@ -641,6 +648,32 @@ fn is_zero(n: &u32) -> bool {
 mod tests {
     use super::*;
     use crate::net::{InterfaceAddress, InterfaceKind};
+
+    /// Regression (fuzz/crashes/cib): a failure whose cause is only text (a file from
+    /// before typed causes, a TLS handshake failure) made `to_json` panic.
+    #[test]
+    fn text_only_causes_save_and_load_again() {
+        let t0 = Instant::now();
+        let wall = SystemTime::now();
+        let mut cib = Cib::default();
+        let tls = key(Protocol::Tcp, Security::Tls);
+        let sctp = key(Protocol::Sctp, Security::None);
+        cib.record_failure(tls.clone(), AttemptCause::Handshake("bad alert".into()), t0);
+        cib.record_failure(sctp.clone(), AttemptCause::Refused, t0);
+        let mut loaded = Cib::default();
+        assert_eq!(loaded.load_json(&cib.to_json(t0, wall), t0, wall), Ok(2));
+        let History::Failed { cause, .. } = loaded.history(&tls, t0) else {
+            panic!("the TLS failure was not kept");
+        };
+        assert!(cause.to_string().contains("bad alert"), "{cause}");
+        assert!(matches!(
+            loaded.history(&sctp, t0),
+            History::Failed {
+                cause: AttemptCause::Refused,
+                ..
+            }
+        ));
+    }
 
     fn key(protocol: Protocol, security: Security) -> OutcomeKey {
         OutcomeKey {
