@@ -138,6 +138,15 @@ fuzz_target!(|data: &[u8]| {
         adaptive_delay: b.flag(),
         awaited_family: family(&mut b),
         await_service: b.flag(),
+        path_rtt: None,
+        rtt_from_dns: false,
+    };
+    // A known path RTT (from the caller) and one estimated from the DNS time, both
+    // fuzzed: neither may break an invariant.
+    let config = RaceConfig {
+        path_rtt: b.flag().then(|| b.ms(500)),
+        rtt_from_dns: b.flag(),
+        ..config
     };
     let start = Instant::now();
     let mut race = Race::new(config, start);
