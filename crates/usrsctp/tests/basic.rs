@@ -134,17 +134,19 @@ async fn init_ack_signal_precedes_establishment() {
     let l = stack
         .listen("127.0.0.1:0".parse().unwrap(), 5003, &opts)
         .unwrap();
+    let started = Instant::now();
     let mut c = stack.connect(l.local_addr(), 5003, &opts).unwrap();
-    // (On loopback the INIT ACK may already be in by now.)
+    // On loopback usrsctp's own thread may have finished the whole handshake by now (the
+    // listener reads datagrams in batches): any state but a failure is fine here; the
+    // order of the INIT ACK signal and COMM_UP is checked below.
     assert!(matches!(
         *c.progress().borrow(),
-        Progress::Connecting | Progress::Reachable { .. }
+        Progress::Connecting | Progress::Reachable { .. } | Progress::Established { .. }
     ));
     let accept = tokio::spawn(async move {
         let r = l.accept().await;
         (r, l)
     });
-    let started = Instant::now();
     let reach = timeout(T, c.reachable()).await.unwrap().unwrap();
     let reached_at = Instant::now();
     assert!(c.is_reachable());
