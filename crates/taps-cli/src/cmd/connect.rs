@@ -263,8 +263,14 @@ async fn exchange(
                 r.replies.push(String::from_utf8_lossy(&reply).into_owned());
             }
         } else if !conn.info().stack.is_datagram() {
-            let mut sink = vec![0u8; 16 * 1024];
-            while conn.read(&mut sink).await? > 0 {}
+            // Most peers send nothing back and just close: wait with a small buffer, and
+            // take a bigger one only if data does come (1,024 flows waiting must not hold
+            // 16 MiB of buffers).
+            let mut first = [0u8; 64];
+            if conn.read(&mut first).await? > 0 {
+                let mut sink = vec![0u8; 16 * 1024];
+                while conn.read(&mut sink).await? > 0 {}
+            }
         }
         Ok::<(), taps::Error>(())
     };
