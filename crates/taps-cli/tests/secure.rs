@@ -19,6 +19,75 @@ fn taps(args: &[&str]) -> Output {
         .expect("run taps")
 }
 
+/// Runs `taps` with `args`, asserts it succeeded, and returns its standard output.
+fn connect_ok(args: &[&str]) -> String {
+    let out = taps(args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// `taps listen PORT --local 127.0.0.1 --echo --cert --key` with `pki`'s identity and
+/// `extra` arguments; a thread reads its standard output into a channel (so the pipe stays
+/// open under the listener, which would end at its next line otherwise).
+struct TapsListener {
+    _child: Killed,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl TapsListener {
+    fn start(port: u16, pki: &TestPki, extra: &[&str]) -> TapsListener {
+        let mut child = Killed(
+            Command::new(env!("CARGO_BIN_EXE_taps"))
+                .args([
+                    "listen",
+                    &port.to_string(),
+                    "--local",
+                    "127.0.0.1",
+                    "--echo",
+                ])
+                .args(extra)
+                .arg("--cert")
+                .arg(&pki.cert)
+                .arg("--key")
+                .arg(&pki.key)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let stdout = child.0.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        TapsListener {
+            _child: child,
+            lines,
+        }
+    }
+
+    /// The next line starting with `prefix` within 10 s (lines before it are skipped).
+    fn wait_line(&self, prefix: &str) -> Option<String> {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            match self.lines.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) if l.starts_with(prefix) => return Some(l),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
 /// Waits until something accepts TCP on 127.0.0.1:`port`.
 fn wait_for(port: u16) {
     let t0 = Instant::now();
@@ -67,7 +136,7 @@ fn connect_to_openssl_s_server_verified_and_not() {
     wait_for(port);
     let p = port.to_string();
     let ca = pki.ca.to_str().unwrap();
-    let out = taps(&[
+    let text = connect_ok(&[
         "connect",
         "127.0.0.1",
         &p,
@@ -83,12 +152,6 @@ fn connect_to_openssl_s_server_verified_and_not() {
         "hi",
         "--trace",
     ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(text.contains("connected: TLS/TCP"), "{text}");
     assert!(text.contains("security: TLS 1.3"), "{text}");
     assert!(text.contains("ALPN h2"), "{text}");
@@ -120,26 +183,10 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
     let pki = TestPki::new(&["localhost"]).unwrap();
     let port = free_port();
     let p = port.to_string();
-    let mut listener = Killed(
-        Command::new(env!("CARGO_BIN_EXE_taps"))
-            .args(["listen", &p, "--local", "127.0.0.1", "--echo", "--cert"])
-            .arg(&pki.cert)
-            .arg("--key")
-            .arg(&pki.key)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = listener.0.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let mut listening = Vec::new();
-    while listening.len() < 2 {
-        let line = lines.next().expect("listener output").unwrap();
-        if line.starts_with("listening:") {
-            listening.push(line);
-        }
-    }
+    let listener = TapsListener::start(port, &pki, &[]);
+    let listening: Vec<String> = (0..2)
+        .map(|_| listener.wait_line("listening:").expect("listener output"))
+        .collect();
     let all = listening.join("\n");
     assert!(all.contains("TLS/") && all.contains("QUIC"), "{all}");
     let ca = pki.ca.to_str().unwrap();
@@ -151,7 +198,7 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
             "TLS/TCP",
         ),
     ] {
-        let out = taps(&[
+        let text = connect_ok(&[
             "connect",
             "127.0.0.1",
             &p,
@@ -164,12 +211,6 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
             "--message",
             "hello",
         ]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert!(text.contains(&format!("connected: {stack}")), "{text}");
         assert!(text.contains("reply: hello"), "{text}");
     }
@@ -224,40 +265,12 @@ fn taps_listen_accepts_an_ngtcp2_quic_client() {
     for (alpn, accepted) in [(Some("h3"), true), (None, false)] {
         let port = free_port();
         let p = port.to_string();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_taps"));
-        cmd.args(["listen", &p, "--local", "127.0.0.1", "--echo", "--cert"])
-            .arg(&pki.cert)
-            .arg("--key")
-            .arg(&pki.key);
-        if let Some(a) = alpn {
-            cmd.args(["--alpn", a]);
-        }
-        let mut listener = Killed(
-            cmd.stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
+        let extra: Vec<&str> = alpn.map_or(Vec::new(), |a| vec!["--alpn", a]);
+        let listener = TapsListener::start(port, &pki, &extra);
+        assert!(
+            listener.wait_line("listening: QUIC").is_some(),
+            "no QUIC listener"
         );
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stdout = listener.0.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let wait_line = |prefix: &str| -> Option<String> {
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(10) {
-                match rx.recv_timeout(Duration::from_millis(200)) {
-                    Ok(l) if l.starts_with(prefix) => return Some(l),
-                    _ => {}
-                }
-            }
-            None
-        };
-        assert!(wait_line("listening: QUIC").is_some(), "no QUIC listener");
         let out = Command::new("timeout")
             .args([
                 "20",
@@ -276,7 +289,7 @@ fn taps_listen_accepts_an_ngtcp2_quic_client() {
                 "ngtcp2 client log: {}",
                 log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
             );
-            let line = wait_line("accepted #1:");
+            let line = listener.wait_line("accepted #1:");
             assert!(
                 line.as_deref().is_some_and(|l| l.contains(": QUIC ")),
                 "the listener reported no QUIC connection: {line:?}"
@@ -300,32 +313,10 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
     let pki = TestPki::new(&["localhost"]).unwrap();
     let port = free_port();
     let p = port.to_string();
-    let mut listener = Killed(
-        Command::new(env!("CARGO_BIN_EXE_taps"))
-            .args([
-                "listen",
-                &p,
-                "--local",
-                "127.0.0.1",
-                "--echo",
-                "--props",
-                DTLS,
-            ])
-            .arg("--cert")
-            .arg(&pki.cert)
-            .arg("--key")
-            .arg(&pki.key)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut lines = BufReader::new(listener.0.stdout.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
+    let listener = TapsListener::start(port, &pki, &["--props", DTLS]);
+    let line = listener.wait_line("listening:").expect("listener output");
     assert!(line.starts_with("listening: DTLS/UDP"), "{line}");
-    // Keep reading: a closed pipe would end the listener at its next line.
-    std::thread::spawn(move || lines.for_each(drop));
-    let out = taps(&[
+    let text = connect_ok(&[
         "connect",
         "127.0.0.1",
         &p,
@@ -338,12 +329,6 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
         "--message",
         "over dtls",
     ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(text.contains("connected: DTLS/UDP"), "{text}");
     assert!(text.contains("reply: over dtls"), "{text}");
     if !have_openssl() {
