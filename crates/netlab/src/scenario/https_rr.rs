@@ -15,20 +15,15 @@ use std::time::Duration;
 use taps::taps_core::ServiceRecord;
 use taps_testkit::TestPki;
 
-use super::checks::{
-    check_connected, check_stack, millis_f64, millis_u64, show_connection, show_timeline,
-};
+use super::checks::{check_connected, check_stack, millis_f64, millis_u64};
+use super::quic::{addr_of, QUIC, SECURE_ANY};
 use super::runner::{Ctx, Outcome};
 use super::setup::rtt_rules;
-use super::tls::{check_echo, pki_for, secure_with, show_tls, MARGIN, TLS_TCP};
+use super::tls::{check_echo, pki_for, secure_with, show_secure, MARGIN, TLS_TCP};
 use crate::dns::RecordType;
-use crate::lab::{addresses, fqdn, Lab, HTTPS_RR_HOST, HTTPS_RR_PORT, TLS_PORT};
+use crate::lab::{fqdn, Lab, HTTPS_RR_HOST, HTTPS_RR_PORT, TLS_PORT};
 use crate::taps::FlowReport;
 
-/// Properties that require security and leave the stack to taps (QUIC and TLS/TCP).
-const SECURE_ANY: &str = r#"{"security": "require"}"#;
-/// The stack taps reports for QUIC.
-const QUIC: &str = "QUIC";
 /// The RTT to the zone's addresses.
 const RTT: Duration = Duration::from_millis(50);
 /// How long the A answer is held back: the race must not wait for it.
@@ -66,10 +61,7 @@ fn check_ports(out: &mut Outcome, label: &str, f: &FlowReport, port: u16) {
 /// The body of `https-rr` (see the module docs).
 pub(super) fn https_rr(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     let host = fqdn(HTTPS_RR_HOST);
-    let ip = addresses(HTTPS_RR_HOST)
-        .first()
-        .map(|r| r.addr)
-        .ok_or_else(|| format!("zone name {HTTPS_RR_HOST} has no address"))?;
+    let ip = addr_of(HTTPS_RR_HOST)?;
     lab.set_rules(rtt_rules(RTT, RTT));
     lab.dns().clear_delays();
     lab.dns().set_delay(RecordType::A, A_DELAY);
@@ -99,10 +91,8 @@ pub(super) fn https_rr(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     let r = ctx.connect(lab, secure_with(&host, &pki, SECURE_ANY));
     lab.dns().clear_delays();
     let r = r?;
-    show_connection(out, "#1 (alpn=h3,h2)", &r);
+    show_secure(out, "#1 (alpn=h3,h2)", &r);
     let f = r.flow();
-    show_timeline(out, "#1", f);
-    show_tls(out, "#1", f);
     out.check(
         lab.dns().queries(RecordType::HTTPS) > before,
         "#1 taps asked for the HTTPS record".to_string(),
@@ -150,10 +140,8 @@ fn without_h3(
         .map_err(|e| format!("cannot set the HTTPS record: {e}"))?;
     out.say("  HTTPS record changed to alpn=h2 (no h3); A answers now immediate");
     let r = ctx.connect(lab, secure_with(host, pki, SECURE_ANY))?;
-    show_connection(out, "#2 (alpn=h2)", &r);
+    show_secure(out, "#2 (alpn=h2)", &r);
     let f = r.flow();
-    show_timeline(out, "#2", f);
-    show_tls(out, "#2", f);
     check_connected(
         out,
         "#2",

@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use taps_testkit::TestPki;
 
-use super::checks::{
-    check_connected, check_stack, first_started_over, millis_f64, millis_u64, show_connection,
-    show_timeline,
-};
+use super::checks::{check_connected, check_stack, first_started_over, millis_f64, millis_u64};
 use super::runner::{Ctx, Outcome};
 use super::setup::rtt_rules;
-use super::tls::{check_echo, pki_for, secure_with, show_tls, start_server, LINE, MARGIN, TLS_TCP};
+use super::tls::{
+    check_echo, pki_for, secure_with, show_secure, start_server, LINE, MARGIN, TLS_TCP,
+};
 use crate::lab::{addresses, fqdn, Lab, QUIC_BLOCKED_HOST, QUIC_HOST, TLS_PORT};
 use crate::rules::{Match, Rule};
 use crate::taps::{Attempt, FlowReport};
@@ -25,9 +24,9 @@ use crate::tls_server::TlsServer;
 
 /// NEAT properties that require security and leave the stack to taps: QUIC and TLS/TCP
 /// race, QUIC first.
-const SECURE_ANY: &str = r#"{"security": "require"}"#;
+pub(super) const SECURE_ANY: &str = r#"{"security": "require"}"#;
 /// The stack taps reports for QUIC.
-const QUIC: &str = "QUIC";
+pub(super) const QUIC: &str = "QUIC";
 /// The head start an unproven QUIC gets over TLS/TCP (taps-core's
 /// `race::UNPROVEN_QUIC_DELAY`).
 const QUIC_HEAD_START: Duration = Duration::from_millis(100);
@@ -37,7 +36,7 @@ const RTT: Duration = Duration::from_millis(50);
 const NEXT_NO_HISTORY: &str = "(next in 100 ms: no history)";
 
 /// The (one, IPv4) address of zone name `name`.
-fn addr_of(name: &str) -> Result<IpAddr, String> {
+pub(super) fn addr_of(name: &str) -> Result<IpAddr, String> {
     addresses(name)
         .first()
         .map(|r| r.addr)
@@ -152,10 +151,8 @@ pub(super) fn quic_blocked(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<()
     first_falls_back(lab, ctx, out, &host, &pki)?;
     cib_ranks_quic_last(lab, ctx, out, &host)?;
     let r = ctx.connect(lab, secure_with(&host, &pki, SECURE_ANY))?;
-    show_connection(out, "#2 (same CIB)", &r);
+    show_secure(out, "#2 (same CIB)", &r);
     let f = r.flow();
-    show_timeline(out, "#2", f);
-    show_tls(out, "#2", f);
     check_connected(
         out,
         "#2",
@@ -195,10 +192,8 @@ fn first_falls_back(
     pki: &TestPki,
 ) -> Result<(), String> {
     let r = ctx.connect(lab, secure_with(host, pki, SECURE_ANY))?;
-    show_connection(out, "#1", &r);
+    show_secure(out, "#1", &r);
     let f = r.flow();
-    show_timeline(out, "#1", f);
-    show_tls(out, "#1", f);
     // QUIC's head start, then TLS/TCP's two round trips: TCP's handshake, TLS 1.3's.
     let bound = QUIC_HEAD_START + 2 * RTT + MARGIN;
     check_connected(
@@ -331,10 +326,8 @@ pub(super) fn quic_wins(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
         millis_u64(RTT)
     ));
     let r = ctx.connect(lab, secure_with(&host, &pki, SECURE_ANY))?;
-    show_connection(out, "#1", &r);
+    show_secure(out, "#1", &r);
     let f = r.flow();
-    show_timeline(out, "#1", f);
-    show_tls(out, "#1", f);
     // QUIC's handshake: the client's Initial, the server's Initial and Handshake flight
     // (its Finished) one RTT later; the client is connected then.
     check_connected(

@@ -76,6 +76,16 @@ pub(super) fn pki_for(name: &str) -> Result<TestPki, String> {
     TestPki::new(&[name]).map_err(|e| format!("cannot make test certificates: {e}"))
 }
 
+/// Logs a secure connection: its result and attempts (labelled `label`), the race's
+/// timeline and what the winner negotiated (labelled with `label`'s first word).
+pub(super) fn show_secure(out: &mut Outcome, label: &str, r: &ConnectReport) {
+    show_connection(out, label, r);
+    let short = label.split(' ').next().unwrap_or(label);
+    let f = r.flow();
+    show_timeline(out, short, f);
+    show_tls(out, short, f);
+}
+
 /// Logs what the winner negotiated and what came back.
 pub(super) fn show_tls(out: &mut Outcome, label: &str, f: &FlowReport) {
     if let Some(s) = f.winner.as_ref().and_then(|w| w.security.as_deref()) {
@@ -152,10 +162,8 @@ pub(super) fn tls_stuck(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     answer_first(lab, RecordType::AAAA);
     lab.sink().clear();
     let r = ctx.connect(lab, secure_to(&host, &pki))?;
-    show_connection(out, "#1", &r);
+    show_secure(out, "#1", &r);
     let f = r.flow();
-    show_timeline(out, "#1", f);
-    show_tls(out, "#1", f);
     // Attempt delay, then the IPv4 attempt's TCP handshake (1 RTT) and TLS 1.3's (1 RTT).
     let bound = ATTEMPT_DELAY + 2 * rtt + MARGIN;
     check_connected(
