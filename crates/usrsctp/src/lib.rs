@@ -90,6 +90,7 @@ mod assoc;
 mod error;
 mod ffi;
 mod listener;
+mod multihome;
 mod options;
 mod pktinfo;
 mod stack;
@@ -99,6 +100,11 @@ mod udp;
 pub use assoc::{Association, Connecting, Message, Progress, StreamHandle};
 pub use error::{Error, Result};
 pub use listener::SctpListener;
+pub use multihome::{
+    multihome_available, set_cmt_global, BufferSplitting, CmtGlobal, CmtMode, PathEvent,
+    PathEventKind, PathEvents, PathId, PathInfo, PathParams, PathState, PathStats, PathThresholds,
+    PeerPath, SctpPath,
+};
 pub use options::{Scheduler, SctpOptions};
 pub use stack::{SctpStack, StackStats};
 
