@@ -87,25 +87,28 @@
 //! `assoc` the associations, `options`, `stack` and `listener` the entry points.
 
 mod assoc;
+mod cmt;
 mod error;
 mod ffi;
 mod listener;
 mod multihome;
 mod options;
+mod path_events;
 mod pktinfo;
 mod stack;
 mod sys;
 mod udp;
 
 pub use assoc::{Association, Connecting, Message, Progress, StreamHandle};
+pub use cmt::CmtMode;
 pub use error::{Error, Result};
 pub use listener::SctpListener;
 pub use multihome::{
-    multihome_available, set_cmt_global, BufferSplitting, CmtGlobal, CmtMode, PathEvent,
-    PathEventKind, PathEvents, PathId, PathInfo, PathParams, PathState, PathStats, PathThresholds,
-    PeerPath, SctpPath,
+    multihome_available, set_cmt_global, BufferSplitting, CmtGlobal, PathEvents, PathInfo,
+    PathParams, PathState, PathStats, PathThresholds, PeerPath, SctpPath,
 };
 pub use options::{Scheduler, SctpOptions};
+pub use path_events::{PathEvent, PathEventKind, PathId};
 pub use stack::{SctpStack, StackStats};
 
 /// The conventional SCTP-over-UDP encapsulation port (RFC 6951). A constant.

@@ -14,29 +14,25 @@
 //! Costs: a path is one UDP socket, one reader task and one conn address; each call below is
 //! one or two socket options under the usrsctp lock unless it says otherwise.
 
-use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, UdpSocket as StdUdp};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::assoc::Association;
+use crate::cmt::{set_cmt, CmtMode};
 use crate::error::{Error, Result};
 use crate::ffi;
-use crate::options::SctpOptions;
-use crate::sys::{global, lock, would_block, ConnAddr, Route, Sock};
+use crate::path_events::{sock_key, EventLog, EVENTS};
+use crate::path_events::{PathEvent, PathId};
+use crate::sys::{global, lock, would_block, ConnAddr, Route};
 use crate::udp::{with_recv_buf, UdpCount};
-
-/// One path of an association, as usrsctp names it (its conn address). Copying is free.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PathId(usize);
 
 /// Reachability of a path (`spinfo_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,65 +87,6 @@ pub struct PathThresholds {
     pub pf_threshold: u16,
 }
 
-/// What happened to a path (`SCTP_PEER_ADDR_CHANGE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathEventKind {
-    /// Reachable again.
-    Available,
-    /// Unreachable (`pathmaxrxt` timeouts).
-    Unreachable,
-    /// Removed from the association.
-    Removed,
-    /// Added to the association.
-    Added,
-    /// Became the primary path.
-    MadePrimary,
-    /// Confirmed by a HEARTBEAT-ACK.
-    Confirmed,
-    /// Potentially failed (RFC 7829).
-    PotentiallyFailed,
-    /// Another value usrsctp reported.
-    Other(u32),
-}
-
-/// One path event. Plain data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PathEvent {
-    /// The path (None if usrsctp named a non-AF_CONN address).
-    pub path: Option<PathId>,
-    /// What happened.
-    pub kind: PathEventKind,
-    /// usrsctp's error code for the change (0 if none).
-    pub error: u32,
-}
-
-/// CMT mode per association (`SCTP_CMT_ON_OFF`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CmtMode {
-    /// Single path at a time: data to the primary, retransmissions to an alternate.
-    Off,
-    /// CMT (SFR, CUC, optionally DAC): data spread over all active paths.
-    Base,
-    /// CMT with resource pooling (coupled congestion control), variant 1.
-    Rpv1,
-    /// CMT with resource pooling, variant 2.
-    Rpv2,
-    /// CMT with MPTCP-like coupled congestion control.
-    Mptcp,
-}
-
-impl CmtMode {
-    fn raw(self) -> u32 {
-        match self {
-            CmtMode::Off => 0,
-            CmtMode::Base => 1,
-            CmtMode::Rpv1 => 2,
-            CmtMode::Rpv2 => 3,
-            CmtMode::Mptcp => 4,
-        }
-    }
-}
-
 /// CMT buffer splitting (sysctl `sctp_buffer_splitting`): with CMT on, each path gets a
 /// 1/n share of the send buffer and/or of the peer's receive window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -168,7 +105,7 @@ pub enum BufferSplitting {
 /// The process-wide CMT sysctls; they apply to every association of the process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CmtGlobal {
-    /// `sctp_cmt_on_off`: allows CMT ([`SctpOptions::cmt`]); new sockets inherit CMT base.
+    /// `sctp_cmt_on_off`: allows CMT ([`crate::SctpOptions::cmt`]); new sockets inherit CMT base.
     pub cmt: bool,
     /// `sctp_cmt_use_dac`: delayed-ack for CMT (fewer spurious fast retransmits).
     pub dac: bool,
@@ -177,7 +114,7 @@ pub struct CmtGlobal {
 }
 
 /// Sets the process-wide CMT sysctls (initialising usrsctp if needed). Three calls; affects
-/// every socket of the process, so set [`SctpOptions::cmt`] explicitly (also
+/// every socket of the process, so set [`crate::SctpOptions::cmt`] explicitly (also
 /// `Some(CmtMode::Off)`) on sockets that must not use CMT.
 pub fn set_cmt_global(g: &CmtGlobal) -> Result<()> {
     let _ = global();
@@ -197,52 +134,6 @@ pub fn set_cmt_global(g: &CmtGlobal) -> Result<()> {
 pub fn multihome_available() -> Result<()> {
     let _ = global();
     ffi::multihome_ready()
-}
-
-/// Applies [`SctpOptions::nr_sack`] and [`SctpOptions::cmt`] to a new or listening socket.
-pub(crate) fn apply_options(opts: &SctpOptions, sock: &Sock) -> Result<()> {
-    if opts.nr_sack {
-        let v = ffi::sctp_assoc_value {
-            assoc_id: ffi::SCTP_FUTURE_ASSOC,
-            assoc_value: 1,
-        };
-        sock.setopt(
-            ffi::IPPROTO_SCTP,
-            ffi::SCTP_NRSACK_SUPPORTED,
-            &v,
-            "SCTP_NRSACK_SUPPORTED",
-        )?;
-    }
-    if let Some(mode) = opts.cmt {
-        match set_cmt(sock, mode) {
-            // CMT is off process-wide, which is what was asked.
-            Err(Error::MultihomeUnavailable(_)) if mode == CmtMode::Off => {}
-            r => r?,
-        }
-    }
-    Ok(())
-}
-
-fn set_cmt(sock: &Sock, mode: CmtMode) -> Result<()> {
-    let v = ffi::sctp_assoc_value {
-        assoc_id: ffi::SCTP_FUTURE_ASSOC,
-        assoc_value: mode.raw(),
-    };
-    match sock.setopt(
-        ffi::IPPROTO_SCTP,
-        ffi::SCTP_CMT_ON_OFF,
-        &v,
-        "SCTP_CMT_ON_OFF",
-    ) {
-        Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOPROTOOPT) => {
-            Err(Error::MultihomeUnavailable(
-                "SCTP CMT is off process-wide: call usrsctp::set_cmt_global with cmt: true \
-                 before asking for a CMT mode"
-                    .into(),
-            ))
-        }
-        r => r,
-    }
 }
 
 /// Counters of an [`SctpPath`]'s reader. Plain integers.
@@ -418,70 +309,6 @@ impl PeerPath {
     pub fn association(&self) -> &Association {
         &self.assoc
     }
-}
-
-/// Path events of associations whose events someone watches, keyed by usrsctp socket.
-static EVENTS: LazyLock<Mutex<HashMap<usize, Arc<EventLog>>>> = LazyLock::new(Default::default);
-
-/// Events kept per association until read; older ones are dropped beyond this.
-const EVENT_LOG_MAX: usize = 256;
-
-#[derive(Default)]
-struct EventLog {
-    events: Mutex<VecDeque<PathEvent>>,
-    notify: Notify,
-}
-
-fn sock_key(sock: &Arc<Sock>) -> usize {
-    Arc::as_ptr(sock) as usize
-}
-
-/// The driver's hook for an `SCTP_PEER_ADDR_CHANGE` notification `n` of `sock`: parsed and
-/// queued if someone watches (one table lookup), else ignored. Never calls usrsctp.
-pub(crate) fn on_peer_addr_change(sock: &Arc<Sock>, n: &[u8]) {
-    let Some(log) = lock(&EVENTS).get(&sock_key(sock)).cloned() else {
-        return;
-    };
-    let Some(ev) = parse_peer_addr_change(n) else {
-        return;
-    };
-    let mut q = lock(&log.events);
-    if q.len() >= EVENT_LOG_MAX {
-        q.pop_front();
-    }
-    q.push_back(ev);
-    drop(q);
-    log.notify.notify_waiters();
-}
-
-/// Parses `struct sctp_paddr_change` (type, flags, length, address at 8, state at 136, error
-/// at 140). None if too short.
-fn parse_peer_addr_change(n: &[u8]) -> Option<PathEvent> {
-    let u32_at = |o: usize| Some(u32::from_ne_bytes(n.get(o..o + 4)?.try_into().ok()?));
-    // spc_aaddr at 8 holds a sockaddr_conn: family (u16) at +0, the conn pointer at +8.
-    let family = u16::from_ne_bytes(n.get(8..10)?.try_into().ok()?);
-    let conn = usize::from_ne_bytes(
-        n.get(16..16 + std::mem::size_of::<usize>())?
-            .try_into()
-            .ok()?,
-    );
-    let state = u32_at(136)?;
-    let error = u32_at(140)?;
-    let kind = match state {
-        1 => PathEventKind::Available,
-        2 => PathEventKind::Unreachable,
-        3 => PathEventKind::Removed,
-        4 => PathEventKind::Added,
-        5 => PathEventKind::MadePrimary,
-        6 => PathEventKind::Confirmed,
-        7 => PathEventKind::PotentiallyFailed,
-        other => PathEventKind::Other(other),
-    };
-    Some(PathEvent {
-        path: (i32::from(family) == ffi::AF_CONN).then_some(PathId(conn)),
-        kind,
-        error,
-    })
 }
 
 /// Receives the path events of one association (`SCTP_PEER_ADDR_CHANGE`), from the moment

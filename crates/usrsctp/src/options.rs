@@ -79,11 +79,12 @@ pub struct SctpOptions {
     /// [`SctpListener::accept`](crate::SctpListener::accept) (`listen` backlog). Default 1024.
     pub backlog: u32,
     /// Offer NR-SACK (non-renegable SACKs, `SCTP_NRSACK_SUPPORTED`) in INIT / INIT-ACK; used
-    /// when both ends offer it. Default false. See [`crate::PathId`] (multihoming).
+    /// when both ends offer it. Default false. Must be set before the association exists.
     pub nr_sack: bool,
     /// Concurrent multipath transfer for this socket's associations (`SCTP_CMT_ON_OFF`);
-    /// `None`: inherit the process-wide sysctl. Needs [`crate::set_cmt_global`] first.
-    pub cmt: Option<crate::CmtMode>,
+    /// `None`: inherit the process-wide sysctl. Modes other than `Off` need the process-wide
+    /// switch first (`set_cmt_global`).
+    pub cmt: Option<crate::cmt::CmtMode>,
 }
 
 impl Default for SctpOptions {
@@ -157,7 +158,7 @@ impl SctpOptions {
             sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
         }
         opts.apply_failure_detection(sock)?;
-        crate::multihome::apply_options(opts, sock)?;
+        crate::cmt::apply_options(opts.nr_sack, opts.cmt, sock)?;
         if let Some(s) = opts.scheduler {
             let v = ffi::sctp_assoc_value {
                 assoc_id: ffi::SCTP_FUTURE_ASSOC,

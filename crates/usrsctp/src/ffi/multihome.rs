@@ -158,7 +158,17 @@ pub(crate) fn conninput_attached(attached: &AtomicBool, conn: usize, pkt: &[u8])
         if !attached.load(Ordering::SeqCst) {
             return false;
         }
-        crate::sys::conninput(conn, pkt);
+        // SAFETY: usrsctp is initialised (a path exists only after `sys::global`); `pkt` is
+        // valid for `pkt.len()` bytes during the call (usrsctp copies it); the address is an
+        // opaque integer. Under the usrsctp lock (`serial`).
+        unsafe {
+            raw::usrsctp_conninput(
+                conn as *mut c_void,
+                pkt.as_ptr() as *const c_void,
+                pkt.len(),
+                0,
+            )
+        };
         true
     })
 }

@@ -5,8 +5,8 @@ use std::pin::pin;
 use std::sync::Arc;
 
 use super::{
-    lock, set_cmt, would_block, CmtMode, EventLog, PathEvents, PathId, PathInfo, PathParams,
-    PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
+    lock, set_cmt, sock_key, would_block, CmtMode, EventLog, PathEvents, PathId, PathInfo,
+    PathParams, PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
 };
 use crate::assoc::{AssocShared, Association};
 use crate::error::{Error, Result};
@@ -178,7 +178,7 @@ impl Association {
         };
         sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
         let log = lock(&EVENTS)
-            .entry(super::sock_key(sock))
+            .entry(sock_key(sock))
             .or_insert_with(|| Arc::new(EventLog::default()))
             .clone();
         Ok(PathEvents {
