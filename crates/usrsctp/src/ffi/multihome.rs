@@ -332,7 +332,7 @@ mod layout {
         assert_eq!(offset_of!(sctp_setprim, ssp_assoc_id), 128);
         assert_eq!(size_of::<sctp_setprim>(), 136);
         assert_eq!(offset_of!(sctp_paddrthlds, spt_pathmaxrxt), 132);
-        assert_eq!(size_of::<sctp_paddrthlds>(), 136);
+        assert_eq!(size_of::<sctp_paddrthlds>(), 144);
     }
 
     #[test]
