@@ -67,7 +67,8 @@
 //!   Several listeners on *different* SCTP ports share one UDP port.
 //! * Packets of an association are fed to usrsctp in arrival order by one task; a server
 //!   socket is read by one task for all its remotes (no parallelism across peers there).
-//! * One-to-one sockets only; no multihoming (one UDP path per association); DSCP (`tos`)
+//! * One-to-one sockets only; extra paths only through [`SctpPath`] and
+//!   [`Association::add_peer_path`] (docs/sctp.md, Multihoming); DSCP (`tos`)
 //!   and the DF hint from usrsctp are ignored.
 //! * `queued_bytes(stream)` is our own upper-bound accounting (usrsctp has no per-stream
 //!   queue query), see [`Association::queued_bytes`].
