@@ -363,3 +363,6 @@ impl Drop for PathEvents {
 }
 
 mod assoc_api;
+mod fixed;
+
+pub use fixed::FixedPaths;

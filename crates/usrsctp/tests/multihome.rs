@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use tokio::time::{sleep, timeout};
 use usrsctp::{
-    Association, CmtGlobal, CmtMode, Error, PathEventKind, PathId, PathParams, PathState,
-    SctpListener, SctpOptions, SctpPath, SctpStack,
+    Association, CmtGlobal, CmtMode, Error, FixedPaths, PathEventKind, PathId, PathParams,
+    PathState, SctpListener, SctpOptions, SctpPath, SctpStack,
 };
 use wire::Relay;
 
@@ -348,4 +348,92 @@ async fn failover_delivers_every_byte() {
         .iter()
         .any(|p| p.id == p1 && p.state == PathState::Inactive));
     drop((c2, s2, events));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_stream_to_path_mapping() {
+    usrsctp::set_cmt_global(&CmtGlobal {
+        cmt: true,
+        dac: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let opts = SctpOptions {
+        rto_max_ms: 400,
+        heartbeat_interval_ms: 200,
+        cmt: Some(CmtMode::Off),
+        ..Default::default()
+    };
+    let s = setup(5104, &opts).await;
+    if let Err(e) = usrsctp::multihome_available() {
+        return check_unavailable(s, e).await;
+    }
+    let c2 = s.client.add_peer_path(s.cpath).unwrap();
+    let s2 = s.server.add_peer_path(s.spath).unwrap();
+    wait_active(&s.client, c2.id(), 2).await;
+    wait_active(&s.server, s2.id(), 2).await;
+    let p1 = first_path(&s.client, c2.id());
+    let fixed = FixedPaths::new(&s.client);
+    // Streams 1 and 3 on path 1, 2 and 4 on path 2; stream 0 unmapped (primary: path 1).
+    fixed.pin_round_robin(1..=4, &[p1, c2.id()]);
+    assert_eq!(fixed.path_of(2), Some(c2.id()));
+    let piece = vec![3u8; 1000];
+    let send = async {
+        for _ in 0..50 {
+            for st in 0..=4u16 {
+                fixed.send(st, &piece, true, 0).await.unwrap();
+            }
+        }
+    };
+    let (_, got) = tokio::join!(send, recv_n(&s.server, 250));
+    assert!((0..=4u16).all(|st| got[&st] == 50_000));
+    let on = |r: &Relay| {
+        (0..=4u16)
+            .map(|st| r.stats.data_ab_stream(st))
+            .collect::<Vec<_>>()
+    };
+    let (w1, w2) = (on(&s.r1), on(&s.r2));
+    eprintln!("Fixed: DATA bytes per stream 0..=4: path 1 {w1:?}, path 2 {w2:?}");
+    for st in [0usize, 1, 3] {
+        assert!(w1[st] >= 50_000 && w2[st] == 0, "stream {st}");
+    }
+    for st in [2usize, 4] {
+        assert!(w2[st] >= 50_000 && w1[st] == 0, "stream {st}");
+    }
+
+    // Path 2 dies: once usrsctp marks it unreachable, remapping moves streams 2 and 4.
+    let fast = PathParams {
+        max_retransmits: Some(2),
+        ..Default::default()
+    };
+    s.client.set_path_params(c2.id(), &fast).unwrap();
+    s.r2.stats
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let deadline = Instant::now() + T;
+    while !s
+        .client
+        .paths()
+        .unwrap()
+        .iter()
+        .any(|p| p.id == c2.id() && p.state == PathState::Inactive)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "path 2 never declared unreachable"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fixed.remap_failed().unwrap(), 2);
+    assert_eq!(fixed.path_of(2), Some(p1));
+    let before = s.r1.stats.data_ab_stream(2);
+    let send = async {
+        for _ in 0..50 {
+            fixed.send(2, &piece, true, 0).await.unwrap();
+        }
+    };
+    let (_, got) = tokio::join!(send, recv_n(&s.server, 50));
+    assert_eq!(got[&2], 50_000);
+    assert!(s.r1.stats.data_ab_stream(2) - before >= 50_000);
+    drop((fixed, c2, s2));
 }

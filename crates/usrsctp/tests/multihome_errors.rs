@@ -1,7 +1,10 @@
 //! Multihoming errors and single-path behaviour, in a process where the CMT sysctl stays
 //! off: one path listed without the shim's help, NR-SACK only when asked, CMT and pinned
 //! sends refused with errors that say what to do, and (in a build without the shim, e.g.
-//! `TAPS_NO_MULTIHOME=1`) the "needs usrsctp's source headers" error. Real usrsctp, loopback.
+//! `TAPS_NO_MULTIHOME=1`) the "needs usrsctp's source headers" error; nothing leaks. Real
+//! usrsctp, loopback.
+
+mod common;
 
 use std::future::IntoFuture;
 use std::time::Duration;
@@ -29,7 +32,7 @@ async fn single_path_and_clear_errors() {
         cmt: Some(CmtMode::Off),
         ..Default::default()
     };
-    let (client, server, _l) = pair(5111, &opts).await;
+    let (client, server, l) = pair(5111, &opts).await;
     assert!(!client.nr_sack().unwrap() && !server.nr_sack().unwrap());
     let paths = client.paths().unwrap();
     assert_eq!(paths.len(), 1);
@@ -75,4 +78,9 @@ async fn single_path_and_clear_errors() {
     client.send(0, b"ok", true, 0).await.unwrap();
     let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
     assert_eq!(m.data, b"ok");
+
+    // Nothing leaks: paths, associations and the listener give back every socket, conn
+    // address and reader task.
+    drop((client, server, l));
+    assert_eq!(common::settle(SctpStack::global(), 0).await, 0);
 }
