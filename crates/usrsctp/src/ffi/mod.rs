@@ -13,8 +13,10 @@
 
 mod bindings;
 mod library;
+mod multihome;
 mod socket;
 
 pub(crate) use bindings::*;
 pub(crate) use library::{Hooks, Usrsctp};
+pub(crate) use multihome::*;
 pub(crate) use socket::{Accepted, Plain, Socket};
