@@ -108,7 +108,14 @@ async fn check_unavailable(s: Setup, why: Error) {
     s.client.send(0, b"still fine", true, 0).await.unwrap();
     let m = timeout(T, s.server.recv()).await.unwrap().unwrap().unwrap();
     assert_eq!(m.data, b"still fine");
-    eprintln!("multihoming unavailable in this build, checked the error: {msg}");
+    if std::env::var_os("TAPS_NO_MULTIHOME").is_some() {
+        // Built without the shim on purpose: the error is what this run checks.
+        eprintln!("multihoming unavailable in this build, checked the error: {msg}");
+    } else {
+        // The paths were not tested: say so (and fail as root in CI, where deps.sh must
+        // have fetched the headers).
+        taps_testkit::skip("usrsctp multihome tests", &msg);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
