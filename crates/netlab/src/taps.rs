@@ -104,6 +104,8 @@ pub struct Winner {
     /// For a secure stack: the TLS version and cipher suite (`TLSv1_3
     /// TLS13_AES_256_GCM_SHA384`).
     pub security: Option<String>,
+    /// For MPTCP: whether MPTCP is in use (`false`: it fell back to TCP).
+    pub mptcp_active: Option<bool>,
 }
 
 /// One attempt (or skipped candidate) of the race.
@@ -339,6 +341,7 @@ fn parse_flow(v: &Value) -> FlowReport {
             .get("security")
             .filter(|s| s.is_object())
             .map(|s| format!("{} {}", str_of(s, "version"), str_of(s, "cipher_suite"))),
+        mptcp_active: w.get("mptcp_active").and_then(Value::as_bool),
     });
     let attempts = v
         .get("attempts")

@@ -22,6 +22,7 @@ mod http;
 mod https_rr;
 mod load;
 mod loss;
+mod multipath;
 mod plain_sockets;
 mod pm;
 mod quic;
@@ -218,6 +219,19 @@ const ALL: &[Scenario] = &[
         summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + first DNS 70 + 30, then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
         needs_taps: true,
         body: http::http_rx,
+    },
+    // Several paths: a second link (its own bridge, rules and counters), MPTCP over both.
+    Scenario {
+        name: "mptcp-aggregate",
+        summary: "MPTCP, multipathPolicy aggregate, two paths of 10 Mbit/s and 10 ms each way: one connection moves 10 MB at >= 18 Mbit/s, each path carrying >= 35% (bridge counters)",
+        needs_taps: true,
+        body: multipath::mptcp_aggregate,
+    },
+    Scenario {
+        name: "mptcp-handover",
+        summary: "MPTCP, multipathPolicy handover (backup subflow), two paths of 10 Mbit/s and 10 ms: the first path dies 2 s into a 10 MB transfer; every byte arrives, the longest stall < 1 s, both paths carried data",
+        needs_taps: true,
+        body: multipath::mptcp_handover,
     },
 ];
 
