@@ -430,6 +430,12 @@ impl Lab {
         self.with_link(n, |b| b.set_rules(all));
     }
 
+    /// Link `n`'s rules (as its bridge holds them, the dead addresses' blackholes
+    /// first). Panics if the link does not exist.
+    pub fn link_rules(&self, n: usize) -> Vec<Rule> {
+        self.with_link(n, Bridge::rules)
+    }
+
     /// Link `n`'s counters (its bridge's). Panics if the link does not exist.
     pub fn link_stats(&self, n: usize) -> BridgeStats {
         self.with_link(n, Bridge::stats)
