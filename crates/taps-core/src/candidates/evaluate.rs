@@ -242,8 +242,13 @@ pub(super) fn evaluate_facts(set: &PropertySet, facts: &[(Name, Value)]) -> Eval
             // No local binding: interface and local address are the OS's choice.
             continue;
         }
-        let admitted = mine.iter().any(|v| entry.value.admits(v));
         let negative = matches!(entry.value, Value::Not(_));
+        // A candidate has several facts of one name (an interface's name and kind): a
+        // wanted value needs one of them, an unwanted one (`not`) must match none.
+        let admitted = match negative {
+            false => mine.iter().any(|v| entry.value.admits(v)),
+            true => mine.iter().all(|v| entry.value.admits(v)),
+        };
         match (entry.precedence, admitted) {
             (Precedence::Required, false) => tally.violations.push(Violation::NotAdmitted {
                 name,
