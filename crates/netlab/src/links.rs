@@ -223,3 +223,35 @@ impl Drop for LinkSchedule {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_link_has_its_own_subnet_device_and_table() {
+        assert_eq!(client_v4(0), Ipv4Addr::new(198, 51, 100, 2));
+        assert_eq!(client_v4(1), Ipv4Addr::new(198, 51, 100, 66));
+        assert_eq!(client_v6(2).to_string(), "2001:db8:c:2::2");
+        let c1 = client_script(1);
+        assert!(
+            c1.contains("rule add from 198.51.100.66 table 101 prio 101"),
+            "{c1}"
+        );
+        assert!(
+            c1.contains("route add 0.0.0.0/0 dev nltun1 src 198.51.100.66 table 101"),
+            "{c1}"
+        );
+        assert!(
+            !client_script(0).contains("table"),
+            "link 0 keeps the main table"
+        );
+        let s1 = server_script(1);
+        assert!(s1.contains("route add 198.51.100.64/26 dev nltun1"), "{s1}");
+        assert!(s1.contains("address add 192.0.2.201/32 dev nltun1"), "{s1}");
+        assert_eq!(
+            client_rule_v6(1).join(" "),
+            "-6 rule add from 2001:db8:c:1::2 table 101 prio 101"
+        );
+    }
+}

@@ -747,4 +747,26 @@ mod tests {
             Verdict::Release(later + Duration::from_millis(10))
         );
     }
+
+    #[test]
+    fn queue_bound_in_packets() {
+        // 1 Mbit/s, at most 3 packets waiting or on the wire.
+        let rule: Rule = "rate=1mbit,queue=3pkt".parse().unwrap();
+        assert_eq!(rule.effect.queue_packets, Some(3));
+        let mut s = Shaper::new(Direction::ToServer, vec![rule], 1);
+        let now = Instant::now();
+        let p = info([192, 0, 2, 11], 80);
+        for _ in 0..3 {
+            assert!(matches!(s.decide(Some(&p), 1250, now), Verdict::Release(_)));
+        }
+        assert_eq!(s.decide(Some(&p), 1250, now), Verdict::QueueFull);
+        // 10 ms later the first one has left: room for one more.
+        let later = now + Duration::from_millis(10);
+        assert_eq!(
+            s.decide(Some(&p), 1250, later),
+            Verdict::Release(now + Duration::from_millis(40))
+        );
+        assert_eq!(s.decide(Some(&p), 1250, later), Verdict::QueueFull);
+        assert!("rate=1mbit,queue=xpkt".parse::<Rule>().is_err());
+    }
 }

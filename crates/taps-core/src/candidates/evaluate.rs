@@ -56,9 +56,10 @@ pub(super) fn evaluate_stack(set: &PropertySet, stack: Stack, relax_defaults: bo
     }
     if stack.protocol == Protocol::Mptcp {
         multipath(&mut tally, set);
-    } else if let Some(e) = set.get(&Name::Multipath).filter(|e| {
-        e.precedence == Precedence::Required && e.value.as_str() == Some("active")
-    }) {
+    } else if let Some(e) = set
+        .get(&Name::Multipath)
+        .filter(|e| e.precedence == Precedence::Required && e.value.as_str() == Some("active"))
+    {
         // Required active multipath rules out every single-path stack.
         tally.violations.push(Violation::NotAdmitted {
             name: Name::Multipath,

@@ -60,7 +60,11 @@ fn required_multipath_rules_out_single_path_stacks() {
         r#"{"transport":{"value":"UDP","precedence":2},"multipath":{"value":"active","precedence":2}}"#,
     )
     .unwrap_err();
-    assert!(e.to_string().contains("multipath requires active, candidate is UDP"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("multipath requires active, candidate is UDP"),
+        "{e}"
+    );
     let plan = plan_json(r#"{"multipath":{"value":"active","precedence":2}}"#).unwrap();
     assert_eq!(protocols(&plan), [Protocol::Mptcp]);
 }

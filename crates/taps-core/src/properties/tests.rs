@@ -376,5 +376,8 @@ fn multipath_policy_words_and_default() {
     );
     let e = policy(r#"{"multipathPolicy": "fastest"}"#).unwrap_err();
     assert!(e.to_string().contains("multipathPolicy"), "{e}");
-    assert!(e.to_string().contains("handover, interactive, aggregate"), "{e}");
+    assert!(
+        e.to_string().contains("handover, interactive, aggregate"),
+        "{e}"
+    );
 }
