@@ -173,7 +173,17 @@ pub(super) fn mptcp_handover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<
     two_paths(lab, out, Policy::Handover)?;
     let schedule = lab.schedule_links(vec![LinkEvent::down(CUT_AT, 0)]);
     let started = Instant::now();
-    let (bytes, p, _) = transfer(lab, ctx, out, Policy::Handover)?;
+    let link1_start = lab.link_stats(1).to_server.bytes;
+    // What the backup path carried just before the cut (sampled 100 ms before it).
+    let (result, link1_before_cut) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            std::thread::sleep(CUT_AT - Duration::from_millis(100));
+            lab.link_stats(1).to_server.bytes - link1_start
+        });
+        let r = transfer(lab, ctx, out, Policy::Handover);
+        (r, sampler.join().unwrap_or(u64::MAX))
+    });
+    let (bytes, p, _) = result?;
     let applied = schedule.applied();
     let cut = applied
         .first()
@@ -197,6 +207,12 @@ pub(super) fn mptcp_handover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<
         format!(
             "both paths carried data: link 0 {} bytes before it died (bound >= 1 MB), link 1 {} bytes after (bound >= 5 MB)",
             bytes[0], bytes[1]
+        ),
+    );
+    out.check(
+        link1_before_cut < 100_000,
+        format!(
+            "handover: the backup path (link 1) carried {link1_before_cut} bytes until 100 ms before the cut (bound < 100 kB: subflow set-up and acks, no data)"
         ),
     );
     out.check(
