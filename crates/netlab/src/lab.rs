@@ -69,7 +69,7 @@ pub const HTTPS_RR_PORT: u16 = 8443;
 /// The TCP port of the MPTCP sink: an MPTCP listener on the server's IPv4 addresses
 /// (every one, including each link's own) that reads like the TCP sink and records into
 /// the same list. Plain TCP clients are served too (MPTCP falls back).
-pub const MPTCP_PORT: u16 = 8080;
+pub const MPTCP_PORT: u16 = 8090;
 /// The client's IPv4 address.
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 /// The client's IPv6 address.
