@@ -59,7 +59,7 @@ fn two_paths(lab: &Lab, out: &mut Outcome, policy: Policy) -> Result<(), String>
     // Loss-based congestion control keeps the bridge's queues full, so a bridge thread
     // held off the CPU (2 cores shared with other work) costs no link time; BBR keeps
     // the queues nearly empty and loses every such gap.
-    set_sysctl(lab, "net.ipv4.tcp_congestion_control", CONGESTION_CONTROL)?;
+    set_sysctl(lab, "net/ipv4/tcp_congestion_control", CONGESTION_CONTROL)?;
     out.say(format!(
         "  links: 2 (nltun0 198.51.100.2, nltun1 198.51.100.66), each 10 Mbit/s, 10 ms each way, queue {QUEUE_PACKETS} packets; client congestion control {CONGESTION_CONTROL}; path manager: {}",
         mptcp::client_script(policy, 2).trim().replace('\n', "; ")
@@ -67,20 +67,19 @@ fn two_paths(lab: &Lab, out: &mut Outcome, policy: Policy) -> Result<(), String>
     Ok(())
 }
 
-/// Sets sysctl `key` to `value` in the client namespace (a per-namespace sysctl), with
-/// `sysctl -w` under `ip netns exec` (which mounts the namespace's own /proc/sys/net).
+/// Writes `value` to `/proc/sys/<key>` from a thread in the client namespace (a
+/// per-namespace sysctl: /proc/sys/net follows the writer's namespace). No `sysctl`
+/// binary needed.
 fn set_sysctl(lab: &Lab, key: &str, value: &str) -> Result<(), String> {
-    let mut cmd = lab.client().command("sysctl");
-    cmd.args(["-q", "-w", &format!("{key}={value}")]);
-    let out = lab
-        .run_child(cmd, Duration::from_secs(5))
-        .map_err(|e| format!("cannot run sysctl: {e}"))?;
-    match out.status {
-        Some(s) if s.success() => Ok(()),
-        _ => Err(format!(
-            "cannot set {key}={value} in the client namespace: {}",
-            out.stderr.trim()
-        )),
+    let path = format!("/proc/sys/{key}");
+    let now = lab
+        .client()
+        .run(|| std::fs::write(&path, value).and_then(|()| std::fs::read_to_string(&path)))
+        .and_then(|r| r)
+        .map_err(|e| format!("cannot set {key} to {value} in the client namespace: {e}"))?;
+    match now.trim() == value {
+        true => Ok(()),
+        false => Err(format!("{key} reads {now:?} after writing {value:?}")),
     }
 }
 
