@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -67,6 +67,35 @@ struct Shared {
     /// Generation (bumped on each change) and the rules.
     rules: Mutex<(u64, Vec<Rule>)>,
     counters: [Counters; 2],
+    /// The link is cut: every packet, read or queued, is dropped (counted as
+    /// blackholed), as on a dead path. Cleared to bring it back.
+    down: AtomicBool,
+}
+
+/// A handle that cuts or restores one bridge's link from any thread (a link schedule).
+/// Cloning shares the bridge's state; costs one atomic store per change.
+#[derive(Clone)]
+pub struct LinkSwitch(Arc<Shared>);
+
+impl std::fmt::Debug for LinkSwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkSwitch")
+            .field("up", &self.is_up())
+            .finish()
+    }
+}
+
+impl LinkSwitch {
+    /// Cuts the link (`false`: every packet dropped silently, both ways, including those
+    /// already queued) or restores it (`true`).
+    pub fn set_up(&self, up: bool) {
+        self.0.down.store(!up, Ordering::Relaxed);
+    }
+
+    /// Whether the link passes packets.
+    pub fn is_up(&self) -> bool {
+        !self.0.down.load(Ordering::Relaxed)
+    }
 }
 
 /// A running bridge between two TUN devices. Stops (and closes both devices) on drop.
@@ -100,6 +129,7 @@ impl Bridge {
         let shared = Arc::new(Shared {
             rules: Mutex::new((0, Vec::new())),
             counters: Default::default(),
+            down: AtomicBool::new(false),
         });
         let client = Arc::new(client);
         let server = Arc::new(server);
@@ -128,6 +158,16 @@ impl Bridge {
         let mut r = self.shared.rules.lock().unwrap_or_else(|e| e.into_inner());
         r.0 += 1;
         r.1 = rules;
+    }
+
+    /// A handle to cut and restore this bridge's link (see [`LinkSwitch`]).
+    pub fn switch(&self) -> LinkSwitch {
+        LinkSwitch(self.shared.clone())
+    }
+
+    /// Cuts the link (`false`) or restores it (`true`); see [`LinkSwitch::set_up`].
+    pub fn set_up(&self, up: bool) {
+        self.switch().set_up(up);
     }
 
     /// The current rules.
@@ -253,6 +293,10 @@ fn pump(
                     }
                     let pkt = &buf[..n as usize];
                     counters.received.fetch_add(1, Ordering::Relaxed);
+                    if shared.down.load(Ordering::Relaxed) {
+                        counters.blackholed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     let info = packet::parse(pkt);
                     let now = Instant::now();
                     match shaper.decide(info.as_ref(), pkt.len(), now) {
@@ -295,9 +339,14 @@ fn pump(
             }
         }
         let now = Instant::now();
-        while heap.peek().is_some_and(|q| q.0.at <= now) {
+        let down = shared.down.load(Ordering::Relaxed);
+        while heap.peek().is_some_and(|q| q.0.at <= now || down) {
             let q = heap.pop().expect("peeked").0;
-            write_out(output, &q.data, counters);
+            if down {
+                counters.blackholed.fetch_add(1, Ordering::Relaxed);
+            } else {
+                write_out(output, &q.data, counters);
+            }
         }
     }
 }

@@ -24,8 +24,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::bridge::{Bridge, BridgeStats};
+use crate::bridge::{Bridge, BridgeStats, LinkSwitch};
 use crate::dns::DnsServer;
+use crate::links::{self, LinkEvent, LinkSchedule, MAX_LINKS};
 use crate::netns::{self, Captured, Netns};
 use crate::rules::{Match, Rule};
 use crate::sctp_server::SctpServer;
@@ -65,6 +66,10 @@ pub const HTTPS_RR_HOST: &str = "rh";
 /// The port https-rr's HTTPS record names and its secure server listens on (the
 /// origin's port, [`TLS_PORT`], serves nothing there).
 pub const HTTPS_RR_PORT: u16 = 8443;
+/// The TCP port of the MPTCP sink: an MPTCP listener on the server's IPv4 addresses
+/// (every one, including each link's own) that reads like the TCP sink and records into
+/// the same list. Plain TCP clients are served too (MPTCP falls back).
+pub const MPTCP_PORT: u16 = 8090;
 /// The client's IPv4 address.
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 /// The client's IPv6 address.
@@ -210,6 +215,9 @@ pub struct Lab {
     dns: Option<DnsServer>,
     runtime: Option<tokio::runtime::Runtime>,
     bridge: Option<Bridge>,
+    /// Links 1 and 2 (index 0 here is link 1), added by [`Lab::add_link`].
+    extra: std::sync::Mutex<Vec<Bridge>>,
+    seed: u64,
     torn_down: bool,
 }
 
@@ -251,7 +259,7 @@ impl Lab {
         let server = Netns::create(id, format!("{base}s"))?;
         let ctun = client.run(|| tun::create(TUN_NAME))??;
         let stun = server.run(|| tun::create(TUN_NAME))??;
-        client.ip_batch(&client_script())?;
+        client.ip_batch(&links::client_script(0))?;
         server.ip_batch(&server_script())?;
         let bridge = Bridge::start(ctun, stun, opts.seed)?;
 
@@ -271,7 +279,12 @@ impl Lab {
             let sink = std::net::TcpListener::bind((Ipv6Addr::UNSPECIFIED, SERVICE_PORT))?;
             // The TLS port of the stuck address: TCP accepted, TLS never answered.
             let stuck = std::net::TcpListener::bind((tls_stuck_addr(), TLS_PORT))?;
-            Ok((udp, tcp, vec![sink, stuck]))
+            let mut sinks = vec![sink, stuck];
+            // A kernel without MPTCP has no MPTCP sink; the MPTCP scenarios say so.
+            if let Ok(l) = crate::mptcp::listener((Ipv4Addr::UNSPECIFIED, MPTCP_PORT).into()) {
+                sinks.push(l);
+            }
+            Ok((udp, tcp, sinks))
         })??;
         let (dns, sink) = {
             let _enter = runtime.enter();
@@ -303,6 +316,8 @@ impl Lab {
             dns: Some(dns),
             runtime: Some(runtime),
             bridge: Some(bridge),
+            extra: std::sync::Mutex::new(Vec::new()),
+            seed: opts.seed,
             torn_down: false,
         };
         lab.set_rules(Vec::new());
@@ -363,6 +378,89 @@ impl Lab {
         self.bridge().set_rules(all);
     }
 
+    /// Adds the next link (1, then 2; see [`crate::links`]): a TUN device in each
+    /// namespace, addresses, routes and a bridge of its own with no rules (everything
+    /// passes). Returns its number. Fails past [`MAX_LINKS`].
+    pub fn add_link(&self) -> io::Result<usize> {
+        let mut extra = crate::sink::lock(&self.extra);
+        let n = extra.len() + 1;
+        if n >= MAX_LINKS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a lab has at most {MAX_LINKS} links"),
+            ));
+        }
+        let dev = links::device(n);
+        let ctun = self.client.run(|| tun::create(&dev))??;
+        let stun = self.server.run(|| tun::create(&dev))??;
+        self.client.ip_batch(&links::client_script(n))?;
+        let rule = links::client_rule_v6(n);
+        self.client
+            .ip(&rule.iter().map(String::as_str).collect::<Vec<_>>())?;
+        self.server.ip_batch(&links::server_script(n))?;
+        let bridge = Bridge::start(ctun, stun, self.seed.wrapping_add(n as u64))?;
+        extra.push(bridge);
+        drop(extra);
+        self.set_link_rules(n, Vec::new());
+        Ok(n)
+    }
+
+    /// How many links the lab has (1 + those added).
+    pub fn link_count(&self) -> usize {
+        1 + crate::sink::lock(&self.extra).len()
+    }
+
+    fn with_link<R>(&self, n: usize, f: impl FnOnce(&Bridge) -> R) -> R {
+        if n == 0 {
+            return f(self.bridge());
+        }
+        let extra = crate::sink::lock(&self.extra);
+        f(extra.get(n - 1).unwrap_or_else(|| panic!("no link {n}")))
+    }
+
+    /// Sets link `n`'s rules, like [`Lab::set_rules`] (the dead zone addresses stay
+    /// blackholed first). Panics if the link does not exist.
+    pub fn set_link_rules(&self, n: usize, rules: Vec<Rule>) {
+        let mut all: Vec<Rule> = ZONE_RECORDS
+            .iter()
+            .filter(|r| !r.live)
+            .map(|r| Rule::new(Match::host(r.addr)).blackhole())
+            .collect();
+        all.extend(rules);
+        self.with_link(n, |b| b.set_rules(all));
+    }
+
+    /// Link `n`'s rules (as its bridge holds them, the dead addresses' blackholes
+    /// first). Panics if the link does not exist.
+    pub fn link_rules(&self, n: usize) -> Vec<Rule> {
+        self.with_link(n, Bridge::rules)
+    }
+
+    /// Link `n`'s counters (its bridge's). Panics if the link does not exist.
+    pub fn link_stats(&self, n: usize) -> BridgeStats {
+        self.with_link(n, Bridge::stats)
+    }
+
+    /// Cuts link `n` (`false`: every packet dropped silently, a dead path; the devices,
+    /// addresses and routes stay) or restores it.
+    pub fn set_link_up(&self, n: usize, up: bool) {
+        self.with_link(n, |b| b.set_up(up));
+    }
+
+    /// A handle to cut and restore link `n` from another thread.
+    pub fn link_switch(&self, n: usize) -> LinkSwitch {
+        self.with_link(n, Bridge::switch)
+    }
+
+    /// Applies `events` (link cuts and restores) at their times from now, on a thread;
+    /// the returned schedule says when each was applied.
+    pub fn schedule_links(&self, events: Vec<LinkEvent>) -> LinkSchedule {
+        let switches = (0..self.link_count())
+            .map(|n| self.link_switch(n))
+            .collect();
+        LinkSchedule::start(switches, events)
+    }
+
     /// The lab's number (children registered under it are killed by its teardown).
     pub(crate) fn id(&self) -> u64 {
         self.id
@@ -400,6 +498,9 @@ impl Lab {
         if let Some(mut b) = self.bridge.take() {
             b.stop();
         }
+        for mut b in crate::sink::lock(&self.extra).drain(..) {
+            b.stop();
+        }
         netns::teardown_lab(self.id)
     }
 }
@@ -410,16 +511,6 @@ impl Drop for Lab {
             eprintln!("netlab: teardown: {p}");
         }
     }
-}
-
-fn client_script() -> String {
-    format!(
-        "link set {TUN_NAME} up\n\
-         address add {CLIENT_V4}/32 dev {TUN_NAME}\n\
-         address add {CLIENT_V6}/128 dev {TUN_NAME} nodad\n\
-         route add 0.0.0.0/0 dev {TUN_NAME} src {CLIENT_V4}\n\
-         route add ::/0 dev {TUN_NAME} src {CLIENT_V6}\n"
-    )
 }
 
 fn server_script() -> String {

@@ -28,6 +28,8 @@
 pub mod bridge;
 pub mod dns;
 pub mod lab;
+pub mod links;
+pub mod mptcp;
 pub mod netns;
 pub mod packet;
 pub mod probe;
@@ -39,13 +41,14 @@ pub mod taps;
 pub mod tls_server;
 pub mod tun;
 
-pub use bridge::{Bridge, BridgeStats, DirStats};
+pub use bridge::{Bridge, BridgeStats, DirStats, LinkSwitch};
 pub use dns::{DnsServer, RecordType};
 pub use lab::{
     addresses, fqdn, is_dead, Lab, LabOptions, ZoneRecord, BAD_CERT_HOST, QUIC_BLOCKED_HOST,
     QUIC_HOST, SCTP_HOST, SCTP_UDP_PORT, SERVICE_PORT, TLS_PORT, TLS_STUCK_HOST, ZONE,
     ZONE_RECORDS,
 };
+pub use links::{LinkEvent, LinkSchedule};
 pub use netns::{cleanup_stale, leftovers, teardown_all, unsupported_reason, Netns};
 pub use packet::Proto;
 pub use rules::{Direction, Effect, Match, Rule};

@@ -52,6 +52,18 @@ enum Command {
         /// Seed for the bridge's loss and jitter.
         #[arg(long)]
         seed: Option<u64>,
+        /// How many links between client and server (1..=3; links 1 and 2 are
+        /// nltun1/nltun2, 198.51.100.66/.130; see docs/netlab.md).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
+        links: u8,
+        /// A rule for one extra link (repeatable), `N:SPEC`, e.g. `1:rate=10mbit,delay=10ms`
+        /// (`--rule` sets link 0's).
+        #[arg(long = "link-rule", value_name = "N:SPEC")]
+        link_rules: Vec<String>,
+        /// The MPTCP path manager for a multipath policy: handover, interactive or
+        /// aggregate (endpoints for the extra links, limits in both namespaces).
+        #[arg(long, value_name = "POLICY")]
+        mptcp: Option<String>,
     },
     /// Remove namespaces left by netlab processes that were killed (SIGKILL).
     Cleanup,
@@ -160,7 +172,15 @@ fn main() -> ExitCode {
             rules,
             dns_delays,
             seed,
-        } => match up(&rules, &dns_delays, seed) {
+            links,
+            link_rules,
+            mptcp,
+        } => match up(&rules, &dns_delays, seed)
+            .and_then(|lab| {
+                extra_links(&lab, links.into(), &link_rules, mptcp.as_deref()).map(|_| lab)
+            })
+            .and_then(wait_for_signal)
+        {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("netlab: {e}");
@@ -214,7 +234,7 @@ fn run(names: Vec<String>, cib: Option<PathBuf>, seed: Option<u64>) -> ExitCode 
     }
 }
 
-fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result<(), String> {
+fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result<Lab, String> {
     need_support()?;
     let rules = rule_specs
         .iter()
@@ -298,6 +318,68 @@ fn up(rule_specs: &[String], dns_delays: &[String], seed: Option<u64>) -> Result
         lab.dns_addr(),
         lab::SCTP_UDP_PORT
     );
+    Ok(lab)
+}
+
+/// Adds links 1.. up to `links`, sets their rules (`N:SPEC`) and the MPTCP path
+/// manager for `mptcp` (a policy word), and says what it did.
+fn extra_links(
+    lab: &Lab,
+    links: usize,
+    link_rules: &[String],
+    mptcp: Option<&str>,
+) -> Result<(), String> {
+    let mut per_link: Vec<Vec<Rule>> = vec![Vec::new(); links];
+    for spec in link_rules {
+        let (n, rule) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("--link-rule {spec:?}: expected N:SPEC"))?;
+        let n: usize = match n.parse() {
+            Ok(n) if (1..links).contains(&n) => n,
+            _ => {
+                return Err(format!(
+                    "--link-rule {spec:?}: no link {n:?} (--links {links})"
+                ))
+            }
+        };
+        per_link[n].push(
+            rule.parse()
+                .map_err(|e| format!("--link-rule {spec:?}: {e}"))?,
+        );
+    }
+    for (n, rules) in per_link.into_iter().enumerate().skip(1) {
+        lab.add_link()
+            .map_err(|e| format!("cannot add link {n}: {e}"))?;
+        let shown = format!("{rules:?}");
+        lab.set_link_rules(n, rules);
+        println!(
+            "link {n}: client {} {} and {}, server's own address {} (rules: {shown})",
+            netlab::links::device(n),
+            netlab::links::client_v4(n),
+            netlab::links::client_v6(n),
+            netlab::links::server_addr_v4(n),
+        );
+    }
+    if let Some(word) = mptcp {
+        let policy = netlab::mptcp::Policy::parse(word).ok_or_else(|| {
+            format!("--mptcp {word:?}: expected handover, interactive or aggregate")
+        })?;
+        netlab::mptcp::configure(lab.client(), lab.server(), policy, links)
+            .map_err(|e| format!("cannot set the MPTCP path manager: {e}"))?;
+        println!(
+            "MPTCP path manager ({}): {}; MPTCP sink on port {} of every server IPv4 address",
+            policy.as_str(),
+            netlab::mptcp::client_script(policy, links)
+                .trim()
+                .replace('\n', "; "),
+            lab::MPTCP_PORT
+        );
+    }
+    Ok(())
+}
+
+/// Keeps the lab until a signal tears everything down.
+fn wait_for_signal(_lab: Lab) -> Result<(), String> {
     println!("Ctrl-C tears everything down.");
     loop {
         std::thread::sleep(Duration::from_secs(3600));

@@ -157,6 +157,10 @@ pub struct Effect {
     pub rate_bps: Option<u64>,
     /// When queueing for the rate limit would exceed this, the packet is dropped.
     pub queue_limit: Duration,
+    /// When this many packets already wait for the rate limit (or are being sent), the
+    /// packet is dropped: a router queue of that many packets. `None`: only
+    /// [`Effect::queue_limit`] bounds the queue.
+    pub queue_packets: Option<u32>,
     /// Drop every packet silently (no ICMP, no RST): a dead path.
     pub blackhole: bool,
     /// Probability of holding a packet back by [`Effect::reorder_by`] beyond its release
@@ -178,6 +182,7 @@ impl Default for Effect {
             loss: 0.0,
             rate_bps: None,
             queue_limit: Duration::from_millis(500),
+            queue_packets: None,
             blackhole: false,
             reorder: 0.0,
             reorder_by: DEFAULT_REORDER_BY,
@@ -230,6 +235,12 @@ impl Rule {
     /// Sets a rate limit in bits per second.
     pub fn rate(mut self, bits_per_second: u64) -> Rule {
         self.effect.rate_bps = Some(bits_per_second.max(1));
+        self
+    }
+
+    /// Bounds the rate limiter's queue to `packets` packets (tail drop).
+    pub fn queue_packets(mut self, packets: u32) -> Rule {
+        self.effect.queue_packets = Some(packets.max(1));
         self
     }
 
@@ -296,10 +307,13 @@ impl Rng {
 }
 
 /// Per-rule scheduling state of one direction.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Lane {
     /// When the rate-limited link is free again.
     link_free: Option<Instant>,
+    /// When each packet in the rate limiter's queue is sent, oldest first (kept only
+    /// with a queue bound in packets).
+    departures: std::collections::VecDeque<Instant>,
     /// The last release time handed out (keeps jittered packets in order).
     last_release: Option<Instant>,
 }
@@ -364,9 +378,20 @@ impl Shaper {
             if start - now > effect.queue_limit {
                 return Verdict::QueueFull;
             }
+            if let Some(max) = effect.queue_packets {
+                while lane.departures.front().is_some_and(|d| *d <= now) {
+                    lane.departures.pop_front();
+                }
+                if lane.departures.len() >= max as usize {
+                    return Verdict::QueueFull;
+                }
+            }
             let tx = Duration::from_nanos((len as u64 * 8).saturating_mul(1_000_000_000) / bps);
             sent = start + tx;
             lane.link_free = Some(sent);
+            if effect.queue_packets.is_some() {
+                lane.departures.push_back(sent);
+            }
         }
         let mut delay = effect.delay;
         if !effect.jitter.is_zero() {
@@ -447,7 +472,7 @@ impl std::str::FromStr for Rule {
     /// `net=2001:db8:5::/48,blackhole`. Keys: `host`, `net`, `proto` (`tcp`, `udp`,
     /// `sctp`, `icmp` or a number; `tcp`/`udp` alone work too), `port`, `dir`
     /// (`to-server`, `to-client`), `delay` (one way), `rtt`, `jitter`, `loss` (`2%` or
-    /// `0.02`), `rate`, `queue` (rate-limit queue bound), `blackhole`, `reorder` (a
+    /// `0.02`), `rate`, `queue` (rate-limit queue bound: `100ms`, or `50pkt` packets), `blackhole`, `reorder` (a
     /// share, like `loss`), `reorder-by` (how much later, default 10 ms), `dup` (a share
     /// sent twice).
     fn from_str(spec: &str) -> Result<Rule, String> {
@@ -504,7 +529,16 @@ impl std::str::FromStr for Rule {
                 "delay" => rule.effect.delay = parse_duration(need()?)?,
                 "rtt" => rule.effect.delay = parse_duration(need()?)? / 2,
                 "jitter" => rule.effect.jitter = parse_duration(need()?)?,
-                "queue" => rule.effect.queue_limit = parse_duration(need()?)?,
+                "queue" => match need()?.strip_suffix("pkt") {
+                    Some(n) => {
+                        rule = rule.queue_packets(
+                            n.trim()
+                                .parse()
+                                .map_err(|_| format!("bad queue {n:?} (e.g. 50pkt or 100ms)"))?,
+                        )
+                    }
+                    None => rule.effect.queue_limit = parse_duration(value)?,
+                },
                 "loss" => rule = rule.loss(parse_share(key, need()?)?),
                 "reorder" => {
                     rule = rule.reorder(parse_share(key, need()?)?, rule.effect.reorder_by)
@@ -712,5 +746,27 @@ mod tests {
             s.decide(Some(&p), 1250, later),
             Verdict::Release(later + Duration::from_millis(10))
         );
+    }
+
+    #[test]
+    fn queue_bound_in_packets() {
+        // 1 Mbit/s, at most 3 packets waiting or on the wire.
+        let rule: Rule = "rate=1mbit,queue=3pkt".parse().unwrap();
+        assert_eq!(rule.effect.queue_packets, Some(3));
+        let mut s = Shaper::new(Direction::ToServer, vec![rule], 1);
+        let now = Instant::now();
+        let p = info([192, 0, 2, 11], 80);
+        for _ in 0..3 {
+            assert!(matches!(s.decide(Some(&p), 1250, now), Verdict::Release(_)));
+        }
+        assert_eq!(s.decide(Some(&p), 1250, now), Verdict::QueueFull);
+        // 10 ms later the first one has left: room for one more.
+        let later = now + Duration::from_millis(10);
+        assert_eq!(
+            s.decide(Some(&p), 1250, later),
+            Verdict::Release(now + Duration::from_millis(40))
+        );
+        assert_eq!(s.decide(Some(&p), 1250, later), Verdict::QueueFull);
+        assert!("rate=1mbit,queue=xpkt".parse::<Rule>().is_err());
     }
 }

@@ -63,10 +63,27 @@ impl SinkRecord {
     }
 }
 
+/// How the bytes of one TCP (or MPTCP) connection to the sink arrived over time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The client's address (canonical).
+    pub peer: SocketAddr,
+    /// Bytes received.
+    pub bytes: u64,
+    /// The longest time between two reads that brought data (the worst stall the
+    /// application saw), from the first byte to the last.
+    pub max_gap: Duration,
+    /// Bytes received before the longest gap began.
+    pub max_gap_after: u64,
+    /// From the first byte to the last.
+    pub active: Duration,
+}
+
 /// A running sink. Stops when dropped.
 #[derive(Debug)]
 pub struct Sink {
     records: Arc<Mutex<Vec<SinkRecord>>>,
+    progress: Arc<Mutex<Vec<Progress>>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -79,6 +96,7 @@ impl Sink {
         pattern: u8,
     ) -> std::io::Result<Sink> {
         let records = Arc::new(Mutex::new(Vec::new()));
+        let progress = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::with_capacity(listeners.len());
         for listener in listeners {
             listener.set_nonblocking(true)?;
@@ -86,15 +104,25 @@ impl Sink {
             tasks.push(tokio::spawn(accept_loop(
                 listener,
                 pattern,
-                records.clone(),
+                (records.clone(), progress.clone()),
             )));
         }
-        Ok(Sink { records, tasks })
+        Ok(Sink {
+            records,
+            progress,
+            tasks,
+        })
     }
 
     /// Every finished connection so far, in the order they finished.
     pub fn records(&self) -> Vec<SinkRecord> {
         lock(&self.records).clone()
+    }
+
+    /// How each finished TCP connection's bytes arrived (the longest stall), in the
+    /// order they finished.
+    pub fn progress(&self) -> Vec<Progress> {
+        lock(&self.progress).clone()
     }
 
     /// Where other servers of the lab (the SCTP server) add their records.
@@ -105,6 +133,7 @@ impl Sink {
     /// Forgets the records so far.
     pub fn clear(&self) {
         lock(&self.records).clear();
+        lock(&self.progress).clear();
     }
 
     /// Waits up to `limit` until at least `n` connections have finished.
@@ -129,17 +158,13 @@ impl Drop for Sink {
 }
 
 /// Accepts on `listener` until aborted, serving each connection in a task of its own.
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    pattern: u8,
-    records: Arc<Mutex<Vec<SinkRecord>>>,
-) {
+async fn accept_loop(listener: tokio::net::TcpListener, pattern: u8, lists: Lists) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
-                conns.spawn(serve(stream, peer, pattern, records.clone()));
+                conns.spawn(serve(stream, peer, pattern, lists.clone()));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -168,6 +193,25 @@ pub(crate) async fn read_and_check<R: AsyncRead + Unpin>(
     pattern: u8,
     idle: Duration,
 ) -> Checked {
+    read_traced(stream, pattern, idle, &mut Trace::default()).await
+}
+
+/// When data arrived: the first and last read, the longest gap between two.
+#[derive(Debug, Default)]
+struct Trace {
+    first: Option<Instant>,
+    last: Option<Instant>,
+    max_gap: Duration,
+    max_gap_after: u64,
+}
+
+/// [`read_and_check`], noting in `t` when each read brought data.
+async fn read_traced<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    pattern: u8,
+    idle: Duration,
+    t: &mut Trace,
+) -> Checked {
     let mut buf = vec![0u8; 64 * 1024];
     let mut c = Checked::default();
     loop {
@@ -177,6 +221,15 @@ pub(crate) async fn read_and_check<R: AsyncRead + Unpin>(
                 break;
             }
             Ok(Ok(n)) => {
+                let now = Instant::now();
+                if let Some(last) = t.last {
+                    if now - last > t.max_gap {
+                        t.max_gap = now - last;
+                        t.max_gap_after = c.bytes;
+                    }
+                }
+                t.first.get_or_insert(now);
+                t.last = Some(now);
                 c.bytes += n as u64;
                 c.mismatched += buf[..n].iter().filter(|b| **b != pattern).count() as u64;
             }
@@ -186,15 +239,30 @@ pub(crate) async fn read_and_check<R: AsyncRead + Unpin>(
     c
 }
 
+/// The sink's record lists: what each connection brought, and how it arrived.
+type Lists = (Arc<Mutex<Vec<SinkRecord>>>, Arc<Mutex<Vec<Progress>>>);
+
 async fn serve(
     mut stream: tokio::net::TcpStream,
     peer: SocketAddr,
     pattern: u8,
-    records: Arc<Mutex<Vec<SinkRecord>>>,
+    (records, progress): Lists,
 ) {
     let start = Instant::now();
     let local = stream.local_addr().unwrap_or(peer);
-    let c = read_and_check(&mut stream, pattern, IDLE_TIMEOUT).await;
+    let mut t = Trace::default();
+    let c = read_traced(&mut stream, pattern, IDLE_TIMEOUT, &mut t).await;
     let _ = stream.shutdown().await;
+    let active = match (t.first, t.last) {
+        (Some(a), Some(b)) => b - a,
+        _ => Duration::ZERO,
+    };
+    lock(&progress).push(Progress {
+        peer: SocketAddr::new(peer.ip().to_canonical(), peer.port()),
+        bytes: c.bytes,
+        max_gap: t.max_gap,
+        max_gap_after: t.max_gap_after,
+        active,
+    });
     lock(&records).push(SinkRecord::new(Proto::Tcp, peer, local, c, start));
 }

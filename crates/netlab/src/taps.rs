@@ -104,6 +104,8 @@ pub struct Winner {
     /// For a secure stack: the TLS version and cipher suite (`TLSv1_3
     /// TLS13_AES_256_GCM_SHA384`).
     pub security: Option<String>,
+    /// For MPTCP: whether MPTCP is in use (`false`: it fell back to TCP).
+    pub mptcp_active: Option<bool>,
 }
 
 /// One attempt (or skipped candidate) of the race.
@@ -124,6 +126,8 @@ pub struct Attempt {
     /// What the CIB knew about the candidate when the race ranked it (`no history`,
     /// `connected 0 s ago in 50.3 ms`, `failed 0 s ago: ...`).
     pub history: String,
+    /// The local interface the candidate was bound to (`None`: the OS routed it).
+    pub interface: Option<String>,
 }
 
 impl Attempt {
@@ -183,6 +187,8 @@ pub struct RankedCandidate {
     pub remote: String,
     /// What the CIB knows about it (see [`Attempt::history`]).
     pub history: String,
+    /// The local interface it is bound to (`None`: the OS routes it).
+    pub interface: Option<String>,
 }
 
 /// What a `taps connect` process did.
@@ -320,9 +326,18 @@ impl Lab {
                 stack: str_of(c, "stack"),
                 remote: str_of(c, "remote"),
                 history: str_of(c, "history"),
+                interface: interface_of(c),
             })
             .collect())
     }
+}
+
+/// A candidate's `local.interface`, if it is bound to one.
+fn interface_of(c: &Value) -> Option<String> {
+    c.get("local")
+        .and_then(|l| l.get("interface"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 fn str_of(v: &Value, key: &str) -> String {
@@ -339,6 +354,7 @@ fn parse_flow(v: &Value) -> FlowReport {
             .get("security")
             .filter(|s| s.is_object())
             .map(|s| format!("{} {}", str_of(s, "version"), str_of(s, "cipher_suite"))),
+        mptcp_active: w.get("mptcp_active").and_then(Value::as_bool),
     });
     let attempts = v
         .get("attempts")
@@ -358,6 +374,7 @@ fn parse_flow(v: &Value) -> FlowReport {
                 outcome: str_of(a, "outcome"),
                 error: a.get("error").and_then(Value::as_str).map(str::to_string),
                 history: str_of(&cand, "history"),
+                interface: interface_of(&cand),
             }
         })
         .collect();

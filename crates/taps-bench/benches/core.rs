@@ -68,6 +68,7 @@ fn plan_and_gather(c: &mut Criterion) {
     let mut seeded = Cib::default();
     for ip in addrs {
         let key = OutcomeKey {
+            interface: None,
             endpoint: endpoint.clone(),
             stack: Stack::plain(Protocol::Tcp),
             remote: SocketAddr::new(ip, 7400),

@@ -15,6 +15,7 @@ use taps::Context;
 
 fn key(i: u16) -> OutcomeKey {
     OutcomeKey {
+        interface: None,
         endpoint: Arc::from(format!("host{i}.test:443")),
         stack: Stack::new(Protocol::Tcp, Security::None),
         remote: format!("192.0.2.1:{i}").parse().unwrap(),

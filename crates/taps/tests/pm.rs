@@ -87,6 +87,7 @@ async fn refused_races(ctx: &Context, port: u16, n: usize) {
 
 fn refused_key(port: u16) -> OutcomeKey {
     OutcomeKey {
+        interface: None,
         endpoint: Arc::from(format!("127.0.0.1:{port}")),
         stack: Stack::new(Protocol::Tcp, Security::None),
         remote: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -247,6 +248,7 @@ async fn outcomes_reach_the_other_programs() {
     assert_eq!(conn.info().race.as_ref().unwrap().attempts.len(), 2);
     assert!(first.flush_policy_manager(Duration::from_secs(2)).await);
     let key = OutcomeKey {
+        interface: None,
         endpoint: Arc::from(format!("localhost:{port}")),
         stack: Stack::new(Protocol::Tcp, Security::None),
         remote: SocketAddr::from(([127, 0, 0, 1], port)),

@@ -69,8 +69,12 @@ fn show_flow(out: &mut Outcome, label: &str, f: &FlowReport, r: &ConnectReport) 
             .error
             .as_deref()
             .map_or(String::new(), |e| format!(": {e}"));
+        let via = a
+            .interface
+            .as_deref()
+            .map_or(String::new(), |i| format!(" via {i}"));
         out.say(format!(
-            "      attempt {:7.1} -> {end} ms  {} {}{dead}  {}{err}",
+            "      attempt {:7.1} -> {end} ms  {} {}{via}{dead}  {}{err}",
             a.start_ms, a.stack, a.remote, a.outcome
         ));
     }

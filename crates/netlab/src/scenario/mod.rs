@@ -20,8 +20,10 @@ mod faults;
 mod first_contact;
 mod http;
 mod https_rr;
+mod interfaces;
 mod load;
 mod loss;
+mod multipath;
 mod plain_sockets;
 mod pm;
 mod quic;
@@ -218,6 +220,38 @@ const ALL: &[Scenario] = &[
         summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + first DNS 70 + 30, then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
         needs_taps: true,
         body: http::http_rx,
+    },
+    // Several paths: a second link (its own bridge, rules and counters); interface racing.
+    Scenario {
+        name: "iface-dead",
+        summary: "two links, link 0 dead to the servers, RTT 40 ms on link 1: without the interface property the OS route fails; with interface [nltun0, nltun1] link 1 wins within 2 attempt delays + RTT + 50 ms; taps candidates ranks nltun1 first (CIB per interface); #2 via nltun1 within RTT + 20 ms, no nltun0 attempt",
+        needs_taps: true,
+        body: interfaces::iface_dead,
+    },
+    Scenario {
+        name: "iface-slow",
+        summary: "two links, RTT 1500 ms on link 0 and 40 ms on link 1: the fast link wins within 2 attempt delays + RTT + 50 ms; #2 (same CIB) via nltun1 within RTT + 20 ms",
+        needs_taps: true,
+        body: interfaces::iface_slow,
+    },
+    Scenario {
+        name: "iface-prop",
+        summary: "two links, RTT 40 ms each: interface require/prefer nltun1, avoid/prohibit nltun0 each win via nltun1 (require and prohibit never touch nltun0); require nosuch0 fails at once naming the property",
+        needs_taps: true,
+        body: interfaces::iface_prop,
+    },
+    // MPTCP over two links. (its own bridge, rules and counters), MPTCP over both.
+    Scenario {
+        name: "mptcp-aggregate",
+        summary: "MPTCP, multipathPolicy aggregate, two paths of 10 Mbit/s and 10 ms each way: one connection moves 10 MB at >= 18 Mbit/s, each path carrying >= 35% (bridge counters)",
+        needs_taps: true,
+        body: multipath::mptcp_aggregate,
+    },
+    Scenario {
+        name: "mptcp-handover",
+        summary: "MPTCP, multipathPolicy handover (backup subflow), two paths of 10 Mbit/s and 10 ms: the first path dies 2 s into a 10 MB transfer; every byte arrives, the longest stall < 1 s, both paths carried data",
+        needs_taps: true,
+        body: multipath::mptcp_handover,
     },
 ];
 

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 use taps::taps_core::candidates::{Candidate, Security};
+use taps::taps_core::policy::History;
 use taps::taps_core::Family;
 use taps::CandidateListing;
 use taps::{Preconnection, RemoteEndpoint, TransportProperties};
@@ -146,8 +147,20 @@ fn print_text(args: &Args, l: &CandidateListing) {
         for r in c.reasons.iter() {
             println!("        {r}");
         }
-        if c.history != taps::taps_core::policy::History::Unknown {
-            println!("        history: {}", c.history);
+        let via = match &c.local {
+            Some(l) => format!(" over {}", l.interface),
+            None => String::new(),
+        };
+        match &c.history {
+            History::Unknown => {}
+            History::Failed { .. } => println!(
+                "        history{via}: {} (ranked after every candidate whose last attempt did not fail)",
+                c.history
+            ),
+            History::Succeeded { .. } => println!(
+                "        history{via}: {} (ranked first among candidates of equal score, stack and interface)",
+                c.history
+            ),
         }
     }
     if !l.gathered.pruned.is_empty() {

@@ -41,9 +41,13 @@ pub(super) fn local_bindings(
             i.kind != InterfaceKind::Loopback && !link_local || *a == remote
         }
     };
+    // Naming interfaces (to use or to avoid) makes one candidate per interface, so an
+    // avoided or prohibited one is not reached through the OS's default route.
     let explicit = [Name::Interface, Name::LocalIps].iter().any(|n| {
-        set.get(n)
-            .is_some_and(|e| e.precedence > Precedence::None && !matches!(e.value, Value::Not(_)))
+        set.get(n).is_some_and(|e| {
+            e.precedence > Precedence::None
+                && (n == &Name::Interface || !matches!(e.value, Value::Not(_)))
+        })
     });
     let mut out = Vec::new();
     for i in interfaces {

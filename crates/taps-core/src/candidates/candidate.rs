@@ -43,6 +43,7 @@ impl Candidate {
             endpoint: endpoint.clone(),
             stack: self.stack,
             remote: self.remote,
+            interface: self.local.as_ref().map(|l| l.interface.clone()),
         }
     }
 }

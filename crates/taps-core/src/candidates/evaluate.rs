@@ -56,6 +56,16 @@ pub(super) fn evaluate_stack(set: &PropertySet, stack: Stack, relax_defaults: bo
     }
     if stack.protocol == Protocol::Mptcp {
         multipath(&mut tally, set);
+    } else if let Some(e) = set
+        .get(&Name::Multipath)
+        .filter(|e| e.precedence == Precedence::Required && e.value.as_str() == Some("active"))
+    {
+        // Required active multipath rules out every single-path stack.
+        tally.violations.push(Violation::NotAdmitted {
+            name: Name::Multipath,
+            wanted: e.value.clone(),
+            fact: format!("{} (one path only)", stack.protocol.as_str()),
+        });
     }
     tally.finish()
 }
@@ -248,8 +258,13 @@ pub(super) fn evaluate_facts(set: &PropertySet, facts: &[(Name, Value)]) -> Eval
             // No local binding: interface and local address are the OS's choice.
             continue;
         }
-        let admitted = mine.iter().any(|v| entry.value.admits(v));
         let negative = matches!(entry.value, Value::Not(_));
+        // A candidate has several facts of one name (an interface's name and kind): a
+        // wanted value needs one of them, an unwanted one (`not`) must match none.
+        let admitted = match negative {
+            false => mine.iter().any(|v| entry.value.admits(v)),
+            true => mine.iter().all(|v| entry.value.admits(v)),
+        };
         match (entry.precedence, admitted) {
             (Precedence::Required, false) => tally.violations.push(Violation::NotAdmitted {
                 name,

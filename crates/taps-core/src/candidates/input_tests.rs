@@ -53,3 +53,18 @@ fn multipath_true_puts_mptcp_first() {
     let plan = plan_json(r#"{"multipath": true}"#).unwrap();
     assert_eq!(plan.stacks()[0].stack.protocol, Protocol::Mptcp);
 }
+
+#[test]
+fn required_multipath_rules_out_single_path_stacks() {
+    let e = plan_json(
+        r#"{"transport":{"value":"UDP","precedence":2},"multipath":{"value":"active","precedence":2}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("multipath requires active, candidate is UDP"),
+        "{e}"
+    );
+    let plan = plan_json(r#"{"multipath":{"value":"active","precedence":2}}"#).unwrap();
+    assert_eq!(protocols(&plan), [Protocol::Mptcp]);
+}

@@ -408,6 +408,7 @@ fn history_moves_failures_back_and_fast_paths_forward() {
     let mut cib = Cib::default();
     let ep = endpoint();
     let key = |a: &str| OutcomeKey {
+        interface: None,
         endpoint: ep.clone(),
         stack: Stack::plain(Protocol::Tcp),
         remote: SocketAddr::new(ip(a), 8080),
@@ -428,6 +429,7 @@ fn history_moves_failures_back_and_fast_paths_forward() {
     for a in ["::1", "127.0.0.1"] {
         cib.record_failure(
             OutcomeKey {
+                interface: None,
                 endpoint: ep.clone(),
                 stack: Stack::plain(Protocol::Sctp),
                 remote: SocketAddr::new(ip(a), 8080),
@@ -666,6 +668,7 @@ mod cib {
 
     fn key(n: u16) -> OutcomeKey {
         OutcomeKey {
+            interface: None,
             endpoint: "h:1".into(),
             stack: Stack::plain(Protocol::Tcp),
             remote: SocketAddr::new(ip("::1"), n),

@@ -42,6 +42,9 @@ pub struct OutcomeKey {
     pub stack: Stack,
     /// The remote address tried.
     pub remote: SocketAddr,
+    /// The local interface the candidate was bound to (`None`: the OS routed it), so a
+    /// path that failed over one link is not held against another.
+    pub interface: Option<Arc<str>>,
 }
 
 /// The last outcome and connect-time samples of one candidate.
@@ -103,6 +106,8 @@ pub struct AttemptRecord {
     pub stack: Stack,
     /// The remote address tried.
     pub remote: SocketAddr,
+    /// The local interface it was bound to, if any.
+    pub interface: Option<Arc<str>>,
     /// When the attempt ended.
     pub at: Instant,
     /// Its connect time, or why it failed.
@@ -234,6 +239,7 @@ impl Cib {
                 endpoint: endpoint.clone(),
                 stack: r.stack,
                 remote: r.remote,
+                interface: r.interface,
             };
             match r.result {
                 Ok(connect_time) => self.record_success(key, connect_time, r.at),
@@ -248,10 +254,9 @@ impl Cib {
     }
 
     fn entry(&mut self, key: OutcomeKey, now: Instant) -> &mut Outcome {
-        let known = self
-            .of(&key.endpoint)
-            .iter()
-            .any(|(k, _)| k.stack == key.stack && k.remote == key.remote);
+        let known = self.of(&key.endpoint).iter().any(|(k, _)| {
+            k.stack == key.stack && k.remote == key.remote && k.interface == key.interface
+        });
         if !known && self.count >= self.config.max_entries {
             self.prune(now);
             if self.count >= self.config.max_entries {
@@ -259,10 +264,9 @@ impl Cib {
             }
         }
         let list = self.outcomes.entry(key.endpoint.clone()).or_default();
-        let i = match list
-            .iter()
-            .position(|(k, _)| k.stack == key.stack && k.remote == key.remote)
-        {
+        let i = match list.iter().position(|(k, _)| {
+            k.stack == key.stack && k.remote == key.remote && k.interface == key.interface
+        }) {
             Some(i) => i,
             None => {
                 list.push((
@@ -320,11 +324,9 @@ impl Cib {
     /// hash lookup of the endpoint and a scan of its few entries; no allocation unless the
     /// last attempt failed (its cause is copied).
     pub fn history(&self, key: &OutcomeKey, now: Instant) -> History {
-        let Some((_, o)) = self
-            .of(&key.endpoint)
-            .iter()
-            .find(|(k, _)| k.stack == key.stack && k.remote == key.remote)
-        else {
+        let Some((_, o)) = self.of(&key.endpoint).iter().find(|(k, _)| {
+            k.stack == key.stack && k.remote == key.remote && k.interface == key.interface
+        }) else {
             return History::Unknown;
         };
         self.history_of(key, o, now)
@@ -401,6 +403,7 @@ impl Cib {
                 protocol: k.stack.protocol.as_str().into(),
                 secure: k.stack.security != Security::None,
                 remote: k.remote,
+                interface: k.interface.as_deref().map(str::to_string),
                 at_unix_ms: wall_ms(o.at),
                 error: o.last.as_ref().err().map(|c| c.to_string()),
                 // Causes that carry only text (handshake, unsupported, other, ...) have no
@@ -461,6 +464,7 @@ impl Cib {
                 endpoint: e.endpoint.into(),
                 stack: stack_of(protocol, e.secure),
                 remote: e.remote,
+                interface: e.interface.map(Into::into),
             };
             let last = match (e.cause, e.error) {
                 (Some(cause), _) => Err(cause),
@@ -528,6 +532,9 @@ pub struct PortableRecord {
     /// The remote address tried.
     #[serde(rename = "r")]
     pub remote: SocketAddr,
+    /// The local interface it was bound to, if any.
+    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
     /// How long before the sending moment the attempt ended, in microseconds.
     #[serde(rename = "a", default)]
     pub age_us: u64,
@@ -550,6 +557,7 @@ impl PortableRecord {
             protocol: r.stack.protocol.as_str().into(),
             secure: r.stack.security != Security::None,
             remote: r.remote,
+            interface: r.interface.as_deref().map(str::to_string),
             age_us: now.saturating_duration_since(r.at).as_micros() as u64,
             connect_us,
             cause,
@@ -568,6 +576,7 @@ impl PortableRecord {
         Some(AttemptRecord {
             stack: stack_of(protocol, self.secure),
             remote: self.remote,
+            interface: self.interface.as_deref().map(Into::into),
             at: now.checked_sub(Duration::from_micros(self.age_us))?,
             result,
         })
@@ -626,6 +635,9 @@ struct Persisted {
     protocol: String,
     secure: bool,
     remote: SocketAddr,
+    /// The local interface the candidate was bound to (absent: the OS routed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interface: Option<String>,
     at_unix_ms: u64,
     /// The cause in words (for people reading the file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -648,6 +660,29 @@ fn is_zero(n: &u32) -> bool {
 mod tests {
     use super::*;
     use crate::net::{InterfaceAddress, InterfaceKind};
+
+    /// Outcomes are kept per interface (in memory and in the file): a path that failed
+    /// over one link is not held against another.
+    #[test]
+    fn outcomes_are_kept_per_interface() {
+        let (t0, wall) = (Instant::now(), SystemTime::now());
+        let on = |i: &str| OutcomeKey {
+            interface: Some(i.into()),
+            ..key(Protocol::Tcp, Security::None)
+        };
+        let mut cib = Cib::default();
+        cib.record_failure(on("wlan0"), AttemptCause::Refused, t0);
+        cib.record_success(on("eth0"), Duration::from_millis(20), t0);
+        let mut loaded = Cib::default();
+        assert_eq!(loaded.load_json(&cib.to_json(t0, wall), t0, wall), Ok(2));
+        let plain = key(Protocol::Tcp, Security::None);
+        for c in [&cib, &loaded] {
+            let h = |k: &OutcomeKey| c.history(k, t0);
+            assert!(matches!(h(&on("wlan0")), History::Failed { .. }));
+            assert!(matches!(h(&on("eth0")), History::Succeeded { .. }));
+            assert_eq!(h(&plain), History::Unknown);
+        }
+    }
 
     /// Regression (fuzz/crashes/cib): a failure whose cause is only text (a file from
     /// before typed causes, a TLS handshake failure) made `to_json` panic.
@@ -680,6 +715,7 @@ mod tests {
             endpoint: "example.test:443".into(),
             stack: Stack::new(protocol, security),
             remote: "192.0.2.1:443".parse().unwrap(),
+            interface: None,
         }
     }
 

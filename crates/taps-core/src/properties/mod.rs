@@ -165,6 +165,19 @@ pub enum Multipath {
     Passive,
 }
 
+/// RFC 9622 `multipathPolicy` (section 6.2.15): how a multipath connection uses its
+/// paths. Linux sets it per network namespace (the MPTCP path manager's endpoints: backup
+/// subflows for handover), not per socket; see docs/netlab.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MultipathPolicy {
+    /// Extra paths only when the first one fails (RFC 9622's default).
+    Handover,
+    /// Several paths, latency first.
+    Interactive,
+    /// Every path at once, throughput first.
+    Aggregate,
+}
+
 /// RFC 9622 `connCapacityProfile`, mapped to DSCP by the I/O side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapacityProfile {
@@ -549,6 +562,8 @@ struct Inner {
 pub struct Compiled {
     /// Multipath mode.
     pub multipath: Multipath,
+    /// Multipath policy (RFC 9622 default: handover).
+    pub multipath_policy: MultipathPolicy,
     /// Capacity profile.
     pub capacity_profile: CapacityProfile,
     /// Explicit DSCP (NEAT `dscp_value`), overriding the profile's.
@@ -584,6 +599,12 @@ impl Compiled {
         let multipath = match entries.get(&Name::Multihoming).map(|e| &e.value) {
             Some(Value::Bool(true)) if multipath == Multipath::Disabled => Multipath::Active,
             _ => multipath,
+        };
+        let multipath_policy = match str_of(Name::MultipathPolicy) {
+            None | Some("handover") => MultipathPolicy::Handover,
+            Some("interactive") => MultipathPolicy::Interactive,
+            Some("aggregate") => MultipathPolicy::Aggregate,
+            Some(_) => unreachable!("validated"),
         };
         let mut capacity_profile = match str_of(Name::CapacityProfile) {
             Some(s) => CapacityProfile::parse(s)
@@ -634,6 +655,7 @@ impl Compiled {
         });
         Ok(Compiled {
             multipath,
+            multipath_policy,
             capacity_profile,
             dscp,
             priority,

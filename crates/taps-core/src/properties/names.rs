@@ -66,6 +66,7 @@ macro_rules! names {
 }
 
 const MULTIPATH_WORDS: &[&str] = &["disabled", "active", "passive"];
+const MULTIPATH_POLICY_WORDS: &[&str] = &["handover", "interactive", "aggregate"];
 const DIRECTION_WORDS: &[&str] = &[
     "bidirectional",
     "unidirectional-send",
@@ -99,6 +100,7 @@ names! {
     Security => "security" ["secure"] NameKind::Service, "Encryption and authentication (TLS, DTLS or QUIC).";
     Verification => "verification" ["verify"] NameKind::Flag, "Verify the peer's certificate (on unless turned off).";
     Multipath => "multipath" [] NameKind::Word(MULTIPATH_WORDS), "Multipath mode.";
+    MultipathPolicy => "multipathPolicy" ["multipath_policy"] NameKind::Word(MULTIPATH_POLICY_WORDS), "Multipath policy (RFC 9622 6.2.15): handover, interactive or aggregate; Linux applies it per network namespace (path manager endpoints).";
     Multihoming => "multihoming" [] NameKind::Flag, "NEAT: use several local addresses (multipath active).";
     Direction => "direction" [] NameKind::Word(DIRECTION_WORDS), "Communication direction.";
     Transport => "transport" ["protocols"] NameKind::Protocols, "NEAT: which transport protocols.";

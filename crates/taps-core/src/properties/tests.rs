@@ -356,3 +356,28 @@ fn abort_establishment_and_keep_alive_timeouts_are_distinct() {
         assert!(err.to_string().contains("seconds"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn multipath_policy_words_and_default() {
+    use super::MultipathPolicy;
+    let policy = |json: &str| {
+        TransportProperties::from_neat_json(json)
+            .and_then(|p| p.compile())
+            .map(|p| p.compiled().multipath_policy)
+    };
+    assert_eq!(policy("{}").unwrap(), MultipathPolicy::Handover);
+    assert_eq!(
+        policy(r#"{"multipathPolicy": "Aggregate"}"#).unwrap(),
+        MultipathPolicy::Aggregate
+    );
+    assert_eq!(
+        policy(r#"{"multipath_policy": "interactive"}"#).unwrap(),
+        MultipathPolicy::Interactive
+    );
+    let e = policy(r#"{"multipathPolicy": "fastest"}"#).unwrap_err();
+    assert!(e.to_string().contains("multipathPolicy"), "{e}");
+    assert!(
+        e.to_string().contains("handover, interactive, aggregate"),
+        "{e}"
+    );
+}

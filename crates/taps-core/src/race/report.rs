@@ -444,6 +444,7 @@ impl RaceReport {
             Some(AttemptRecord {
                 stack: a.candidate.stack,
                 remote: a.candidate.remote,
+                interface: a.candidate.local.as_ref().map(|l| l.interface.clone()),
                 at: ended_at,
                 result,
             })

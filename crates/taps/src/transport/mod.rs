@@ -384,7 +384,8 @@ fn bind_local(socket: &Socket, l: &LocalBinding) -> Result<(), AttemptError> {
             e.kind(),
             format!("binding to {} ({}): {e}", l.addr, l.interface),
         ))
-    })
+    })?;
+    options::bind_device(socket, &l.interface)
 }
 
 /// Whether `stream` runs MPTCP: `None` for a plain TCP socket (including a plain TCP

@@ -191,6 +191,28 @@ impl SocketOptions {
     }
 }
 
+/// Pins a socket bound to a candidate's local address to that address's interface
+/// (`SO_BINDTODEVICE`), so the attempt leaves through that link even where the routing
+/// table would send the address elsewhere. MPTCP sockets are left unpinned (the option
+/// would hold every subflow on the first link). Best effort: a kernel or sandbox that
+/// refuses it (EPERM without `CAP_NET_RAW` before Linux 5.7) leaves the address binding
+/// alone to choose the path. Cost: one `setsockopt` (and one `getsockopt`).
+pub(crate) fn bind_device(s: &Socket, interface: &str) -> Result<(), AttemptError> {
+    if sys::get_int(s, libc::SOL_SOCKET, libc::SO_PROTOCOL).ok() == Some(sys::IPPROTO_MPTCP) {
+        return Ok(());
+    }
+    match s.bind_device(Some(interface.as_bytes())) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            tracing::debug!(
+                "not pinned to {interface} (SO_BINDTODEVICE: {e}); bound by address only"
+            );
+            Ok(())
+        }
+        Err(e) => Err(context(e, &format!("binding to interface {interface}"))),
+    }
+}
+
 /// Whether the kernel says this socket type lacks the option.
 fn not_supported(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT))
