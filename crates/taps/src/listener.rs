@@ -261,8 +261,12 @@ impl Binder {
         let backlog = self.limits.backlog.min(i32::MAX as u32) as i32;
         match transport::listen_tcp_backlog(addr, mptcp, &self.opts, backlog) {
             Ok(l) => {
-                self.bound.push((stack, l.local_addr()?));
-                let task = accept_stream(l, self.security.clone(), self.accepting());
+                let bound = l.local_addr()?;
+                self.bound.push((stack, bound));
+                // Bound to one address, every accepted socket's local address is this one:
+                // no getsockname per connection.
+                let local = (!bound.ip().is_unspecified()).then_some(bound);
+                let task = accept_stream(l, local, mptcp, self.security.clone(), self.accepting());
                 self.tasks.push(tokio::spawn(task));
             }
             Err(e) => self.miss(stack, addr, e),
@@ -414,6 +418,13 @@ struct Accepting {
 impl Accepting {
     /// Waits for a free connection slot; `None` when the listener is gone.
     async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        if self.tx.is_closed() {
+            return None;
+        }
+        // Under the limit (the usual case): no waiter registered on the channel.
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            return Some(permit);
+        }
         tokio::select! {
             permit = self.slots.clone().acquire_owned() => permit.ok(),
             _ = self.tx.closed() => None,
@@ -447,9 +458,14 @@ fn out_of_resources(e: &io::Error) -> bool {
 /// of its own (a slow or silent client holds up no one; one that takes longer than the
 /// handshake timeout is dropped) and only a finished handshake is handed on; a failed
 /// one is logged and dropped. Out of file descriptors, it reports the error once and
-/// pauses instead of spinning.
+/// pauses instead of spinning. `local` is the listener's address when it is not a
+/// wildcard (then no accepted socket is asked for it); only an MPTCP listener (`mptcp`)
+/// asks each accepted socket which protocol it runs. Cost per plain TCP connection:
+/// accept4, TCP_NODELAY, getsockname only on a wildcard listener, a channel send.
 async fn accept_stream(
     listener: TcpListener,
+    local: Option<SocketAddr>,
+    mptcp: bool,
     security: Option<Arc<ServerSecurity>>,
     acc: Accepting,
 ) {
@@ -474,15 +490,19 @@ async fn accept_stream(
             }
         };
         let _ = stream.set_nodelay(true);
-        let mptcp = transport::is_mptcp(&stream);
+        // A plain TCP listener hands out plain TCP sockets only.
+        let mptcp = if mptcp {
+            transport::is_mptcp(&stream)
+        } else {
+            None
+        };
         let protocol = if mptcp == Some(true) {
             Protocol::Mptcp
         } else {
             Protocol::Tcp
         };
         let Some(security) = &security else {
-            let io = Io::Stream(Stream::Plain(stream));
-            let conn = Connection::new(io, Stack::plain(protocol), mptcp, None, None);
+            let conn = Connection::accepted(stream, Stack::plain(protocol), mptcp, local, peer);
             if !acc.hand_on(conn, slot).await {
                 return;
             }
