@@ -185,10 +185,7 @@ async fn flow(pre: &Preconnection, payload: Payload, wants: Wants) -> FlowResult
         replies: Vec::new(),
         elapsed: Duration::ZERO,
     };
-    // Boxed: the race's state lives on the heap only while it runs, so each flow's task
-    // (alive until the peer closes) does not carry the race's size for its whole life
-    // (1,024 flows: 3.4 KiB each).
-    match Box::pin(pre.initiate()).await {
+    match pre.initiate().await {
         Ok(mut conn) => {
             let race = conn.info().race.as_ref();
             r.total = race.and_then(|rep| rep.total);
