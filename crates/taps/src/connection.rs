@@ -249,7 +249,15 @@ impl Connection {
             None => stream.local_addr()?,
         };
         let io = Io::Stream(Stream::Plain(stream));
-        Ok(Connection::assemble(io, stack, mptcp_active, local, peer, None, None))
+        Ok(Connection::assemble(
+            io,
+            stack,
+            mptcp_active,
+            local,
+            peer,
+            None,
+            None,
+        ))
     }
 
     /// The connection, its addresses known.
