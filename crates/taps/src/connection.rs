@@ -224,7 +224,53 @@ impl Connection {
                 f.shared().association().remote_addr(),
             ),
         };
-        Ok(Connection {
+        Ok(Connection::assemble(
+            io,
+            stack,
+            mptcp_active,
+            local,
+            remote,
+            candidate,
+            race,
+        ))
+    }
+
+    /// A plain stream a listener accepted from `peer`; `local` when the listener knows
+    /// it (bound to one address), else asked for (one `getsockname`).
+    pub(crate) fn accepted(
+        stream: tokio::net::TcpStream,
+        stack: Stack,
+        mptcp_active: Option<bool>,
+        local: Option<SocketAddr>,
+        peer: SocketAddr,
+    ) -> io::Result<Connection> {
+        let local = match local {
+            Some(l) => l,
+            None => stream.local_addr()?,
+        };
+        let io = Io::Stream(Stream::Plain(stream));
+        Ok(Connection::assemble(
+            io,
+            stack,
+            mptcp_active,
+            local,
+            peer,
+            None,
+            None,
+        ))
+    }
+
+    /// The connection, its addresses known.
+    fn assemble(
+        io: Io,
+        stack: Stack,
+        mptcp_active: Option<bool>,
+        local: SocketAddr,
+        remote: SocketAddr,
+        candidate: Option<Candidate>,
+        race: Option<RaceReport>,
+    ) -> Connection {
+        Connection {
             io,
             info: ConnectionInfo {
                 stack,
@@ -240,7 +286,7 @@ impl Connection {
             framing_lost: None,
             write_shut: false,
             _slot: None,
-        })
+        }
     }
 
     /// Holds one of a listener's connection slots until this connection is dropped.

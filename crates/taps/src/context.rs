@@ -41,8 +41,9 @@ struct Inner {
     sctp_udp_port: u16,
     flow_mapping: bool,
     flows: FlowMap,
-    /// TLS sessions for resumption, shared by every preconnection of the context.
-    tls_sessions: Arc<ClientSessionMemoryCache>,
+    /// TLS sessions for resumption, shared by every preconnection of the context; made
+    /// on the first secure race (a context that never runs TLS does not pay for it).
+    tls_sessions: std::sync::OnceLock<Arc<ClientSessionMemoryCache>>,
     /// The UDP socket QUIC attempts and connections share (made on the first one).
     quic: Arc<QuicClientSocket>,
     _watcher: Option<InterfaceWatcher>,
@@ -190,7 +191,7 @@ impl ContextBuilder {
             _ => None,
         };
         let inner = Arc::new(Inner {
-            tls_sessions: Arc::new(ClientSessionMemoryCache::new(TLS_SESSIONS)),
+            tls_sessions: std::sync::OnceLock::new(),
             quic: Arc::default(),
             resolver,
             pib,
@@ -288,9 +289,11 @@ impl Context {
         self.inner.cib.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The TLS session store for resumption.
+    /// The TLS session store for resumption, made on first use.
     pub(crate) fn tls_sessions(&self) -> &Arc<ClientSessionMemoryCache> {
-        &self.inner.tls_sessions
+        self.inner
+            .tls_sessions
+            .get_or_init(|| Arc::new(ClientSessionMemoryCache::new(TLS_SESSIONS)))
     }
 
     /// The context's QUIC client socket.

@@ -1,7 +1,9 @@
 //! [`Listener`]: accepts connections on every stack and family the properties allow,
 //! on one port.
 //!
-//! One task per listening socket feeds accepted connections into a channel. Datagram
+//! One task per listening socket feeds accepted connections into a channel; a listener
+//! whose only socket is plain TCP accepts in [`Listener::accept`] itself (no task hop
+//! per connection, the same limits). Datagram
 //! stacks have no handshake: the first datagram from a new peer address makes a new
 //! connection, and later datagrams from that peer are routed to it; DTLS demultiplexes
 //! the same way and hands a peer's flow on once its handshake is done; when QUIC is allowed
@@ -38,6 +40,10 @@ use tokio::task::JoinHandle;
 
 use taps_core::candidates::{Plan, Security, Stack};
 use taps_core::properties::Protocol;
+
+mod direct;
+
+use direct::{accepted_kind, DirectTcp};
 
 use crate::connection::{Connection, Io, Slot};
 use crate::sctp_flow::{SctpFlow, SharedAssociation};
@@ -103,6 +109,8 @@ impl std::fmt::Display for MissingStack {
 /// A set of listening sockets, one per allowed stack and family.
 pub struct Listener {
     rx: mpsc::Receiver<Result<Connection, Error>>,
+    /// A lone plain TCP socket is accepted from here, in `accept`, without a task.
+    direct: Option<DirectTcp>,
     tasks: Vec<JoinHandle<()>>,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
@@ -129,8 +137,12 @@ impl Drop for Listener {
 
 impl Listener {
     /// The next accepted connection; `None` once every listening socket failed.
+    /// Cancel-safe: a connection is never lost by dropping the future.
     pub async fn accept(&mut self) -> Option<Result<Connection, Error>> {
-        self.rx.recv().await
+        match &mut self.direct {
+            Some(d) => d.accept().await,
+            None => self.rx.recv().await,
+        }
     }
 
     /// What is listening where.
@@ -186,6 +198,7 @@ impl Listener {
             live: Arc::new(AtomicUsize::new(0)),
             limits: limits.clone(),
             tasks: Vec::new(),
+            direct: None,
             bound: Vec::new(),
             missing: Vec::new(),
         };
@@ -229,6 +242,8 @@ struct Binder {
     live: Arc<AtomicUsize>,
     limits: ListenerOptions,
     tasks: Vec<JoinHandle<()>>,
+    /// The first plain TCP socket: accepted from directly if it is the only socket.
+    direct: Option<DirectTcp>,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
 }
@@ -267,9 +282,24 @@ impl Binder {
         let backlog = self.limits.backlog.min(i32::MAX as u32) as i32;
         match transport::listen_tcp_backlog(addr, mptcp, &self.opts, backlog) {
             Ok(l) => {
-                self.bound.push((stack, l.local_addr()?));
-                let task = accept_stream(l, self.security.clone(), self.accepting());
-                self.tasks.push(tokio::spawn(task));
+                let bound = l.local_addr()?;
+                self.bound.push((stack, bound));
+                // Bound to one address, every accepted socket's local address is this one:
+                // no getsockname per connection.
+                let local = (!bound.ip().is_unspecified()).then_some(bound);
+                if self.security.is_none() && self.direct.is_none() {
+                    self.direct = Some(DirectTcp {
+                        listener: l,
+                        local,
+                        mptcp,
+                        acc: self.accepting(),
+                        paused_until: None,
+                    });
+                } else {
+                    let task =
+                        accept_stream(l, local, mptcp, self.security.clone(), self.accepting());
+                    self.tasks.push(tokio::spawn(task));
+                }
             }
             Err(e) => self.miss(stack, addr, e),
         }
@@ -403,10 +433,20 @@ impl Binder {
     /// The listener, or why nothing (or, with `every_stack`, not everything) could
     /// listen. Each missing stack is logged as a warning.
     fn finish(
-        self,
+        mut self,
         plan: &Plan,
         rx: mpsc::Receiver<Result<Connection, Error>>,
     ) -> Result<Listener, Error> {
+        // Accepted from in `Listener::accept` only when nothing else listens; otherwise
+        // in a task feeding the channel like every other socket.
+        let direct = match self.direct.take() {
+            Some(d) if !self.tasks.is_empty() => {
+                let task = accept_stream(d.listener, d.local, d.mptcp, None, d.acc);
+                self.tasks.push(tokio::spawn(task));
+                None
+            }
+            d => d,
+        };
         let missing: Vec<String> = self.missing.iter().map(|m| m.to_string()).collect();
         if self.bound.is_empty() {
             let stacks: Vec<String> = plan
@@ -438,6 +478,7 @@ impl Binder {
         }
         Ok(Listener {
             rx,
+            direct,
             tasks: self.tasks,
             bound: self.bound,
             missing: self.missing,
@@ -459,6 +500,13 @@ struct Accepting {
 impl Accepting {
     /// Waits for a free connection slot; `None` when the listener is gone.
     async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        if self.tx.is_closed() {
+            return None;
+        }
+        // Under the limit (the usual case): no waiter registered on the channel.
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            return Some(permit);
+        }
         tokio::select! {
             permit = self.slots.clone().acquire_owned() => permit.ok(),
             _ = self.tx.closed() => None,
@@ -468,14 +516,21 @@ impl Accepting {
     /// Hands `conn` (holding `slot`) to [`Listener::accept`]; false when the listener
     /// is gone.
     async fn hand_on(&self, conn: io::Result<Connection>, slot: OwnedSemaphorePermit) -> bool {
+        self.tx.send(self.adopt(conn, slot)).await.is_ok()
+    }
+
+    /// `conn` holding `slot`, counted as live.
+    fn adopt(
+        &self,
+        conn: io::Result<Connection>,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<Connection, Error> {
         let live = self.live.clone();
-        let conn = conn
-            .map(|c| {
-                live.fetch_add(1, Ordering::Relaxed);
-                c.with_slot(Slot { permit: slot, live })
-            })
-            .map_err(Error::from);
-        self.tx.send(conn).await.is_ok()
+        conn.map(|c| {
+            live.fetch_add(1, Ordering::Relaxed);
+            c.with_slot(Slot { permit: slot, live })
+        })
+        .map_err(Error::from)
     }
 }
 
@@ -492,9 +547,14 @@ fn out_of_resources(e: &io::Error) -> bool {
 /// of its own (a slow or silent client holds up no one; one that takes longer than the
 /// handshake timeout is dropped) and only a finished handshake is handed on; a failed
 /// one is logged and dropped. Out of file descriptors, it reports the error once and
-/// pauses instead of spinning.
+/// pauses instead of spinning. `local` is the listener's address when it is not a
+/// wildcard (then no accepted socket is asked for it); only an MPTCP listener (`mptcp`)
+/// asks each accepted socket which protocol it runs. Cost per plain TCP connection:
+/// accept4, TCP_NODELAY, getsockname only on a wildcard listener, a channel send.
 async fn accept_stream(
     listener: TcpListener,
+    local: Option<SocketAddr>,
+    mptcp: bool,
     security: Option<Arc<ServerSecurity>>,
     acc: Accepting,
 ) {
@@ -518,16 +578,9 @@ async fn accept_stream(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        let mptcp = transport::is_mptcp(&stream);
-        let protocol = if mptcp == Some(true) {
-            Protocol::Mptcp
-        } else {
-            Protocol::Tcp
-        };
+        let (mptcp, protocol) = accepted_kind(&stream, mptcp);
         let Some(security) = &security else {
-            let io = Io::Stream(Stream::Plain(stream));
-            let conn = Connection::new(io, Stack::plain(protocol), mptcp, None, None);
+            let conn = Connection::accepted(stream, Stack::plain(protocol), mptcp, local, peer);
             if !acc.hand_on(conn, slot).await {
                 return;
             }

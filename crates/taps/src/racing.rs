@@ -132,7 +132,7 @@ async fn run_race(input: RaceInput<'_>) -> Result<Won, Error> {
         race: Race::new(config, start),
         resolution,
         service: None,
-        answered: Vec::new(),
+        answered: [false; 2],
         early: Vec::new(),
         addresses_done: false,
         dns_done: false,
@@ -143,6 +143,7 @@ async fn run_race(input: RaceInput<'_>) -> Result<Won, Error> {
         any_address: false,
         milestones: Milestones::for_plan(input.plan),
         interfaces: input.ctx.interface_changes(),
+        watching: false,
         spans: Vec::new(),
         input,
     };
@@ -190,7 +191,8 @@ struct Driver<'a> {
     /// What the HTTPS records said (port, hints), once they answered.
     service: Option<ServiceInfo>,
     /// The families whose A/AAAA answer came (hints stand in for the others).
-    answered: Vec<Family>,
+    /// Indexed by [`family_index`] (no allocation per race).
+    answered: [bool; 2],
     /// Address answers that came while the HTTPS answer was outstanding.
     early: Vec<(Family, Vec<IpAddr>)>,
     /// Every address lookup answered.
@@ -211,6 +213,10 @@ struct Driver<'a> {
     milestones: Milestones,
     /// The interface list as the context's watcher sees it change, if it has one.
     interfaces: Option<tokio::sync::watch::Receiver<Arc<Vec<Interface>>>>,
+    /// Whether an attempt that an interface change can fail was started: only then is
+    /// the watcher polled (polling registers a waiter on a channel every race shares; a
+    /// change made before is still seen, the receiver compares versions).
+    watching: bool,
     /// The live attempts' spans, only while a subscriber listens (empty otherwise).
     spans: Vec<(AttemptId, Span)>,
 }
@@ -268,7 +274,9 @@ impl Driver<'_> {
                 (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
                     Wake::Attempt(id, r)
                 }
-                Some(list) = interfaces_changed(&mut self.interfaces) => Wake::Interfaces(list),
+                Some(list) = interfaces_changed(&mut self.interfaces), if self.watching => {
+                    Wake::Interfaces(list)
+                }
                 _ = &mut timer, if armed.is_some() => {
                     // Fired: re-armed above if the race still has a deadline.
                     armed = None;
@@ -299,6 +307,8 @@ impl Driver<'_> {
 
     /// Starts connecting `candidate` as attempt `id` (polled from the next wake-up on).
     fn start_attempt(&mut self, id: AttemptId, candidate: Candidate) {
+        // A loopback remote can always be reached (see `can_leave`).
+        self.watching |= !candidate.remote.ip().is_loopback();
         let opts = self.input.opts.clone();
         let security = self.input.security.clone();
         let milestones = self.milestones.tx.clone();
@@ -387,7 +397,7 @@ impl Driver<'_> {
     /// One family's DNS answer: its candidates join the race (scored once per answer
     /// and preconnection, see `Preconnection`), or its failure is kept for the error.
     fn on_dns_answer(&mut self, answer: DnsAnswer, now: Instant) {
-        self.answered.push(answer.family);
+        self.answered[family_index(answer.family)] = true;
         match answer.result {
             Ok(addrs) => {
                 tracing::debug!(family = %answer.family, addresses = ?addrs, "DNS answer");
@@ -480,7 +490,7 @@ impl Driver<'_> {
         };
         for family in [Family::V6, Family::V4] {
             let hints = info.hints(family);
-            if !hints.is_empty() && !self.answered.contains(&family) {
+            if !hints.is_empty() && !self.answered[family_index(family)] {
                 self.add_addresses(family, &hints, DnsSource::Hint, now);
             }
         }
@@ -541,6 +551,11 @@ impl Driver<'_> {
         }
         err.into()
     }
+}
+
+/// `family`'s slot in [`Driver::answered`].
+fn family_index(family: Family) -> usize {
+    usize::from(family == Family::V4)
 }
 
 /// Removes and returns the entry for `id`.

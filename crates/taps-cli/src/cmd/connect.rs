@@ -153,7 +153,7 @@ enum Winner {
     Json(Value),
     /// Text: the line `connected: STACK LOCAL -> REMOTE` and the security summary.
     Text {
-        stack: String,
+        stack: taps::taps_core::candidates::Stack,
         local: std::net::SocketAddr,
         remote: std::net::SocketAddr,
         security: Option<String>,
@@ -306,7 +306,7 @@ fn winner_json(conn: &Connection) -> Value {
 fn winner_text(conn: &Connection) -> Winner {
     let i = conn.info();
     Winner::Text {
-        stack: i.stack.to_string(),
+        stack: i.stack,
         local: i.local,
         remote: i.remote,
         security: i.security.as_ref().map(|s| {

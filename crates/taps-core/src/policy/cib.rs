@@ -56,6 +56,9 @@ pub struct Outcome {
     pub last: Result<(), AttemptCause>,
     /// Recent connect times of successful attempts, newest last.
     pub rtt_samples: Vec<Duration>,
+    /// The median of `rtt_samples` (zero without samples), computed when a sample is
+    /// added so that ranking, which reads it for every race, does not sort them again.
+    pub rtt_median: Duration,
     /// Failures in a row since the last success (QUIC's backoff doubles with them).
     pub failures: u32,
 }
@@ -200,6 +203,7 @@ impl Cib {
             o.rtt_samples.remove(0);
         }
         o.rtt_samples.push(connect_time);
+        o.rtt_median = median(&o.rtt_samples);
     }
 
     /// Records a failed attempt.
@@ -275,6 +279,7 @@ impl Cib {
                         at: now,
                         last: Ok(()),
                         rtt_samples: Vec::new(),
+                        rtt_median: Duration::ZERO,
                         failures: 0,
                     },
                 ));
@@ -343,7 +348,7 @@ impl Cib {
                 age,
             },
             Ok(()) => History::Succeeded {
-                rtt: median(&o.rtt_samples),
+                rtt: o.rtt_median,
                 age,
             },
         }
@@ -359,7 +364,7 @@ impl Cib {
         self.of(endpoint)
             .iter()
             .filter(move |(_, o)| o.last.is_ok() && now.saturating_duration_since(o.at) < lifetime)
-            .map(|(k, o)| (median(&o.rtt_samples), k.remote))
+            .map(|(k, o)| (o.rtt_median, k.remote))
     }
 
     /// The lowest median connect time known to any address of `endpoint` (used to derive
@@ -476,6 +481,7 @@ impl Cib {
                 at,
                 last,
                 rtt_samples: Vec::new(),
+                rtt_median: Duration::ZERO,
                 failures: e.failures,
             };
             if age >= outcome_lifetime(self.config.lifetime, &key, &probe) {
@@ -490,6 +496,7 @@ impl Cib {
                 .take(RTT_SAMPLES)
                 .map(Duration::from_micros)
                 .collect();
+            o.rtt_median = median(&o.rtt_samples);
             loaded += 1;
         }
         Ok(loaded)
