@@ -75,6 +75,12 @@ pub struct SctpOptions {
     /// Heartbeat interval in ms on idle paths (SCTP_PEER_ADDR_PARAMS `spp_hbinterval`).
     /// 0: usrsctp's default, 30 s.
     pub heartbeat_interval_ms: u32,
+    /// SCTP path MTU in bytes (SCTP_PEER_ADDR_PARAMS `spp_pathmtu`: the packet without its
+    /// 12-byte common header; 512..=65492). `None` (default): the kernel's route to the
+    /// peer decides (IP_MTU of the client's connected UDP socket; for a listener, of the
+    /// route to each accepted peer), e.g. 65492 on loopback and 1460 on an IPv4 path of
+    /// MTU 1500. Set it for peers that cannot read datagrams that large.
+    pub path_mtu: Option<u32>,
     /// Listeners: established associations usrsctp queues for
     /// [`SctpListener::accept`](crate::SctpListener::accept) (`listen` backlog). Default 1024.
     pub backlog: u32,
@@ -96,6 +102,7 @@ impl Default for SctpOptions {
             rto_max_ms: 0,
             max_retransmits: 0,
             heartbeat_interval_ms: 0,
+            path_mtu: None,
             backlog: 1024,
         }
     }
@@ -104,8 +111,14 @@ impl Default for SctpOptions {
 impl SctpOptions {
     /// Applies these options to a usrsctp socket: SCTP_INITMSG when `listening_or_new`, the
     /// buffer sizes if set, receive info, explicit EOR, NODELAY, the four notifications we
-    /// handle and the scheduler if set. About ten setsockopts.
-    pub(crate) fn apply(&self, sock: &Sock, listening_or_new: bool) -> Result<()> {
+    /// handle, the path MTU `mtu` (if given) and the scheduler if set. About ten
+    /// setsockopts.
+    pub(crate) fn apply(
+        &self,
+        sock: &Sock,
+        listening_or_new: bool,
+        mtu: Option<u32>,
+    ) -> Result<()> {
         let opts = self;
         if listening_or_new {
             let init = ffi::sctp_initmsg {
@@ -148,7 +161,7 @@ impl SctpOptions {
             };
             sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
         }
-        opts.apply_failure_detection(sock)?;
+        opts.apply_path_params(sock, mtu)?;
         if let Some(s) = opts.scheduler {
             let v = ffi::sctp_assoc_value {
                 assoc_id: ffi::SCTP_FUTURE_ASSOC,
@@ -164,9 +177,10 @@ impl SctpOptions {
         Ok(())
     }
 
-    /// Applies the RTO bound, the retransmission limit and the heartbeat interval for
-    /// future associations of `sock` (one setsockopt for each that is set).
-    fn apply_failure_detection(&self, sock: &Sock) -> Result<()> {
+    /// Applies the RTO bound, the retransmission limit, the heartbeat interval and the path
+    /// MTU `mtu` for future associations of `sock` (one setsockopt for each group that is
+    /// set).
+    fn apply_path_params(&self, sock: &Sock, mtu: Option<u32>) -> Result<()> {
         if self.rto_max_ms > 0 {
             let rto = ffi::sctp_rtoinfo {
                 srto_assoc_id: ffi::SCTP_FUTURE_ASSOC,
@@ -190,13 +204,18 @@ impl SctpOptions {
                 "SCTP_ASSOCINFO",
             )?;
         }
-        if self.max_retransmits > 0 || self.heartbeat_interval_ms > 0 {
+        let mtu = self.path_mtu.or(mtu);
+        if self.max_retransmits > 0 || self.heartbeat_interval_ms > 0 || mtu.is_some() {
             let mut p = ffi::sctp_paddrparams::zeroed();
             p.spp_assoc_id = ffi::SCTP_FUTURE_ASSOC;
             p.spp_pathmaxrxt = self.max_retransmits;
             if self.heartbeat_interval_ms > 0 {
                 p.spp_hbinterval = self.heartbeat_interval_ms;
                 p.spp_flags = ffi::SPP_HB_ENABLE;
+            }
+            if let Some(m) = mtu {
+                p.spp_pathmtu = m.clamp(MIN_PATH_MTU, crate::udp::MAX_SCTP_MTU);
+                p.spp_flags |= ffi::SPP_PMTUD_DISABLE;
             }
             sock.setopt(
                 ffi::IPPROTO_SCTP,
@@ -207,6 +226,27 @@ impl SctpOptions {
         }
         Ok(())
     }
+}
+
+/// usrsctp's smallest path MTU (`SCTP_SMALLEST_PMTU`).
+const MIN_PATH_MTU: u32 = 512;
+
+/// Lowers the path MTU of `sock`'s (established) association to `mtu` unless
+/// [`SctpOptions::path_mtu`] fixes it. One setsockopt.
+pub(crate) fn lower_path_mtu(sock: &Sock, opts: &SctpOptions, mtu: u32) -> Result<()> {
+    if opts.path_mtu.is_some() {
+        return Ok(());
+    }
+    let mut p = ffi::sctp_paddrparams::zeroed();
+    p.spp_assoc_id = ffi::SCTP_FUTURE_ASSOC;
+    p.spp_pathmtu = mtu.clamp(MIN_PATH_MTU, crate::udp::MAX_SCTP_MTU);
+    p.spp_flags = ffi::SPP_PMTUD_DISABLE;
+    sock.setopt(
+        ffi::IPPROTO_SCTP,
+        ffi::SCTP_PEER_ADDR_PARAMS,
+        &p,
+        "SCTP_PEER_ADDR_PARAMS",
+    )
 }
 
 /// usrsctp's default initial RTO in ms (`sctp_rto_initial_default`).

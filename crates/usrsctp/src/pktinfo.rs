@@ -195,3 +195,27 @@ pub(crate) fn send_from(
         Ok(n as usize)
     }
 }
+
+/// The kernel's path MTU (IP_MTU / IPV6_MTU: the route's MTU, lowered by what path MTU
+/// discovery learned) towards the peer of a *connected* UDP socket of family `v6`. One
+/// getsockopt; `None` if the kernel does not say.
+pub(crate) fn connected_path_mtu(sock: &impl AsFd, v6: bool) -> Option<u32> {
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    };
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: valid fd; `v` is a writable c_int of `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_fd().as_raw_fd(),
+            level,
+            name,
+            &mut v as *mut libc::c_int as *mut c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && v > 0).then_some(v as u32)
+}

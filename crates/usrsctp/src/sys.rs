@@ -65,12 +65,29 @@ const TIMER_IDLE_PARK: Duration = Duration::from_secs(10);
 /// usrsctp's own timer thread ticks every 10 ms; we do the same.
 const TICK: Duration = Duration::from_millis(10);
 
+/// The process-wide usrsctp defaults (see `docs/sctp.md` for the measurements behind them).
+fn tuning() -> ffi::Tuning {
+    ffi::Tuning {
+        send_space: 1024 * 1024,
+        recv_space: 1024 * 1024,
+        rto_min_ms: 1000,
+        rto_initial_ms: 3000,
+        congestion_control: ffi::SCTP_CC_RFC2581,
+        initial_cwnd: 3,
+        max_burst: 4,
+        sack_delay_ms: 200,
+    }
+}
+
 pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| Global {
-        lib: ffi::Usrsctp::init(ffi::Hooks {
-            output: conn_output,
-            upcall,
-        }),
+        lib: ffi::Usrsctp::init(
+            ffi::Hooks {
+                output: conn_output,
+                upcall,
+            },
+            tuning(),
+        ),
         routes: Mutex::new(HashMap::new()),
         wakers: RwLock::new(HashMap::new()),
         next_id: AtomicUsize::new(1),
