@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdp};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::pktinfo::{connected_path_mtu, enable_pktinfo, recv_with_dst};
+use crate::pktinfo::{connected_path_mtu, enable_gro, enable_pktinfo, recv_with_dst, Received};
 use crate::sys::{conninput, global, lock, ConnAddr, Route};
 
 /// The shared server sockets of this process by bound address. Weak: the listeners and
@@ -133,6 +133,10 @@ pub(crate) fn has_chunk(pkt: &[u8], ty: u8) -> bool {
     false
 }
 
+/// Whether our UDP sockets take coalesced datagrams (UDP GRO; cleared when the kernel
+/// refuses it). Without GRO every socket reads one datagram per `recv`.
+static GRO: AtomicBool = AtomicBool::new(true);
+
 /// Counts a UDP socket we own while its reader task lives.
 pub(crate) struct UdpCount;
 impl UdpCount {
@@ -155,6 +159,9 @@ fn new_udp(bind: SocketAddr) -> Result<Socket> {
     s.set_nonblocking(true)
         .map_err(|e| Error::udp("set_nonblocking", e))?;
     s.bind(&bind.into()).map_err(|e| Error::udp("bind", e))?;
+    if GRO.load(Ordering::Relaxed) && !enable_gro(&s) {
+        GRO.store(false, Ordering::Relaxed);
+    }
     Ok(s)
 }
 
@@ -260,13 +267,14 @@ impl ClientLink {
                 // it is borrowed; `Ok(true)`: the batch was full, let other tasks run.
                 let drained = with_recv_buf(|buf| {
                     for _ in 0..READ_BATCH {
-                        let n = sock.try_recv(buf)?;
-                        let pkt = &buf[..n];
-                        if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
-                            seen_init_ack = true;
-                            events.init_ack();
+                        let got = sock.try_io(Interest::READABLE, || recv_with_dst(&sock, buf))?;
+                        for pkt in got.datagrams(buf) {
+                            if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
+                                seen_init_ack = true;
+                                events.init_ack();
+                            }
+                            conninput(id, pkt);
                         }
-                        conninput(id, pkt);
                     }
                     Ok::<bool, io::Error>(true)
                 });
@@ -442,22 +450,16 @@ async fn shared_reader(
     loop {
         tokio::select! {
             r = recv(&sock, pktinfo, &mut buf) => match r {
-                Ok((n, from, dst)) => {
-                    let pkt = &buf[..n];
-                    if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
-                        conninput(id, pkt);
-                    }
+                Ok(got) => {
+                    input(&table, &send, &got, &buf);
                     // Drain what else is queued without a trip through the scheduler (under
                     // a burst of new peers the socket would otherwise overflow); then let
                     // other tasks run.
                     for _ in 0..READ_BATCH {
-                        let Ok((n, from, dst)) = try_recv(&sock, pktinfo, &mut buf) else {
+                        let Ok(got) = try_recv(&sock, pktinfo, &mut buf) else {
                             break;
                         };
-                        let pkt = &buf[..n];
-                        if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
-                            conninput(id, pkt);
-                        }
+                        input(&table, &send, &got, &buf);
                     }
                     tokio::task::yield_now().await;
                 }
@@ -473,33 +475,35 @@ async fn shared_reader(
     }
 }
 
-/// One datagram: with `pktinfo`, `recvmsg` also yielding its destination address; otherwise
-/// plain `recv_from`.
-async fn recv(
-    sock: &UdpSocket,
-    pktinfo: bool,
-    buf: &mut [u8],
-) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
-    if pktinfo {
+/// Hands the datagrams of one read (several with GRO) to usrsctp, each as from its remote's
+/// conn address.
+fn input(table: &Mutex<RemoteTable>, send: &Arc<StdUdp>, got: &Received, buf: &[u8]) {
+    for pkt in got.datagrams(buf) {
+        if let Some(id) = lookup_or_create(table, send, got.from, got.dst, pkt) {
+            conninput(id, pkt);
+        }
+    }
+}
+
+/// One read: with `pktinfo` or GRO, `recvmsg` also yielding the destination address and
+/// segment size; otherwise plain `recv_from`.
+async fn recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
+    if pktinfo || GRO.load(Ordering::Relaxed) {
         sock.async_io(Interest::READABLE, || recv_with_dst(sock, buf))
             .await
     } else {
-        let (n, from) = sock.recv_from(buf).await?;
-        Ok((n, from, None))
+        let (len, from) = sock.recv_from(buf).await?;
+        Ok(Received::one(len, from))
     }
 }
 
 /// [`recv`] without waiting: `WouldBlock` when nothing is queued.
-fn try_recv(
-    sock: &UdpSocket,
-    pktinfo: bool,
-    buf: &mut [u8],
-) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
-    if pktinfo {
+fn try_recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
+    if pktinfo || GRO.load(Ordering::Relaxed) {
         sock.try_io(Interest::READABLE, || recv_with_dst(sock, buf))
     } else {
-        let (n, from) = sock.try_recv_from(buf)?;
-        Ok((n, from, None))
+        let (len, from) = sock.try_recv_from(buf)?;
+        Ok(Received::one(len, from))
     }
 }
 

@@ -21,6 +21,9 @@ pub(crate) struct Hooks {
     /// The socket whose upcall argument is `arg` may have become readable or writable.
     /// Upcalls raised by a call on that same socket from the same thread are not passed on.
     pub(crate) upcall: fn(arg: usize),
+    /// Called when a thread leaves usrsctp (still under the usrsctp lock): the packets
+    /// `output` was given during the call may be sent together now.
+    pub(crate) flush: fn(),
 }
 
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
@@ -64,7 +67,11 @@ pub(super) fn serial<R>(f: impl FnOnce() -> R) -> R {
     let _guard = API.lock().unwrap_or_else(|e| e.into_inner());
     API_HELD.with(|h| h.set(true));
     let _held = Held; // dropped (flag cleared) before the guard unlocks
-    f()
+    let r = f();
+    if let Some(h) = hooks() {
+        (h.flush)();
+    }
+    r
 }
 
 /// Proof that usrsctp is initialised: the library-wide calls are its methods, and a
