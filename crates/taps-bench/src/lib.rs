@@ -57,7 +57,8 @@ pub use process::Launcher;
 pub use worker::worker_main;
 
 use experiments::{
-    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint,
+    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, SpeedPoint,
+    TransferPoint,
 };
 
 /// Which experiment(s) to run.
@@ -129,6 +130,9 @@ pub struct Results {
     pub connect: Vec<ConnectPoint>,
     /// Experiment 2.
     pub transfer: Vec<TransferPoint>,
+    /// With experiment 2: SCTP against TCP through taps, one bulk flow.
+    #[serde(default)]
+    pub sctp_speed: Vec<SpeedPoint>,
     /// Experiment 3.
     pub he: Vec<HePoint>,
     /// Experiment 4.
@@ -221,6 +225,13 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             });
         }
     }
+    let mut sctp_speed = Vec::new();
+    if sel.transfer {
+        phase("sctp-speed".into(), &mut |p| {
+            sctp_speed = experiments::run_sctp_speed(cfg, launcher, p)?;
+            Ok(())
+        });
+    }
     if sel.he {
         phase("he".into(), &mut |p| {
             he = experiments::run_he(cfg, launcher, p)?;
@@ -256,6 +267,7 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         },
         connect,
         transfer,
+        sctp_speed,
         he,
         http,
         secure,

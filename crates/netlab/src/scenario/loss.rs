@@ -29,12 +29,24 @@ fn client_cc(lab: &Lab) -> String {
         .unwrap_or_default()
 }
 
-/// Sets the client namespace's default TCP congestion control to `cc`.
-fn set_client_cc(lab: &Lab, cc: &str) -> Result<(), String> {
-    lab.client()
-        .run(|| std::fs::write(TCP_CC, cc))
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("setting the client's TCP congestion control to {cc}: {e}"))
+/// Sets the TCP congestion control of the client's default routes (route attribute
+/// `congctl`; `None` removes it, so the namespace default applies again). A route's
+/// algorithm needs no `tcp_allowed_congestion_control` entry, unlike a namespace default.
+fn set_route_cc(lab: &Lab, cc: Option<&str>) -> Result<(), String> {
+    let routes = [
+        ("0.0.0.0/0", lab::CLIENT_V4.to_string()),
+        ("::/0", lab::CLIENT_V6.to_string()),
+    ];
+    for (net, src) in &routes {
+        let mut args = vec!["route", "change", net, "dev", lab::TUN_NAME, "src", src];
+        if let Some(cc) = cc {
+            args.extend(["congctl", cc]);
+        }
+        lab.client()
+            .ip(&args)
+            .map_err(|e| format!("setting the congestion control of route {net}: {e}"))?;
+    }
+    Ok(())
 }
 
 pub(super) fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
@@ -55,10 +67,10 @@ pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     c.props = Some(SCTP_ONLY.to_string());
     let sctp = transfer_over_loss(lab, ctx, out, c, "SCTP", Proto::Sctp)?;
     let default_cc = client_cc(lab);
-    out.say("  the same over TCP with CUBIC (client namespace's default set to cubic)");
-    set_client_cc(lab, "cubic")?;
+    out.say("  the same over TCP with CUBIC (the client's routes: congctl cubic)");
+    set_route_cc(lab, Some("cubic"))?;
     let cubic = transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp);
-    set_client_cc(lab, &default_cc)?;
+    set_route_cc(lab, None)?;
     let cubic = cubic?;
     out.say(format!(
         "  the same over TCP with the kernel default ({default_cc})"
