@@ -183,8 +183,7 @@ std::thread_local! {
 /// whatever thread is inside usrsctp (timer thread, a task calling conninput/sendv), under
 /// the usrsctp lock; never calls back into usrsctp. Packets of path-MTU size are collected
 /// and leave together when the thread leaves usrsctp ([`flush`]): one `sendmsg` with UDP GSO
-/// for up to 64 packets of one association instead of a syscall each. A packet too large
-/// to share a send goes out at once.
+/// for up to 64 packets of one association instead of a syscall each.
 fn conn_output(id: usize, pkt: &[u8]) {
     BATCH.with(|b| {
         let mut b = b.borrow_mut();
@@ -197,7 +196,9 @@ fn conn_output(id: usize, pkt: &[u8]) {
         {
             send_batch(&mut b);
         }
-        if pkt.len() > GSO_MAX_BYTES / 2 || !GSO.load(Ordering::Relaxed) {
+        // A packet from a thread that will not flush (usrsctp's iterator thread), too large
+        // to share a send, or on a host without GSO goes out at once.
+        if pkt.len() > GSO_MAX_BYTES / 2 || !GSO.load(Ordering::Relaxed) || !ffi::inside_call() {
             send_packets(id, pkt, None);
             return;
         }

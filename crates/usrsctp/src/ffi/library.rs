@@ -51,6 +51,12 @@ thread_local! {
     static API_HELD: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether this thread is inside a call into usrsctp made through [`serial`] (so the
+/// [`Hooks::flush`] hook runs when it leaves). usrsctp's own iterator thread is not.
+pub(crate) fn inside_call() -> bool {
+    API_HELD.with(|h| h.get())
+}
+
 /// Runs `f` (which calls into usrsctp) under the process-wide usrsctp lock, see [`API`].
 /// Reentrant on the same thread.
 pub(super) fn serial<R>(f: impl FnOnce() -> R) -> R {

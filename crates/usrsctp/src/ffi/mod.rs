@@ -16,5 +16,5 @@ mod library;
 mod socket;
 
 pub(crate) use bindings::*;
-pub(crate) use library::{crc32c_ok, Hooks, Tuning, Usrsctp};
+pub(crate) use library::{crc32c_ok, inside_call, Hooks, Tuning, Usrsctp};
 pub(crate) use socket::{Accepted, Plain, Socket};
