@@ -174,6 +174,19 @@ impl Meta {
     }
 }
 
+/// What `experiment` with `cfg` runs.
+fn selection(experiment: Experiment, cfg: &Config) -> experiments::Selection {
+    experiments::Selection {
+        connect: experiment.includes(Experiment::Connect),
+        transfer: experiment.includes(Experiment::Transfer),
+        he: experiment.includes(Experiment::He),
+        http: experiment.includes(Experiment::Http),
+        secure: experiment.includes(Experiment::Secure),
+        connect_cli: experiment == Experiment::ConnectCli
+            || (experiment == Experiment::All && cfg.cli.is_some()),
+    }
+}
+
 /// Runs `experiment` with `cfg`, starting workers with `launcher`. A phase (one
 /// experiment over one protocol) that fails is recorded in [`Results::unavailable`] and
 /// the run goes on with the next one.
@@ -184,15 +197,7 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
     if cfg.protocols.is_empty() {
         return Err("no protocol to run".into());
     }
-    let sel = experiments::Selection {
-        connect: experiment.includes(Experiment::Connect),
-        transfer: experiment.includes(Experiment::Transfer),
-        he: experiment.includes(Experiment::He),
-        http: experiment.includes(Experiment::Http),
-        secure: experiment.includes(Experiment::Secure),
-        connect_cli: experiment == Experiment::ConnectCli
-            || (experiment == Experiment::All && cfg.cli.is_some()),
-    };
+    let sel = selection(experiment, cfg);
     let total = experiments::planned_trials(cfg, sel);
     let mut progress = Progress::new(cfg.progress && total > 0, total);
     let mut unavailable = Vec::new();

@@ -221,7 +221,7 @@ fn send_batch(b: &mut Batch) {
     if b.count == 0 {
         return;
     }
-    let segment = (b.count > 1).then(|| b.segment as u16);
+    let segment = (b.count > 1).then_some(b.segment as u16);
     send_packets(b.conn, &b.buf, segment);
     b.buf.clear();
     b.count = 0;

@@ -44,3 +44,75 @@ pub(super) fn sctp_speed_goals(r: &Results, planned: bool, g: &mut Vec<Goal>) {
         ),
     ));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::{SpeedPoint, Summary, TransferSide};
+
+    fn side(elapsed: &[f64], cpu: &[f64]) -> TransferSide {
+        TransferSide {
+            elapsed_us: Summary::of(elapsed.to_vec()),
+            total_cpu_us: Summary::of(cpu.to_vec()),
+            ..TransferSide::default()
+        }
+    }
+
+    fn goal_of(tcp: TransferSide, sctp: TransferSide) -> Goal {
+        let mut r = super::super::tests::results();
+        r.sctp_speed.push(SpeedPoint {
+            path: "loopback".into(),
+            bytes: 100_000_000,
+            throughput_ratio: crate::experiments::pairwise(
+                &tcp.elapsed_us,
+                &sctp.elapsed_us,
+                crate::measure::ratio,
+            ),
+            cpu_ratio: 1.0,
+            tcp,
+            sctp,
+        });
+        let mut g = Vec::new();
+        sctp_speed_goals(&r, true, &mut g);
+        assert_eq!(g.len(), 1);
+        g.remove(0)
+    }
+
+    #[test]
+    fn sctp_within_twice_tcp_s_time_is_met() {
+        let g = goal_of(
+            side(&[40.0, 50.0], &[40.0; 2]),
+            side(&[70.0, 90.0], &[90.0; 2]),
+        );
+        assert!(g.met, "{g:?}");
+        let g = goal_of(
+            side(&[40.0, 50.0], &[40.0; 2]),
+            side(&[120.0, 150.0], &[90.0; 2]),
+        );
+        assert!(!g.met, "{g:?}");
+    }
+
+    #[test]
+    fn a_failed_flow_or_a_zero_time_is_not_met() {
+        let mut failed = side(&[50.0, 50.0], &[90.0; 2]);
+        failed.failed = 1;
+        let g = goal_of(side(&[40.0, 50.0], &[40.0; 2]), failed);
+        assert!(!g.met && g.problem.is_some(), "{g:?}");
+        let g = goal_of(
+            side(&[40.0, 50.0], &[40.0; 2]),
+            side(&[0.0, 0.0], &[90.0; 2]),
+        );
+        assert!(!g.met && g.problem.is_some(), "{g:?}");
+    }
+
+    #[test]
+    fn a_planned_comparison_that_is_missing_is_not_met() {
+        let r = super::super::tests::results();
+        let mut g = Vec::new();
+        sctp_speed_goals(&r, true, &mut g);
+        assert!(g.len() == 1 && !g[0].met, "{g:?}");
+        g.clear();
+        sctp_speed_goals(&r, false, &mut g);
+        assert!(g.is_empty());
+    }
+}

@@ -10,7 +10,7 @@ fn s(v: &[f64]) -> Summary {
     Summary::of(v.to_vec())
 }
 
-fn results() -> Results {
+pub(super) fn results() -> Results {
     Results {
         meta: Meta {
             experiment: "test".into(),
