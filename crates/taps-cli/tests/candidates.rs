@@ -186,7 +186,16 @@ fn no_input_makes_it_panic() {
 #[test]
 fn pib_directory_changes_the_ranking() {
     let dir = tempfile::tempdir().unwrap();
-    let before = json_of(&taps(&["candidates", "127.0.0.1", "80", "--json"]));
+    // Asking for multistreaming puts SCTP first; a profile can turn that round.
+    let ms = r#"{"multistreaming": {"value": true, "precedence": 1}}"#;
+    let before = json_of(&taps(&[
+        "candidates",
+        "127.0.0.1",
+        "80",
+        "--props",
+        ms,
+        "--json",
+    ]));
     assert_eq!(listed(&before)[0].0, "SCTP");
     std::fs::write(
         dir.path().join("tcp_first.profile"),
@@ -199,6 +208,8 @@ fn pib_directory_changes_the_ranking() {
         "candidates",
         "127.0.0.1",
         "80",
+        "--props",
+        ms,
         "--pib",
         dir.path().to_str().unwrap(),
         "--json",
@@ -215,6 +226,8 @@ fn pib_directory_changes_the_ranking() {
         "candidates",
         "127.0.0.1",
         "80",
+        "--props",
+        ms,
         "--pib",
         dir.path().to_str().unwrap(),
         "--json",

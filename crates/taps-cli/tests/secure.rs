@@ -338,6 +338,15 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
         );
         return;
     }
+    assert_eq!(
+        openssl_dtls_echo(port, &pki, "from openssl\n"),
+        "from openssl\n"
+    );
+}
+
+/// Sends `line` with `openssl s_client -dtls1_2` (verifying against the test CA) to the
+/// taps DTLS echo on `port` and returns the line that comes back.
+fn openssl_dtls_echo(port: u16, pki: &TestPki, line: &str) -> String {
     let mut client = Killed(
         Command::new("openssl")
             .args(["s_client", "-dtls1_2", "-quiet", "-verify_return_error"])
@@ -351,7 +360,7 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
     );
     // A DTLS record is a message: the echo sends the datagram's bytes back as they came.
     let mut stdin = client.0.stdin.take().unwrap();
-    stdin.write_all(b"from openssl\n").unwrap();
+    stdin.write_all(line.as_bytes()).unwrap();
     let stdout = client.0.stdout.take().unwrap();
     let got = std::thread::spawn(move || {
         let mut line = String::new();
@@ -363,5 +372,63 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
     }
     assert!(got.is_finished(), "no echo from the taps DTLS listener");
     drop(stdin);
-    assert_eq!(got.join().unwrap().unwrap(), "from openssl\n");
+    got.join().unwrap().unwrap()
+}
+
+#[test]
+fn taps_listen_serves_quic_and_dtls_on_one_port() {
+    // DTLS/UDP gives no reliability, order or congestion control, which RFC 9622's
+    // defaults require: a listener for both says it does not need them.
+    const QUIC_OR_DTLS: &str = r#"{"transport":{"value":["QUIC","UDP"],"precedence":2},
+        "security":"require","reliability":"ignore","preserveOrder":"ignore",
+        "congestionControl":"ignore"}"#;
+    const QUIC: &str = r#"{"transport":{"value":"QUIC","precedence":2},"security":"require"}"#;
+    const DTLS: &str = r#"{"transport":{"value":"UDP","precedence":2},"security":"require"}"#;
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let port = free_port();
+    let p = port.to_string();
+    let listener = TapsListener::start(port, &pki, &["--props", QUIC_OR_DTLS]);
+    let mut listening: Vec<String> = (0..2)
+        .map(|_| listener.wait_line("listening:").expect("listener output"))
+        .collect();
+    listening.sort();
+    assert!(
+        listening[0].starts_with("listening: DTLS/UDP on"),
+        "{listening:?}"
+    );
+    assert!(
+        listening[1].starts_with("listening: QUIC on"),
+        "{listening:?}"
+    );
+    let ca = pki.ca.to_str().unwrap();
+    // Alternately, so that each protocol's datagrams arrive while the other's session
+    // lives on the same socket.
+    for (props, stack) in [(QUIC, "QUIC"), (DTLS, "DTLS/UDP"), (QUIC, "QUIC")] {
+        let text = connect_ok(&[
+            "connect",
+            "127.0.0.1",
+            &p,
+            "--props",
+            props,
+            "--ca",
+            ca,
+            "--server-name",
+            "localhost",
+            "--message",
+            "hello",
+        ]);
+        assert!(text.contains(&format!("connected: {stack}")), "{text}");
+        assert!(text.contains("reply: hello"), "{text}");
+    }
+    if !have_openssl() {
+        taps_testkit::skip(
+            "taps_listen_serves_quic_and_dtls_on_one_port",
+            "the openssl s_client -dtls1_2 part (openssl is not installed)",
+        );
+        return;
+    }
+    assert_eq!(
+        openssl_dtls_echo(port, &pki, "dtls beside quic\n"),
+        "dtls beside quic\n"
+    );
 }

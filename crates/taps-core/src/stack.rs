@@ -32,9 +32,9 @@ pub struct Stack {
 impl Stack {
     /// Every stack taps can rank, in tie-break order.
     pub const ALL: [Stack; 11] = [
-        Stack::plain(Protocol::Sctp),
         Stack::plain(Protocol::Tcp),
         Stack::plain(Protocol::Mptcp),
+        Stack::plain(Protocol::Sctp),
         Stack::plain(Protocol::Udp),
         Stack::plain(Protocol::UdpLite),
         Stack::new(Protocol::Quic, Security::QuicTls),

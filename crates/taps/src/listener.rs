@@ -4,7 +4,9 @@
 //! One task per listening socket feeds accepted connections into a channel. Datagram
 //! stacks have no handshake: the first datagram from a new peer address makes a new
 //! connection, and later datagrams from that peer are routed to it; DTLS demultiplexes
-//! the same way and hands a peer's flow on once its handshake is done. SCTP listens on the
+//! the same way and hands a peer's flow on once its handshake is done; when QUIC is allowed
+//! too, both share the UDP port (quinn reads it and passes DTLS datagrams on,
+//! [`crate::security::shared_port`]). SCTP listens on the
 //! same port number (the SCTP port, inside UDP on the context's encapsulation port): an
 //! accepted association is a connection on stream 0, and every further stream the peer
 //! opens (flow mapping) is one more connection. Dropping the listener stops every
@@ -196,15 +198,19 @@ impl Listener {
             if has(Protocol::Sctp) && i == 0 {
                 b.sctp(*addr);
             }
-            if has(Protocol::Quic) {
-                b.quic(*addr)?;
+            // QUIC and DTLS over UDP share the port when both are allowed.
+            let dtls_udp = runnable.contains(&Stack::new(Protocol::Udp, Security::Dtls));
+            match (has(Protocol::Quic), dtls_udp) {
+                (true, true) => b.quic_and_dtls(*addr)?,
+                (true, false) => b.quic(*addr)?,
+                _ => {}
             }
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
                 if runnable.contains(&Stack::plain(p)) {
                     b.datagrams(*addr, p, lite)?;
                 }
-                // After QUIC: when both are allowed, QUIC holds the UDP port.
-                if runnable.contains(&Stack::new(p, Security::Dtls)) {
+                let shared = p == Protocol::Udp && has(Protocol::Quic);
+                if runnable.contains(&Stack::new(p, Security::Dtls)) && !shared {
                     b.dtls(*addr, p, lite)?;
                 }
             }
@@ -314,6 +320,44 @@ impl Binder {
         Ok(())
     }
 
+    /// QUIC and DTLS over UDP on one port ([`crate::security::shared_port`]).
+    fn quic_and_dtls(&mut self, addr: SocketAddr) -> Result<(), Error> {
+        let Some(security) = self.security.clone() else {
+            return Ok(());
+        };
+        let quic = Stack::new(Protocol::Quic, Security::QuicTls);
+        let dtls = Stack::new(Protocol::Udp, Security::Dtls);
+        let server = match security.dtls() {
+            Ok(server) => server,
+            Err(why) => {
+                // An identity DTLS cannot use (RSA) still serves QUIC.
+                self.miss(dtls, addr, why);
+                return self.quic(addr);
+            }
+        };
+        let port = match crate::security::shared_port::listen(addr, security.quic()) {
+            Ok(port) => port,
+            Err(e) => {
+                self.miss(quic, addr, &e);
+                self.miss(dtls, addr, e);
+                return Ok(());
+            }
+        };
+        let local = port.endpoint.local_addr()?;
+        self.bound.push((quic, local));
+        self.bound.push((dtls, local));
+        let accepting = self.accepting();
+        self.tasks
+            .push(tokio::spawn(accept_quic(port.endpoint, accepting)));
+        let (atx, arx) = mpsc::channel((self.limits.backlog as usize).max(1));
+        let inbound = crate::security::dtls::Inbound::Queue(port.dtls_inbound);
+        let serve = crate::security::dtls::serve(port.dtls_socket, inbound, server, atx);
+        self.tasks.push(tokio::spawn(serve));
+        let task = accept_dtls(arx, dtls, self.accepting());
+        self.tasks.push(tokio::spawn(task));
+        Ok(())
+    }
+
     /// UDP or UDP-Lite: one flow per remote endpoint.
     fn datagrams(&mut self, addr: SocketAddr, p: Protocol, lite: bool) -> Result<(), Error> {
         match transport::bind_udp(addr, lite, &self.opts) {
@@ -345,7 +389,8 @@ impl Binder {
             Ok(s) => {
                 self.bound.push((stack, s.local_addr()?));
                 let (atx, arx) = mpsc::channel((self.limits.backlog as usize).max(1));
-                let serve = crate::security::dtls::serve(Arc::new(s), server, atx);
+                let inbound = crate::security::dtls::Inbound::Socket;
+                let serve = crate::security::dtls::serve(Arc::new(s), inbound, server, atx);
                 self.tasks.push(tokio::spawn(serve));
                 let task = accept_dtls(arx, stack, self.accepting());
                 self.tasks.push(tokio::spawn(task));

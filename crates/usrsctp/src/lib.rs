@@ -70,7 +70,8 @@
 //!   Several listeners on *different* SCTP ports share one UDP port.
 //! * Packets of an association are fed to usrsctp in arrival order by one task; a server
 //!   socket is read by one task for all its remotes (no parallelism across peers there).
-//! * One-to-one sockets only; no multihoming (one UDP path per association); DSCP (`tos`)
+//! * One-to-one sockets only; extra paths only through [`SctpPath`] and
+//!   [`Association::add_peer_path`] (docs/sctp.md, Multihoming); DSCP (`tos`)
 //!   and the DF hint from usrsctp are ignored.
 //! * `queued_bytes(stream)` is our own upper-bound accounting (usrsctp has no per-stream
 //!   queue query), see [`Association::queued_bytes`].
@@ -90,19 +91,28 @@
 //! `assoc` the associations, `options`, `stack` and `listener` the entry points.
 
 mod assoc;
+mod cmt;
 mod error;
 mod ffi;
 mod listener;
+mod multihome;
 mod options;
+mod path_events;
 mod pktinfo;
 mod stack;
 mod sys;
 mod udp;
 
 pub use assoc::{Association, Connecting, Message, Progress, StreamHandle};
+pub use cmt::CmtMode;
 pub use error::{Error, Result};
 pub use listener::SctpListener;
+pub use multihome::{
+    multihome_available, set_cmt_global, BufferSplitting, CmtGlobal, FixedPaths, PathEvents,
+    PathInfo, PathParams, PathState, PathStats, PathThresholds, PeerPath, SctpPath,
+};
 pub use options::{Scheduler, SctpOptions};
+pub use path_events::{PathEvent, PathEventKind, PathId};
 pub use stack::{SctpStack, StackStats};
 
 /// The conventional SCTP-over-UDP encapsulation port (RFC 6951). A constant.

@@ -87,6 +87,13 @@ pub struct SctpOptions {
     /// Listeners: established associations usrsctp queues for
     /// [`SctpListener::accept`](crate::SctpListener::accept) (`listen` backlog). Default 1024.
     pub backlog: u32,
+    /// Offer NR-SACK (non-renegable SACKs, `SCTP_NRSACK_SUPPORTED`) in INIT / INIT-ACK; used
+    /// when both ends offer it. Default false. Must be set before the association exists.
+    pub nr_sack: bool,
+    /// Concurrent multipath transfer for this socket's associations (`SCTP_CMT_ON_OFF`);
+    /// `None`: inherit the process-wide sysctl. Modes other than `Off` need the process-wide
+    /// switch first (`set_cmt_global`).
+    pub cmt: Option<crate::cmt::CmtMode>,
 }
 
 impl Default for SctpOptions {
@@ -107,6 +114,8 @@ impl Default for SctpOptions {
             heartbeat_interval_ms: 0,
             path_mtu: None,
             backlog: 1024,
+            nr_sack: false,
+            cmt: None,
         }
     }
 }
@@ -165,6 +174,7 @@ impl SctpOptions {
             sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
         }
         opts.apply_path_params(sock, mtu)?;
+        crate::cmt::apply_options(opts.nr_sack, opts.cmt, sock)?;
         if let Some(s) = opts.scheduler {
             let v = ffi::sctp_assoc_value {
                 assoc_id: ffi::SCTP_FUTURE_ASSOC,

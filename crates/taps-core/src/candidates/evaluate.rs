@@ -66,6 +66,12 @@ fn service(tally: &mut Tally, name: Name, entry: &Entry, stack: Stack, relax_def
     let Some(mut pref) = entry.as_preference() else {
         return;
     };
+    if entry.origin == Origin::Default && name == Name::Multistreaming {
+        // RFC 9622's default Prefer counts only when the application asks for it: a
+        // single flow gains nothing from streams, and SCTP over UDP costs ~4x TCP's setup
+        // CPU and runs bulk transfers slower (README, "Which protocol leads").
+        return;
+    }
     if relax_defaults && entry.origin == Origin::Default {
         pref = relax(tally, name, pref, stack);
     }

@@ -128,7 +128,7 @@ fn defaults_yield_to_an_explicit_protocol() {
 }
 
 #[test]
-fn defaults_rank_sctp_then_tcp_and_exclude_the_rest() {
+fn defaults_rank_tcp_then_sctp_and_exclude_the_rest() {
     let plan = Plan::new(
         &Properties::defaults(),
         Arc::new(Pib::builtin()),
@@ -136,7 +136,7 @@ fn defaults_rank_sctp_then_tcp_and_exclude_the_rest() {
     )
     .unwrap();
     let stacks: Vec<String> = plan.stacks().iter().map(|s| s.stack.to_string()).collect();
-    assert_eq!(stacks, ["SCTP", "TCP"]);
+    assert_eq!(stacks, ["TCP", "SCTP"]);
     let mptcp = plan
         .pruned()
         .iter()
@@ -182,7 +182,7 @@ fn prohibit_and_avoid() {
     let plan = Plan::new(&props, Arc::new(Pib::empty()), &Availability::all()).unwrap();
     assert_eq!(plan.stacks()[0].stack, Stack::plain(Protocol::Tcp));
     assert_eq!(plan.stacks().len(), 1);
-    // Avoiding multistreaming turns the default order round: TCP before SCTP.
+    // Avoiding multistreaming keeps TCP first and scores SCTP down.
     let props = TransportProperties::new()
         .avoid(Name::Multistreaming)
         .compile()
@@ -190,6 +190,26 @@ fn prohibit_and_avoid() {
     let plan = Plan::new(&props, Arc::new(Pib::empty()), &Availability::all()).unwrap();
     let order: Vec<String> = plan.stacks().iter().map(|s| s.stack.to_string()).collect();
     assert_eq!(order, ["TCP", "SCTP"]);
+}
+
+#[test]
+fn sctp_leads_when_the_application_asks_for_what_only_sctp_gives() {
+    let order = |props: TransportProperties| -> Vec<String> {
+        let plan = Plan::new(
+            &props.compile().unwrap(),
+            Arc::new(Pib::empty()),
+            &Availability::all(),
+        )
+        .unwrap();
+        plan.stacks().iter().map(|s| s.stack.to_string()).collect()
+    };
+    // The RFC 9622 default (multistreaming Prefer) alone does not: TCP leads.
+    assert_eq!(order(TransportProperties::new()), ["TCP", "SCTP"]);
+    // Asked for by the application, it does.
+    let ms = TransportProperties::new().prefer(Name::Multistreaming);
+    assert_eq!(order(ms), ["SCTP", "TCP"]);
+    let msg = TransportProperties::new().prefer(Name::PreserveMsgBoundaries);
+    assert_eq!(order(msg)[0], "SCTP");
 }
 
 #[test]
@@ -432,7 +452,7 @@ fn history_moves_failures_back_and_fast_paths_forward() {
 #[test]
 fn unavailable_stacks_are_ranked_and_marked() {
     let props = Properties::defaults();
-    let avail = Availability::all().without(Stack::plain(Protocol::Sctp), "not built");
+    let avail = Availability::all().without(Stack::plain(Protocol::Tcp), "not built");
     let plan = Plan::new(&props, Arc::new(Pib::empty()), &avail).unwrap();
     let g = plan.gather(
         &endpoint(),
@@ -471,13 +491,13 @@ mod pib {
         let plan = Plan::new(&props, Arc::new(pib), &Availability::all()).unwrap();
         let order: Vec<String> = plan.stacks().iter().map(|s| s.stack.to_string()).collect();
         assert_eq!(order, ["TCP", "SCTP"]);
-        // Without the match, the default order stands.
-        let plan = Plan::new(
-            &Properties::defaults(),
-            Arc::new(Pib::empty()),
-            &Availability::all(),
-        )
-        .unwrap();
+        // Without the match, the default order stands (SCTP first only when asked for
+        // multistreaming).
+        let props = TransportProperties::new()
+            .prefer(Name::Multistreaming)
+            .compile()
+            .unwrap();
+        let plan = Plan::new(&props, Arc::new(Pib::empty()), &Availability::all()).unwrap();
         assert_eq!(plan.stacks()[0].stack.protocol, Protocol::Sctp);
     }
 

@@ -282,6 +282,15 @@ impl DtlsServer {
 /// An accepted session: its flow and what its handshake agreed on.
 pub(crate) type Accepted = (DtlsFlow, SecurityInfo);
 
+/// Where a DTLS listener's datagrams come from.
+pub(crate) enum Inbound {
+    /// It reads its socket itself.
+    Socket,
+    /// Another reader of the socket hands them on (QUIC on the same port,
+    /// [`super::shared_port`]).
+    Queue(mpsc::Receiver<super::shared_port::Datagram>),
+}
+
 /// Serves DTLS on `socket`: datagrams are demultiplexed by peer address; a handshake
 /// record from a new peer starts a session (a task of its own), handed to `accepted`
 /// once its handshake is done; a failed handshake is logged and forgotten. Runs until
@@ -289,18 +298,27 @@ pub(crate) type Accepted = (DtlsFlow, SecurityInfo);
 /// when they next wait for a datagram).
 pub(crate) async fn serve(
     socket: Arc<UdpSocket>,
+    mut inbound: Inbound,
     server: Arc<DtlsServer>,
     accepted: mpsc::Sender<Accepted>,
 ) {
     let mut peers: HashMap<SocketAddr, mpsc::Sender<Vec<u8>>> = HashMap::new();
-    let mut buf = vec![0u8; 65536];
+    let mut buf = match inbound {
+        Inbound::Socket => vec![0u8; 65536],
+        Inbound::Queue(_) => Vec::new(),
+    };
     let mut prune_at = 64;
     loop {
-        let (n, peer) = match socket.recv_from(&mut buf).await {
-            Ok(x) => x,
-            Err(_) => continue, // ICMP errors from earlier sends; keep serving
+        let (mut datagram, peer) = match &mut inbound {
+            Inbound::Socket => match socket.recv_from(&mut buf).await {
+                Ok((n, peer)) => (buf[..n].to_vec(), peer),
+                Err(_) => continue, // ICMP errors from earlier sends; keep serving
+            },
+            Inbound::Queue(rx) => match rx.recv().await {
+                Some(d) => d,
+                None => return, // the QUIC endpoint reading the socket is gone
+            },
         };
-        let mut datagram = buf[..n].to_vec();
         if let Some(session) = peers.get(&peer) {
             match session.try_send(datagram) {
                 Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,

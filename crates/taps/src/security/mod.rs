@@ -22,6 +22,7 @@ mod failure;
 mod files;
 pub(crate) mod quic;
 mod server;
+pub(crate) mod shared_port;
 
 pub(crate) use client::ClientSecurity;
 pub(crate) use dtls::DtlsFlow;

@@ -65,6 +65,16 @@ pub(crate) fn transport() -> Arc<quinn::TransportConfig> {
 /// A QUIC server endpoint on `addr` (UDP; an IPv6 socket takes IPv6 only, so the
 /// unspecified addresses of both families can each have one).
 pub(crate) fn listen(addr: SocketAddr, config: quinn::ServerConfig) -> io::Result<Endpoint> {
+    Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        bind_server_socket(addr)?,
+        Arc::new(quinn::TokioRuntime),
+    )
+}
+
+/// A listener's UDP socket on `addr` (an IPv6 one takes IPv6 only).
+pub(crate) fn bind_server_socket(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::DGRAM,
@@ -74,12 +84,7 @@ pub(crate) fn listen(addr: SocketAddr, config: quinn::ServerConfig) -> io::Resul
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
-    Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(config),
-        socket.into(),
-        Arc::new(quinn::TokioRuntime),
-    )
+    Ok(socket.into())
 }
 
 impl QuicClientSocket {

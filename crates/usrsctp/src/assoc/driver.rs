@@ -50,6 +50,7 @@ impl AssocShared {
                 }
             }
             ffi::SCTP_SENDER_DRY_EVENT => self.on_sender_dry(),
+            ffi::SCTP_PEER_ADDR_CHANGE => crate::path_events::on_peer_addr_change(&self.sock, n),
             ffi::SCTP_STREAM_RESET_EVENT => {
                 let Some(flags) = u16_at(2) else { return };
                 if flags & ffi::SCTP_STREAM_RESET_INCOMING_SSN == 0 {

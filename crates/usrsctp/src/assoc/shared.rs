@@ -31,9 +31,9 @@ pub(crate) struct AssocShared {
     /// inbound << 16 | outbound.
     pub(super) streams: AtomicU32,
     /// Bytes handed to usrsctp per stream since its send buffer was last seen empty.
-    pub(super) acct: Mutex<HashMap<u16, usize>>,
-    pub(super) send_lock: tokio::sync::Mutex<()>,
-    pub(super) piece: usize,
+    pub(crate) acct: Mutex<HashMap<u16, usize>>,
+    pub(crate) send_lock: tokio::sync::Mutex<()>,
+    pub(crate) piece: usize,
     /// The round-robin-per-packet scheduler is active (see [`AssocShared::kick`]).
     pub(super) rrp: AtomicBool,
 }
@@ -80,12 +80,12 @@ impl AssocShared {
         })
     }
 
-    pub(super) fn streams(&self) -> (u16, u16) {
+    pub(crate) fn streams(&self) -> (u16, u16) {
         let v = self.streams.load(Ordering::SeqCst);
         ((v >> 16) as u16, v as u16)
     }
 
-    pub(super) fn end_error(&self) -> Option<Error> {
+    pub(crate) fn end_error(&self) -> Option<Error> {
         match &lock(&self.router).end {
             None => None,
             Some(None) => Some(Error::Closed),

@@ -82,8 +82,6 @@ pub(crate) const SCTP_PEER_ADDR_PARAMS: c_int = 0x0a;
 pub(crate) const SPP_HB_DEMAND: u32 = 0x04;
 /// `#define SPP_HB_ENABLE 0x00000001`
 pub(crate) const SPP_HB_ENABLE: u32 = 0x01;
-/// `#define SPP_PMTUD_DISABLE 0x10`: use `spp_pathmtu` instead of path MTU discovery.
-pub(crate) const SPP_PMTUD_DISABLE: u32 = 0x10;
 
 /// `struct sctp_rcvinfo`
 #[repr(C)]

@@ -191,7 +191,7 @@ impl Socket {
     /// Runs `f` with the live socket pointer, or fails with [`Error::Closed`]. `f` runs under
     /// the socket's read lock and the process-wide usrsctp lock, with upcalls for this socket
     /// on this thread suppressed.
-    fn call<R>(&self, f: impl FnOnce(*mut raw::socket) -> Result<R>) -> Result<R> {
+    pub(super) fn call<R>(&self, f: impl FnOnce(*mut raw::socket) -> Result<R>) -> Result<R> {
         let guard = self.so.read().unwrap_or_else(|e| e.into_inner());
         if guard.0.is_null() {
             return Err(Error::Closed);

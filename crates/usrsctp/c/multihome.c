@@ -1,0 +1,178 @@
+/*
+ * taps: the one thing stock usrsctp cannot do for AF_CONN sockets, put a second peer
+ * address (a second path) on an established association, plus a fingerprint of the
+ * library this file was compiled for.
+ *
+ * Compiled by crates/usrsctp/build.rs against the internal headers of exactly the installed
+ * Debian libusrsctp version (fetched by scripts/deps.sh), with the defines that library was
+ * built with. It reaches into internal structures (socket -> endpoint -> association), so it
+ * is only valid for that build: the Rust side calls taps_mh_add_peer only after comparing
+ * taps_mh_loaded_build_id with the build id recorded at compile time (TAPS_MH_BUILD_ID).
+ *
+ * Every call must hold the crate's process-wide usrsctp lock (one thread inside usrsctp).
+ */
+#include <errno.h>
+#include <string.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <elf.h>
+
+#include <netinet/sctp_os.h>
+#include <netinet/sctp_var.h>
+#include <netinet/sctp_pcb.h>
+#include <netinet/sctputil.h>
+#include <netinet/sctp_output.h>
+#include <netinet/sctp_timer.h>
+#include <user_socketvar.h>
+
+/* Most peer paths one association may get through this shim. */
+#define TAPS_MH_MAX_PATHS 8
+
+/*
+ * AF_CONN input uses one conn address as both source and destination, so a packet of the new
+ * path arrives "to" `conn` too. An endpoint bound to one conn address (a client socket)
+ * only accepts packets to its bound addresses: make `conn` one of them, usable by this
+ * association at once (not restricted, as an address awaiting ASCONF would be). An endpoint
+ * bound to all addresses (a listener's) already owns every registered conn address.
+ * Returns 0 or EADDRNOTAVAIL (`conn` is not a registered address).
+ */
+static int taps_mh_own_local(struct sctp_inpcb *inp, struct sctp_tcb *stcb,
+                             struct sockaddr_conn *conn)
+{
+	struct sctp_ifa *ifa;
+
+	if (inp->sctp_flags & SCTP_PCB_FLAGS_BOUNDALL)
+		return 0;
+	ifa = sctp_find_ifa_by_addr((struct sockaddr *)conn, stcb->asoc.vrf_id,
+	                            SCTP_ADDR_NOT_LOCKED);
+	if (ifa == NULL)
+		return EADDRNOTAVAIL;
+	sctp_add_local_addr_ep(inp, ifa, 0);
+	sctp_del_local_addr_restricted(stcb, ifa);
+	return 0;
+}
+
+/*
+ * Adds the AF_CONN peer address `conn` (an opaque id; the output callback later receives it
+ * for packets on this path) to the association of the one-to-one socket `so`. The new path
+ * starts UNCONFIRMED; a HEARTBEAT is sent on it at once and the path carries data only after
+ * the peer's HEARTBEAT-ACK returns the nonce. What ASCONF ADD-IP does for IP addresses.
+ * Returns 0 or an errno: ENOTCONN (no established association), EALREADY (already a path),
+ * ENOSPC (TAPS_MH_MAX_PATHS reached), EINVAL (socket gone), EADDRNOTAVAIL (`conn` is not a
+ * registered conn address), ENOBUFS (usrsctp refused).
+ */
+int taps_mh_add_peer(struct socket *so, void *conn)
+{
+	struct sctp_inpcb *inp;
+	struct sctp_tcb *stcb;
+	struct sctp_nets *net = NULL;
+	struct sockaddr_conn peer;
+	int rc = 0;
+
+	if (so == NULL || conn == NULL)
+		return EINVAL;
+	inp = (struct sctp_inpcb *)so->so_pcb;
+	if (inp == NULL)
+		return EINVAL;
+	SCTP_INP_RLOCK(inp);
+	if (inp->sctp_flags & SCTP_PCB_FLAGS_SOCKET_GONE) {
+		SCTP_INP_RUNLOCK(inp);
+		return EINVAL;
+	}
+	stcb = LIST_FIRST(&inp->sctp_asoc_list);
+	if (stcb != NULL)
+		SCTP_TCB_LOCK(stcb);
+	SCTP_INP_RUNLOCK(inp);
+	if (stcb == NULL)
+		return ENOTCONN;
+	if (SCTP_GET_STATE(stcb) != SCTP_STATE_OPEN) {
+		/* Before COOKIE-ECHO/ACK the INIT-ACK processing would purge an extra net. */
+		SCTP_TCB_UNLOCK(stcb);
+		return ENOTCONN;
+	}
+	memset(&peer, 0, sizeof(peer));
+	peer.sconn_family = AF_CONN;
+	peer.sconn_port = stcb->rport;
+	peer.sconn_addr = conn;
+	if (sctp_findnet(stcb, (struct sockaddr *)&peer) != NULL) {
+		rc = EALREADY;
+	} else if (stcb->asoc.numnets >= TAPS_MH_MAX_PATHS) {
+		rc = ENOSPC;
+	} else if ((rc = taps_mh_own_local(inp, stcb, &peer)) != 0) {
+		/* rc set */
+	} else if (sctp_add_remote_addr(stcb, (struct sockaddr *)&peer, &net, stcb->asoc.port,
+	                                SCTP_DONOT_SETSCOPE, SCTP_ADDR_DYNAMIC_ADDED) != 0 ||
+	           net == NULL) {
+		rc = ENOBUFS;
+	} else {
+		/* Path MTU raising and heartbeats as for any other path; the first heartbeat now,
+		 * so the path is confirmed within one round trip instead of one interval. */
+		sctp_timer_start(SCTP_TIMER_TYPE_PATHMTURAISE, inp, stcb, net);
+		sctp_timer_start(SCTP_TIMER_TYPE_HEARTBEAT, inp, stcb, net);
+		sctp_send_hb(stcb, net, SCTP_SO_LOCKED);
+		sctp_chunk_output(inp, stcb, SCTP_OUTPUT_FROM_HB_TMR, SCTP_SO_LOCKED);
+	}
+	SCTP_TCB_UNLOCK(stcb);
+	return rc;
+}
+
+struct taps_mh_find {
+	const void *base;
+	unsigned char *out;
+	size_t cap;
+	int len;
+};
+
+static int taps_mh_phdr(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct taps_mh_find *f = arg;
+	(void)size;
+	if ((const void *)info->dlpi_addr != f->base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+		const unsigned char *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			size_t name = (nh->n_namesz + 3u) & ~3u;
+			size_t desc = (nh->n_descsz + 3u) & ~3u;
+			const unsigned char *d = p + sizeof(ElfW(Nhdr)) + name;
+			if (d + nh->n_descsz > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    memcmp(p + sizeof(ElfW(Nhdr)), "GNU", 4) == 0) {
+				size_t n = nh->n_descsz < f->cap ? nh->n_descsz : f->cap;
+				memcpy(f->out, d, n);
+				f->len = (int)n;
+				return 1;
+			}
+			p = d + desc;
+		}
+	}
+	return 1;
+}
+
+/*
+ * Copies the GNU build id of the loaded library that defines sctp_findnet (libusrsctp) into `out` (at
+ * most `cap` bytes). Returns its length, or -1 when it cannot be found. Walks the loaded
+ * objects once (dladdr + dl_iterate_phdr): microseconds, called once per process.
+ */
+int taps_mh_loaded_build_id(unsigned char *out, size_t cap)
+{
+	Dl_info di;
+	struct taps_mh_find f;
+
+	if (dladdr((void *)&sctp_findnet, &di) == 0 || di.dli_fbase == NULL)
+		return -1;
+	/* dli_fbase is the load address; dl_iterate_phdr reports the load bias, which equals
+	 * it for shared objects linked at address 0 (all of Debian's). */
+	f.base = di.dli_fbase;
+	f.out = out;
+	f.cap = cap;
+	f.len = -1;
+	dl_iterate_phdr(taps_mh_phdr, &f);
+	return f.len;
+}

@@ -1,0 +1,291 @@
+//! The multihoming methods of [`Association`]: adding a path, listing paths, the primary
+//! path, per-path parameters, CMT, NR-SACK, path events and sends pinned to a path.
+
+use std::pin::pin;
+use std::sync::Arc;
+
+use super::{
+    lock, set_cmt, sock_key, would_block, CmtMode, EventLog, PathEvents, PathId, PathInfo,
+    PathParams, PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
+};
+use crate::assoc::{AssocShared, Association};
+use crate::error::{Error, Result};
+use crate::ffi::{self, Plain};
+
+impl Association {
+    fn mh_shared(&self) -> &AssocShared {
+        &self.inner.shared
+    }
+
+    /// Adds `path` as a new peer path of this established association, on this side (do the
+    /// same on the peer with its endpoint of the path). usrsctp sends a HEARTBEAT on it at
+    /// once and uses it for data after the HEARTBEAT-ACK (one round trip). Fails with
+    /// [`Error::MultihomeUnavailable`] when this build has no multihoming shim (the message
+    /// says why), `ENOTCONN` before establishment, `ENOSPC` beyond 8 paths. One call into
+    /// usrsctp.
+    pub fn add_peer_path(&self, path: SctpPath) -> Result<PeerPath> {
+        let sh = self.mh_shared();
+        sh.sock.add_peer_path(path.conn.id, &path.shared.attached)?;
+        Ok(PeerPath {
+            assoc: self.clone(),
+            path,
+        })
+    }
+
+    /// Every path of the association with its state (`usrsctp_getpaddrs`, then one
+    /// `SCTP_GET_PEER_ADDR_INFO` per path and one `SCTP_PRIMARY_ADDR`). Works without the
+    /// shim (one path).
+    pub fn paths(&self) -> Result<Vec<PathInfo>> {
+        let sock = &self.mh_shared().sock;
+        let primary = self.primary_path().ok();
+        let mut out = Vec::new();
+        for conn in sock.peer_conns()? {
+            let mut pi = ffi::sctp_paddrinfo::zeroed();
+            pi.spinfo_address = ffi::conn_storage(conn);
+            sock.getopt(
+                ffi::IPPROTO_SCTP,
+                ffi::SCTP_GET_PEER_ADDR_INFO,
+                &mut pi,
+                "SCTP_GET_PEER_ADDR_INFO",
+            )?;
+            out.push(PathInfo {
+                id: PathId(conn),
+                state: match pi.spinfo_state {
+                    ffi::SCTP_ACTIVE => PathState::Active,
+                    ffi::SCTP_INACTIVE => PathState::Inactive,
+                    ffi::SCTP_UNCONFIRMED => PathState::Unconfirmed,
+                    s => PathState::Other(s),
+                },
+                primary: primary == Some(PathId(conn)),
+                cwnd: pi.spinfo_cwnd,
+                srtt_ms: pi.spinfo_srtt,
+                rto_ms: pi.spinfo_rto,
+                mtu: pi.spinfo_mtu,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The primary path (`SCTP_PRIMARY_ADDR`): where data without a destination goes.
+    pub fn primary_path(&self) -> Result<PathId> {
+        let mut p = ffi::sctp_setprim::zeroed();
+        self.mh_shared().sock.getopt(
+            ffi::IPPROTO_SCTP,
+            ffi::SCTP_PRIMARY_ADDR,
+            &mut p,
+            "SCTP_PRIMARY_ADDR",
+        )?;
+        ffi::storage_conn(&p.ssp_addr)
+            .map(PathId)
+            .ok_or_else(|| Error::MultihomeUnavailable("primary path is not AF_CONN".into()))
+    }
+
+    /// Makes `path` the primary path (`SCTP_PRIMARY_ADDR`); EINVAL while it is unconfirmed
+    /// or not a path of this association.
+    pub fn set_primary(&self, path: PathId) -> Result<()> {
+        let mut p = ffi::sctp_setprim::zeroed();
+        p.ssp_addr = ffi::conn_storage(path.0);
+        self.mh_shared().sock.setopt(
+            ffi::IPPROTO_SCTP,
+            ffi::SCTP_PRIMARY_ADDR,
+            &p,
+            "SCTP_PRIMARY_ADDR",
+        )
+    }
+
+    /// Sets heartbeat interval, `pathmaxrxt` and/or a fixed MTU of one path
+    /// (`SCTP_PEER_ADDR_PARAMS`).
+    pub fn set_path_params(&self, path: PathId, params: &PathParams) -> Result<()> {
+        let mut p = ffi::sctp_paddrparams::zeroed();
+        p.spp_address = ffi::conn_storage(path.0);
+        if let Some(hb) = params.heartbeat_interval_ms {
+            p.spp_hbinterval = hb;
+            p.spp_flags |= ffi::SPP_HB_ENABLE;
+        }
+        if let Some(m) = params.max_retransmits {
+            p.spp_pathmaxrxt = m;
+        }
+        if let Some(mtu) = params.mtu {
+            p.spp_pathmtu = mtu;
+            p.spp_flags |= ffi::SPP_PMTUD_DISABLE;
+        }
+        self.mh_shared().sock.setopt(
+            ffi::IPPROTO_SCTP,
+            ffi::SCTP_PEER_ADDR_PARAMS,
+            &p,
+            "SCTP_PEER_ADDR_PARAMS",
+        )
+    }
+
+    /// Sends a HEARTBEAT on `path` now (`SPP_HB_DEMAND`). An unconfirmed path is otherwise
+    /// probed again only after the heartbeat interval (usrsctp: 30 s by default), so call
+    /// this on the side that added the path first once the peer has added its end.
+    pub fn heartbeat_now(&self, path: PathId) -> Result<()> {
+        let mut p = ffi::sctp_paddrparams::zeroed();
+        p.spp_address = ffi::conn_storage(path.0);
+        p.spp_flags = ffi::SPP_HB_DEMAND;
+        self.mh_shared().sock.setopt(
+            ffi::IPPROTO_SCTP,
+            ffi::SCTP_PEER_ADDR_PARAMS,
+            &p,
+            "SCTP_PEER_ADDR_PARAMS",
+        )
+    }
+
+    /// Sets the failure and potentially-failed thresholds of one path
+    /// (`SCTP_PEER_ADDR_THLDS`).
+    pub fn set_path_thresholds(&self, path: PathId, t: &PathThresholds) -> Result<()> {
+        let mut p = ffi::sctp_paddrthlds::zeroed();
+        p.spt_address = ffi::conn_storage(path.0);
+        p.spt_pathmaxrxt = t.max_retransmits;
+        p.spt_pathpfthld = t.pf_threshold;
+        p.spt_pathcpthld = 0xffff; // usrsctp has no changeover threshold: must be "unset"
+        self.mh_shared().sock.setopt(
+            ffi::IPPROTO_SCTP,
+            ffi::SCTP_PEER_ADDR_THLDS,
+            &p,
+            "SCTP_PEER_ADDR_THLDS",
+        )
+    }
+
+    /// Switches CMT for this association (`SCTP_CMT_ON_OFF`). Needs the process-wide switch
+    /// ([`crate::set_cmt_global`]); the error says so otherwise.
+    pub fn set_cmt(&self, mode: CmtMode) -> Result<()> {
+        set_cmt(&self.mh_shared().sock, mode)
+    }
+
+    /// Whether NR-SACK was negotiated (both ends offered it, [`crate::SctpOptions::nr_sack`]).
+    pub fn nr_sack(&self) -> Result<bool> {
+        let mut v = ffi::sctp_assoc_value::default();
+        self.mh_shared().sock.getopt(
+            ffi::IPPROTO_SCTP,
+            ffi::SCTP_NRSACK_SUPPORTED,
+            &mut v,
+            "SCTP_NRSACK_SUPPORTED",
+        )?;
+        Ok(v.assoc_value != 0)
+    }
+
+    /// Starts receiving this association's path events (subscribes to
+    /// `SCTP_PEER_ADDR_CHANGE`: one setsockopt). One watcher per association: a second call
+    /// shares the first one's queue.
+    pub fn path_events(&self) -> Result<PathEvents> {
+        let sock = &self.mh_shared().sock;
+        let ev = ffi::sctp_event {
+            se_assoc_id: ffi::SCTP_FUTURE_ASSOC,
+            se_type: ffi::SCTP_PEER_ADDR_CHANGE,
+            se_on: 1,
+        };
+        sock.setopt(ffi::IPPROTO_SCTP, ffi::SCTP_EVENT, &ev, "SCTP_EVENT")?;
+        let log = lock(&EVENTS)
+            .entry(sock_key(sock))
+            .or_insert_with(|| Arc::new(EventLog::default()))
+            .clone();
+        Ok(PathEvents {
+            assoc: self.clone(),
+            log,
+        })
+    }
+
+    /// Like [`Association::send`] but every chunk of the message goes to `path`
+    /// (`usrsctp_sendv` with the path's address and `SCTP_ADDR_OVER`), with the association's
+    /// CMT on or off. If the path fails, usrsctp moves its queued chunks to another path.
+    /// EINVAL for a path that is not part of this association. Needs the process-wide CMT
+    /// switch ([`crate::set_cmt_global`] with `cmt: true`; keep single-path associations with
+    /// [`crate::SctpOptions::cmt`] = `Some(CmtMode::Off)`): with it off, libusrsctp 0.9.5's
+    /// stream schedulers can loop forever when every queued stream is pinned to another path.
+    /// Costs what `send` costs plus one sysctl read.
+    pub async fn send_on_path(
+        &self,
+        path: PathId,
+        stream: u16,
+        data: &[u8],
+        ordered: bool,
+        ppid: u32,
+    ) -> Result<()> {
+        let sh = self.mh_shared();
+        if data.is_empty() {
+            return Err(Error::EmptyMessage);
+        }
+        let (_, outbound) = sh.streams();
+        if outbound != 0 && stream >= outbound {
+            return Err(Error::InvalidStream {
+                stream,
+                streams: outbound,
+            });
+        }
+        if let Some(e) = sh.end_error() {
+            return Err(e);
+        }
+        if !ffi::cmt_sysctl_on() {
+            return Err(Error::MultihomeUnavailable(
+                "send_on_path needs the process-wide CMT switch: call usrsctp::set_cmt_global \
+                 with cmt: true first (libusrsctp 0.9.5 can loop forever on path-pinned data \
+                 without it)"
+                    .into(),
+            ));
+        }
+        let _serial = sh.send_lock.lock().await;
+        // Aborts the association if this future is dropped with a message half handed over.
+        struct Partial<'a>(&'a AssocShared, bool);
+        impl Drop for Partial<'_> {
+            fn drop(&mut self) {
+                if self.1 {
+                    self.0.abort();
+                }
+            }
+        }
+        let mut partial = Partial(sh, false);
+        let mut off = 0;
+        while off < data.len() {
+            let end = (off + sh.piece).min(data.len());
+            let mut flags = if ordered { 0 } else { ffi::SCTP_UNORDERED };
+            if end == data.len() {
+                flags |= ffi::SCTP_EOR;
+            }
+            let info = ffi::sctp_sndinfo {
+                snd_sid: stream,
+                snd_flags: flags,
+                snd_ppid: ppid.to_be(),
+                snd_context: 0,
+                snd_assoc_id: 0,
+            };
+            let mut writable = pin!(sh.sock.wakers.writable.notified());
+            writable.as_mut().enable();
+            let sent = {
+                let mut acct = lock(&sh.acct);
+                match sh.sock.sendv_to(&data[off..end], &info, path.0) {
+                    Ok(n) => {
+                        *acct.entry(stream).or_default() += n;
+                        Ok(n)
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            match sent {
+                Ok(0) => {}
+                Ok(n) => {
+                    off += n;
+                    partial.1 = off < data.len();
+                    continue;
+                }
+                Err(Error::Sys { source, .. }) if would_block(&source) => {}
+                Err(Error::Sys { op, source }) => {
+                    return Err(sh
+                        .end_error()
+                        .unwrap_or_else(|| match source.raw_os_error() {
+                            Some(libc::EPIPE | libc::ENOTCONN | libc::ECONNRESET) => Error::Closed,
+                            _ => Error::Sys { op, source },
+                        }))
+                }
+                Err(e) => return Err(e),
+            }
+            if let Some(e) = sh.end_error() {
+                return Err(e);
+            }
+            writable.await;
+        }
+        partial.1 = false;
+        Ok(())
+    }
+}
