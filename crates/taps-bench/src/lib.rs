@@ -57,7 +57,8 @@ pub use process::Launcher;
 pub use worker::worker_main;
 
 use experiments::{
-    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, TransferPoint,
+    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, SpeedPoint,
+    TransferPoint,
 };
 
 /// Which experiment(s) to run.
@@ -129,6 +130,9 @@ pub struct Results {
     pub connect: Vec<ConnectPoint>,
     /// Experiment 2.
     pub transfer: Vec<TransferPoint>,
+    /// With experiment 2: SCTP against TCP through taps, one bulk flow.
+    #[serde(default)]
+    pub sctp_speed: Vec<SpeedPoint>,
     /// Experiment 3.
     pub he: Vec<HePoint>,
     /// Experiment 4.
@@ -170,6 +174,19 @@ impl Meta {
     }
 }
 
+/// What `experiment` with `cfg` runs.
+fn selection(experiment: Experiment, cfg: &Config) -> experiments::Selection {
+    experiments::Selection {
+        connect: experiment.includes(Experiment::Connect),
+        transfer: experiment.includes(Experiment::Transfer),
+        he: experiment.includes(Experiment::He),
+        http: experiment.includes(Experiment::Http),
+        secure: experiment.includes(Experiment::Secure),
+        connect_cli: experiment == Experiment::ConnectCli
+            || (experiment == Experiment::All && cfg.cli.is_some()),
+    }
+}
+
 /// Runs `experiment` with `cfg`, starting workers with `launcher`. A phase (one
 /// experiment over one protocol) that fails is recorded in [`Results::unavailable`] and
 /// the run goes on with the next one.
@@ -180,15 +197,7 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
     if cfg.protocols.is_empty() {
         return Err("no protocol to run".into());
     }
-    let sel = experiments::Selection {
-        connect: experiment.includes(Experiment::Connect),
-        transfer: experiment.includes(Experiment::Transfer),
-        he: experiment.includes(Experiment::He),
-        http: experiment.includes(Experiment::Http),
-        secure: experiment.includes(Experiment::Secure),
-        connect_cli: experiment == Experiment::ConnectCli
-            || (experiment == Experiment::All && cfg.cli.is_some()),
-    };
+    let sel = selection(experiment, cfg);
     let total = experiments::planned_trials(cfg, sel);
     let mut progress = Progress::new(cfg.progress && total > 0, total);
     let mut unavailable = Vec::new();
@@ -220,6 +229,13 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
                 Ok(())
             });
         }
+    }
+    let mut sctp_speed = Vec::new();
+    if sel.transfer {
+        phase("sctp-speed".into(), &mut |p| {
+            sctp_speed = experiments::run_sctp_speed(cfg, launcher, p)?;
+            Ok(())
+        });
     }
     if sel.he {
         phase("he".into(), &mut |p| {
@@ -256,6 +272,7 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         },
         connect,
         transfer,
+        sctp_speed,
         he,
         http,
         secure,

@@ -27,9 +27,9 @@
 //!   (retransmissions, heartbeats, delayed SACKs) and parks after 10 s without sockets.
 //! * Inbound: one tokio task per UDP socket reads datagrams and calls `usrsctp_conninput`,
 //!   which runs the SCTP state machine synchronously on that task's thread. The output
-//!   callback (called from that thread or the timer thread) takes the routing-table mutex,
-//!   clones the socket `Arc` and does a non-blocking `send`/`send_to` (a full socket buffer
-//!   drops the packet, like a lossy link).
+//!   callback (called from that thread or the timer thread) collects the packets; when the
+//!   thread leaves usrsctp they are sent (routing-table mutex, socket `Arc` cloned, one
+//!   non-blocking `sendmsg`; a full socket buffer drops them, like a lossy link).
 //! * usrsctp sockets are non-blocking with an *upcall*; the upcall only looks up the socket's
 //!   `Notify` pair (read lock on a global table) and wakes waiters: no usrsctp call, no
 //!   allocation. Per association one tokio *driver* task reads (`usrsctp_recvv`), reassembles
@@ -52,10 +52,13 @@
 //!   SCTP processing uses one CPU at a time, UDP I/O and everything else stay parallel.
 //!
 //! Cost per association: one usrsctp socket, one driver task, and for clients one UDP socket
-//! plus one reader task. Every packet costs one `conninput` (CRC32c check) and, per
-//! outbound packet, one routing-table lookup and one `send` syscall. On a server socket bound
-//! to the unspecified address that is one `recvmsg`/`sendmsg` instead of `recv_from`/`send_to`,
-//! with a small control-message buffer on the stack (no allocation).
+//! plus one reader task. Packets are as large as the path allows (the kernel route's MTU:
+//! 64 KiB on loopback, see [`SctpOptions::path_mtu`]). Every packet costs one `conninput`
+//! (our CRC32c check with the CPU's instruction; usrsctp's own is switched off). Outbound
+//! packets produced by one call into usrsctp leave together when the call returns: one
+//! routing-table lookup and one `sendmsg` with UDP GSO for up to 64 packets; our sockets
+//! take coalesced datagrams (UDP GRO), so a burst is one `recvmsg`. The socket buffers
+//! (and receive window) are 1 MiB.
 //!
 //! # Limits
 //! * Usable only inside a tokio runtime (tasks are spawned); the runtime must outlive the

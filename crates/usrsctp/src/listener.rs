@@ -7,9 +7,9 @@ use std::sync::Arc;
 use crate::assoc::{AssocInner, AssocShared, Association, Link, Progress};
 use crate::error::{Error, Result};
 use crate::ffi::{self, Plain};
-use crate::options::SctpOptions;
+use crate::options::{lower_path_mtu, SctpOptions};
 use crate::sys::{would_block, Sock};
-use crate::udp::SharedUdp;
+use crate::udp::{route_sctp_mtu, SharedUdp};
 
 /// A listening SCTP endpoint behind a (shared) UDP socket. Dropping it closes the listening
 /// socket (associations not yet accepted are aborted); accepted associations live on.
@@ -40,7 +40,9 @@ impl SctpListener {
     ) -> Result<SctpListener> {
         let udp = SharedUdp::get(udp_local)?;
         let sock = Sock::new_stream()?;
-        opts.apply(&sock, true)?;
+        // Associations start with the largest MTU; `accept` lowers each to its path's
+        // (lowering also shrinks usrsctp's fragment size, raising would not).
+        opts.apply(&sock, true, Some(crate::udp::MAX_SCTP_MTU))?;
         sock.bind(0, sctp_port)?;
         sock.listen(opts.backlog.min(i32::MAX as u32) as i32)?;
         Ok(SctpListener {
@@ -99,7 +101,10 @@ impl SctpListener {
                 remote,
             };
             // From here the claim is released by AssocInner's Drop, even on error paths.
-            let _ = self.opts.apply(&sock, false);
+            let _ = self.opts.apply(&sock, false, None);
+            if let Some(mtu) = route_sctp_mtu(remote) {
+                let _ = lower_path_mtu(&sock, &self.opts, mtu);
+            }
             let mut st = ffi::sctp_status::zeroed();
             let (inbound, outbound) =
                 match sock.getopt(ffi::IPPROTO_SCTP, ffi::SCTP_STATUS, &mut st, "SCTP_STATUS") {

@@ -53,13 +53,63 @@ fn usable_source(ip: &IpAddr) -> bool {
     !ip.is_unspecified() && !ip.is_multicast()
 }
 
-/// Non-blocking `recvmsg` of one datagram: its length, sender, and destination address
-/// (from IP_PKTINFO's `ipi_spec_dst` or IPV6_PKTINFO's `ipi6_addr`; an IPv4-mapped address
-/// on a dual-stack socket).
-pub(crate) fn recv_with_dst(
-    sock: &impl AsFd,
-    buf: &mut [u8],
-) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
+/// What one `recvmsg` read.
+pub(crate) struct Received {
+    /// Bytes read.
+    pub(crate) len: usize,
+    /// The sender.
+    pub(crate) from: SocketAddr,
+    /// The local address it was sent to (with packet info enabled).
+    pub(crate) dst: Option<IpAddr>,
+    /// With UDP GRO: the buffer holds datagrams of this size back to back (the last may be
+    /// shorter). `None`: one datagram.
+    pub(crate) segment: Option<usize>,
+}
+
+impl Received {
+    /// One datagram of `len` bytes from `from` (read without control messages).
+    pub(crate) fn one(len: usize, from: SocketAddr) -> Received {
+        Received {
+            len,
+            from,
+            dst: None,
+            segment: None,
+        }
+    }
+
+    /// The datagrams in `buf` (the buffer this was read into).
+    pub(crate) fn datagrams<'a>(&self, buf: &'a [u8]) -> std::slice::Chunks<'a, u8> {
+        let data = &buf[..self.len];
+        data.chunks(self.segment.unwrap_or(self.len).max(1))
+    }
+}
+
+/// `UDP_SEGMENT` (linux/udp.h): send a buffer as datagrams of this size (UDP GSO).
+const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` (linux/udp.h): receive coalesced datagrams with their size in a control message.
+const UDP_GRO: libc::c_int = 104;
+
+/// Asks the kernel to hand this socket coalesced datagrams (UDP GRO; read them with
+/// [`recv_with_dst`], which reports the segment size). Returns whether that worked.
+pub(crate) fn enable_gro(s: &impl AsFd) -> bool {
+    let one: libc::c_int = 1;
+    // SAFETY: valid fd, option value is a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_fd().as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_GRO,
+            &one as *const libc::c_int as *const c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Non-blocking `recvmsg` of one datagram (or, with UDP GRO, several of one size): its
+/// length, sender, destination address (from IP_PKTINFO's `ipi_spec_dst` or IPV6_PKTINFO's
+/// `ipi6_addr`; an IPv4-mapped address on a dual-stack socket) and GRO segment size.
+pub(crate) fn recv_with_dst(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<Received> {
     let fd = sock.as_fd().as_raw_fd();
     let mut cbuf = CmsgBuf([0; 128]);
     // SAFETY: `try_init` hands us a zeroed socket-address storage and its length to fill;
@@ -94,6 +144,7 @@ pub(crate) fn recv_with_dst(
         .as_socket()
         .ok_or_else(|| io::Error::other("recvmsg: sender is not an inet address"))?;
     let mut dst = None;
+    let mut segment = None;
     // SAFETY: walking the control messages the kernel wrote into `cbuf` (still alive;
     // msg_controllen was updated to their total length); CMSG_* stay within it, payloads
     // are read unaligned.
@@ -110,81 +161,108 @@ pub(crate) fn recv_with_dst(
             } else if h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_PKTINFO {
                 let info = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
                 dst = Some(IpAddr::V6(Ipv6Addr::from(info.ipi6_addr.s6_addr)));
+            } else if h.cmsg_level == libc::SOL_UDP && h.cmsg_type == UDP_GRO {
+                let size = std::ptr::read_unaligned(data as *const u16);
+                segment = (size > 0).then_some(usize::from(size));
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Ok((n, from, dst.filter(usable_source)))
+    Ok(Received {
+        len: n,
+        from,
+        dst: dst.filter(usable_source),
+        segment,
+    })
 }
 
-/// Non-blocking `sendmsg` of one datagram to `to` from local address `src` (IP_PKTINFO's
-/// `ipi_spec_dst` or IPV6_PKTINFO's `ipi6_addr`, interface 0: routing picks it). `src` has the
-/// socket's family (an IPv4-mapped address on a dual-stack socket), as learned by
-/// [`recv_with_dst`] on the same socket.
-pub(crate) fn send_from(
+/// Non-blocking `sendmsg` of `buf`: one datagram, or with `segment` several of that size
+/// (the last may be shorter; UDP GSO: the kernel splits them, one syscall for all); to `to`
+/// (`None`: the connected peer) from local address `src` (IP_PKTINFO's `ipi_spec_dst` or
+/// IPV6_PKTINFO's `ipi6_addr`, interface 0: routing picks it; `None`: the kernel picks).
+/// `src` has the socket's family (an IPv4-mapped address on a dual-stack socket), as
+/// learned by [`recv_with_dst`] on the same socket.
+pub(crate) fn send_datagrams(
     sock: &impl AsFd,
-    pkt: &[u8],
-    to: SocketAddr,
-    src: IpAddr,
+    buf: &[u8],
+    segment: Option<u16>,
+    to: Option<SocketAddr>,
+    src: Option<IpAddr>,
 ) -> io::Result<usize> {
-    let name = SockAddr::from(to);
+    let name = to.map(SockAddr::from);
     let mut iov = libc::iovec {
-        iov_base: pkt.as_ptr() as *mut c_void,
-        iov_len: pkt.len(),
+        iov_base: buf.as_ptr() as *mut c_void,
+        iov_len: buf.len(),
     };
     let mut cbuf = CmsgBuf([0; 128]);
-    let (level, ty, len) = match src {
-        IpAddr::V4(_) => (
-            libc::IPPROTO_IP,
-            libc::IP_PKTINFO,
-            size_of::<libc::in_pktinfo>(),
-        ),
-        IpAddr::V6(_) => (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_PKTINFO,
-            size_of::<libc::in6_pktinfo>(),
-        ),
-    };
     // SAFETY: all-zero is a valid msghdr (integers and null pointers).
     let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_name = name.as_ptr() as *mut c_void;
-    msg.msg_namelen = name.len();
+    if let Some(name) = &name {
+        msg.msg_name = name.as_ptr() as *mut c_void;
+        msg.msg_namelen = name.len();
+    }
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+    let pktinfo_len = match src {
+        Some(IpAddr::V4(_)) => size_of::<libc::in_pktinfo>(),
+        Some(IpAddr::V6(_)) => size_of::<libc::in6_pktinfo>(),
+        None => 0,
+    };
     // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(len as u32) } as _;
-    // SAFETY: `cbuf` is aligned and larger than CMSG_SPACE(len), so the first header and its
-    // payload fit; the payload is written unaligned.
+    let space = |len: usize| unsafe { libc::CMSG_SPACE(len as u32) } as usize;
+    let total = src.map_or(0, |_| space(pktinfo_len)) + segment.map_or(0, |_| space(2));
+    if total > 0 {
+        msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+        msg.msg_controllen = total as _;
+    }
+    // SAFETY: `cbuf` is aligned and larger than `total` (at most 40 + 16 bytes), the space
+    // of the control messages written here; CMSG_FIRSTHDR/NXTHDR stay within it and the
+    // payloads are written unaligned.
     unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null() {
-            return Err(io::Error::other("sendmsg: no room for pktinfo"));
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        if let Some(src) = src {
+            if c.is_null() {
+                return Err(io::Error::other("sendmsg: no room for pktinfo"));
+            }
+            let (level, ty) = match src {
+                IpAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_PKTINFO),
+                IpAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO),
+            };
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = ty;
+            (*c).cmsg_len = libc::CMSG_LEN(pktinfo_len as u32) as _;
+            let data = libc::CMSG_DATA(c);
+            match src {
+                IpAddr::V4(a) => std::ptr::write_unaligned(
+                    data as *mut libc::in_pktinfo,
+                    libc::in_pktinfo {
+                        ipi_ifindex: 0,
+                        ipi_spec_dst: libc::in_addr {
+                            s_addr: u32::from(a).to_be(),
+                        },
+                        ipi_addr: libc::in_addr { s_addr: 0 },
+                    },
+                ),
+                IpAddr::V6(a) => std::ptr::write_unaligned(
+                    data as *mut libc::in6_pktinfo,
+                    libc::in6_pktinfo {
+                        ipi6_addr: libc::in6_addr {
+                            s6_addr: a.octets(),
+                        },
+                        ipi6_ifindex: 0,
+                    },
+                ),
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
         }
-        (*c).cmsg_level = level;
-        (*c).cmsg_type = ty;
-        (*c).cmsg_len = libc::CMSG_LEN(len as u32) as _;
-        let data = libc::CMSG_DATA(c);
-        match src {
-            IpAddr::V4(a) => std::ptr::write_unaligned(
-                data as *mut libc::in_pktinfo,
-                libc::in_pktinfo {
-                    ipi_ifindex: 0,
-                    ipi_spec_dst: libc::in_addr {
-                        s_addr: u32::from(a).to_be(),
-                    },
-                    ipi_addr: libc::in_addr { s_addr: 0 },
-                },
-            ),
-            IpAddr::V6(a) => std::ptr::write_unaligned(
-                data as *mut libc::in6_pktinfo,
-                libc::in6_pktinfo {
-                    ipi6_addr: libc::in6_addr {
-                        s6_addr: a.octets(),
-                    },
-                    ipi6_ifindex: 0,
-                },
-            ),
+        if let Some(seg) = segment {
+            if c.is_null() {
+                return Err(io::Error::other("sendmsg: no room for UDP_SEGMENT"));
+            }
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg);
         }
     }
     // SAFETY: `msg` points at live buffers of the stated sizes for the duration of the call.
@@ -194,4 +272,28 @@ pub(crate) fn send_from(
     } else {
         Ok(n as usize)
     }
+}
+
+/// The kernel's path MTU (IP_MTU / IPV6_MTU: the route's MTU, lowered by what path MTU
+/// discovery learned) towards the peer of a *connected* UDP socket of family `v6`. One
+/// getsockopt; `None` if the kernel does not say.
+pub(crate) fn connected_path_mtu(sock: &impl AsFd, v6: bool) -> Option<u32> {
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    };
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: valid fd; `v` is a writable c_int of `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_fd().as_raw_fd(),
+            level,
+            name,
+            &mut v as *mut libc::c_int as *mut c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && v > 0).then_some(v as u32)
 }

@@ -54,7 +54,7 @@ impl SctpStack {
         require_runtime()?;
         let (mut link, udp_recv) = ClientLink::open(remote)?;
         let sock = Sock::new_stream()?;
-        opts.apply(&sock, true)?;
+        opts.apply(&sock, true, link.path_mtu)?;
         sock.bind(link.addr.id, opts.local_port)?;
         let shared = AssocShared::new(sock.clone(), remote, opts, Progress::Connecting);
         link.start(udp_recv, shared.clone());

@@ -2,11 +2,12 @@
 //! conn-address routing table used by the output hook, the upcall table, and [`Sock`], one
 //! usrsctp socket with its wakers and accounting. Calls into usrsctp go through [`ffi`].
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -65,12 +66,30 @@ const TIMER_IDLE_PARK: Duration = Duration::from_secs(10);
 /// usrsctp's own timer thread ticks every 10 ms; we do the same.
 const TICK: Duration = Duration::from_millis(10);
 
+/// The process-wide usrsctp defaults (see `docs/sctp.md` for the measurements behind them).
+fn tuning() -> ffi::Tuning {
+    ffi::Tuning {
+        send_space: 1024 * 1024,
+        recv_space: 1024 * 1024,
+        rto_min_ms: 1000,
+        rto_initial_ms: 3000,
+        congestion_control: ffi::SCTP_CC_RFC2581,
+        initial_cwnd: 3,
+        max_burst: 4,
+        sack_delay_ms: 200,
+    }
+}
+
 pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| Global {
-        lib: ffi::Usrsctp::init(ffi::Hooks {
-            output: conn_output,
-            upcall,
-        }),
+        lib: ffi::Usrsctp::init(
+            ffi::Hooks {
+                output: conn_output,
+                upcall,
+                flush,
+            },
+            tuning(),
+        ),
         routes: Mutex::new(HashMap::new()),
         wakers: RwLock::new(HashMap::new()),
         next_id: AtomicUsize::new(1),
@@ -135,10 +154,83 @@ impl Global {
     }
 }
 
+/// Packets of one conn address waiting to leave in one UDP GSO send.
+#[derive(Default)]
+struct Batch {
+    conn: usize,
+    /// Size of every packet but the last.
+    segment: usize,
+    /// The packets back to back.
+    buf: Vec<u8>,
+    count: usize,
+    /// The last packet was shorter than `segment`: nothing may follow it.
+    closed: bool,
+}
+
+/// Most bytes (UDP payload) and packets in one GSO send (the kernel's limits: 64 KiB, 64
+/// segments).
+const GSO_MAX_BYTES: usize = 65_000;
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Whether UDP GSO works on this host (cleared on the first send the kernel refuses).
+static GSO: AtomicBool = AtomicBool::new(true);
+
+std::thread_local! {
+    /// The packets usrsctp produced during the current call on this thread.
+    static BATCH: RefCell<Batch> = RefCell::new(Batch::default());
+}
+
 /// The output hook: one SCTP packet → one UDP datagram (RFC 6951, no extra header). Runs on
-/// whatever thread is inside usrsctp (timer thread, a task calling conninput/sendv). Takes the
-/// routing-table lock briefly; never calls back into usrsctp.
+/// whatever thread is inside usrsctp (timer thread, a task calling conninput/sendv), under
+/// the usrsctp lock; never calls back into usrsctp. Packets of path-MTU size are collected
+/// and leave together when the thread leaves usrsctp ([`flush`]): one `sendmsg` with UDP GSO
+/// for up to 64 packets of one association instead of a syscall each.
 fn conn_output(id: usize, pkt: &[u8]) {
+    BATCH.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.count > 0
+            && (b.conn != id
+                || b.closed
+                || pkt.len() > b.segment
+                || b.buf.len() + pkt.len() > GSO_MAX_BYTES
+                || b.count >= GSO_MAX_SEGMENTS)
+        {
+            send_batch(&mut b);
+        }
+        // A packet from a thread that will not flush (usrsctp's iterator thread), too large
+        // to share a send, or on a host without GSO goes out at once.
+        if pkt.len() > GSO_MAX_BYTES / 2 || !GSO.load(Ordering::Relaxed) || !ffi::inside_call() {
+            send_packets(id, pkt, None);
+            return;
+        }
+        if b.count == 0 {
+            b.conn = id;
+            b.segment = pkt.len();
+        }
+        b.closed = pkt.len() < b.segment;
+        b.buf.extend_from_slice(pkt);
+        b.count += 1;
+    });
+}
+
+/// The flush hook: sends what this thread's last call into usrsctp produced.
+fn flush() {
+    BATCH.with(|b| send_batch(&mut b.borrow_mut()));
+}
+
+fn send_batch(b: &mut Batch) {
+    if b.count == 0 {
+        return;
+    }
+    let segment = (b.count > 1).then_some(b.segment as u16);
+    send_packets(b.conn, &b.buf, segment);
+    b.buf.clear();
+    b.count = 0;
+    b.closed = false;
+}
+
+/// Sends `buf` (one packet, or packets of `segment` bytes back to back) to conn address
+/// `id`'s route. A full socket buffer drops them, like a lossy link (SCTP retransmits).
+fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some(g) = GLOBAL.get() else { return };
     let route = {
         let routes = lock(&g.routes);
@@ -147,13 +239,24 @@ fn conn_output(id: usize, pkt: &[u8]) {
     let Some((sock, remote, src)) = route else {
         return;
     };
-    let res = match (remote, src) {
-        (Some(to), Some(src)) => crate::pktinfo::send_from(&sock, pkt, to, src),
-        (Some(to), None) => sock.send_to(pkt, to),
-        (None, _) => sock.send(pkt),
-    };
+    let mut res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
+    if let (Err(e), Some(seg)) = (&res, segment) {
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::EIO) | Some(libc::EINVAL) | Some(libc::ENOPROTOOPT)
+        ) {
+            // No GSO here (or not for this device): one datagram per packet from now on.
+            tracing::debug!("usrsctp: UDP GSO refused ({e}), sending packets one by one");
+            GSO.store(false, Ordering::Relaxed);
+            res = Ok(0);
+            for p in buf.chunks(usize::from(seg)) {
+                if let Err(e) = crate::pktinfo::send_datagrams(&sock, p, None, remote, src) {
+                    res = Err(e);
+                }
+            }
+        }
+    }
     if let Err(e) = res {
-        // A full socket buffer is a lossy link; SCTP retransmits.
         if e.kind() != io::ErrorKind::WouldBlock {
             tracing::trace!("usrsctp output to conn {id}: {e}");
         }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdp};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::pktinfo::{enable_pktinfo, recv_with_dst};
+use crate::pktinfo::{connected_path_mtu, enable_gro, enable_pktinfo, recv_with_dst, Received};
 use crate::sys::{conninput, global, lock, ConnAddr, Route};
 
 /// The shared server sockets of this process by bound address. Weak: the listeners and
@@ -61,40 +61,55 @@ const HANDSHAKE_IDLE: Duration = Duration::from_secs(5);
 /// real clients but never lock them out.
 const MAX_UNCLAIMED: usize = 4096;
 
-/// CRC32c (Castagnoli) lookup table, built at compile time.
-const CRC32C_TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0x82F6_3B78
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
-
 /// Whether the SCTP packet's checksum (RFC 9260 appendix A, CRC32c over the packet with
-/// the checksum field zero) is right. One table lookup per byte; checked only for
-/// packets that would open state for a new remote (usrsctp checks every packet again).
+/// the checksum field zero) is right. One pass with the CPU's CRC32c instruction; checked
+/// here only for packets that would open state for a new remote (`conninput` checks every
+/// packet).
 pub(crate) fn checksum_ok(pkt: &[u8]) -> bool {
-    if pkt.len() < 12 {
-        return false;
-    }
-    let mut crc = !0u32;
-    for (i, &b) in pkt.iter().enumerate() {
-        let b = if (8..12).contains(&i) { 0 } else { b };
-        crc = CRC32C_TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    (!crc).to_le_bytes() == pkt[8..12]
+    crate::ffi::crc32c_ok(pkt)
+}
+
+/// Largest SCTP packet (common header included) we put in one UDP datagram: 65535 minus
+/// the IPv4 and UDP headers.
+const MAX_SCTP_PACKET: u32 = 65_507;
+/// usrsctp's smallest path MTU (`SCTP_SMALLEST_PMTU`).
+const MIN_SCTP_MTU: u32 = 512;
+/// The SCTP path MTU we give usrsctp (for AF_CONN: the packet size without the 12-byte
+/// common header, a multiple of 4) when the largest datagram is `packet` bytes.
+fn sctp_mtu_for_packet(packet: u32) -> u32 {
+    (packet.min(MAX_SCTP_PACKET).saturating_sub(12) & !3).max(MIN_SCTP_MTU)
+}
+
+/// The largest SCTP path MTU any UDP path allows (what a listener starts an association
+/// with, before [`route_sctp_mtu`] lowers it to its path's).
+pub(crate) const MAX_SCTP_MTU: u32 = (MAX_SCTP_PACKET - 12) & !3;
+
+/// The SCTP path MTU over a UDP path whose IP MTU (IP_MTU: route MTU, lowered by path MTU
+/// discovery) is `ip_mtu`: minus the IP, UDP and SCTP common headers.
+pub(crate) fn sctp_mtu(ip_mtu: u32, v6: bool) -> u32 {
+    let ip_header = if v6 { 40 } else { 20 };
+    sctp_mtu_for_packet(ip_mtu.saturating_sub(ip_header + 8))
+}
+
+/// The SCTP path MTU towards `remote` by the kernel's routing (route MTU or what path MTU
+/// discovery learned): a throw-away UDP socket connected to it, asked for IP_MTU. Four
+/// syscalls, no packet sent; `None` if there is no route.
+pub(crate) fn route_sctp_mtu(remote: SocketAddr) -> Option<u32> {
+    let remote = match remote {
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), a.port()),
+            None => remote,
+        },
+        v4 => v4,
+    };
+    let s = Socket::new(
+        Domain::for_address(remote),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )
+    .ok()?;
+    s.connect(&remote.into()).ok()?;
+    connected_path_mtu(&s, remote.is_ipv6()).map(|m| sctp_mtu(m, remote.is_ipv6()))
 }
 
 /// Walks the chunks of an SCTP packet (12-byte common header, then type/flags/length chunks
@@ -118,6 +133,10 @@ pub(crate) fn has_chunk(pkt: &[u8], ty: u8) -> bool {
     false
 }
 
+/// Whether our UDP sockets take coalesced datagrams (UDP GRO; cleared when the kernel
+/// refuses it). Without GRO every socket reads one datagram per `recv`.
+static GRO: AtomicBool = AtomicBool::new(true);
+
 /// Counts a UDP socket we own while its reader task lives.
 pub(crate) struct UdpCount;
 impl UdpCount {
@@ -140,6 +159,9 @@ fn new_udp(bind: SocketAddr) -> Result<Socket> {
     s.set_nonblocking(true)
         .map_err(|e| Error::udp("set_nonblocking", e))?;
     s.bind(&bind.into()).map_err(|e| Error::udp("bind", e))?;
+    if GRO.load(Ordering::Relaxed) && !enable_gro(&s) {
+        GRO.store(false, Ordering::Relaxed);
+    }
     Ok(s)
 }
 
@@ -155,6 +177,8 @@ fn split(s: Socket) -> Result<(Arc<StdUdp>, UdpSocket)> {
 pub(crate) struct ClientLink {
     pub(crate) addr: ConnAddr,
     pub(crate) local: SocketAddr,
+    /// The SCTP path MTU the kernel's route to the peer allows (see [`sctp_mtu`]).
+    pub(crate) path_mtu: Option<u32>,
     pub(crate) task: Option<JoinHandle<()>>,
 }
 
@@ -190,6 +214,8 @@ impl ClientLink {
             .ok()
             .and_then(|a| a.as_socket())
             .ok_or_else(|| Error::udp("local_addr", io::Error::other("not an inet address")))?;
+        let path_mtu =
+            connected_path_mtu(&s, remote.is_ipv6()).map(|m| sctp_mtu(m, remote.is_ipv6()));
         let (send, recv) = split(s)?;
         let addr = ConnAddr::register(Route {
             sock: send,
@@ -200,6 +226,7 @@ impl ClientLink {
             ClientLink {
                 addr,
                 local,
+                path_mtu,
                 task: None,
             },
             recv,
@@ -240,13 +267,14 @@ impl ClientLink {
                 // it is borrowed; `Ok(true)`: the batch was full, let other tasks run.
                 let drained = with_recv_buf(|buf| {
                     for _ in 0..READ_BATCH {
-                        let n = sock.try_recv(buf)?;
-                        let pkt = &buf[..n];
-                        if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
-                            seen_init_ack = true;
-                            events.init_ack();
+                        let got = sock.try_io(Interest::READABLE, || recv_with_dst(&sock, buf))?;
+                        for pkt in got.datagrams(buf) {
+                            if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
+                                seen_init_ack = true;
+                                events.init_ack();
+                            }
+                            conninput(id, pkt);
                         }
-                        conninput(id, pkt);
                     }
                     Ok::<bool, io::Error>(true)
                 });
@@ -422,22 +450,16 @@ async fn shared_reader(
     loop {
         tokio::select! {
             r = recv(&sock, pktinfo, &mut buf) => match r {
-                Ok((n, from, dst)) => {
-                    let pkt = &buf[..n];
-                    if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
-                        conninput(id, pkt);
-                    }
+                Ok(got) => {
+                    input(&table, &send, &got, &buf);
                     // Drain what else is queued without a trip through the scheduler (under
                     // a burst of new peers the socket would otherwise overflow); then let
                     // other tasks run.
                     for _ in 0..READ_BATCH {
-                        let Ok((n, from, dst)) = try_recv(&sock, pktinfo, &mut buf) else {
+                        let Ok(got) = try_recv(&sock, pktinfo, &mut buf) else {
                             break;
                         };
-                        let pkt = &buf[..n];
-                        if let Some(id) = lookup_or_create(&table, &send, from, dst, pkt) {
-                            conninput(id, pkt);
-                        }
+                        input(&table, &send, &got, &buf);
                     }
                     tokio::task::yield_now().await;
                 }
@@ -453,33 +475,35 @@ async fn shared_reader(
     }
 }
 
-/// One datagram: with `pktinfo`, `recvmsg` also yielding its destination address; otherwise
-/// plain `recv_from`.
-async fn recv(
-    sock: &UdpSocket,
-    pktinfo: bool,
-    buf: &mut [u8],
-) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
-    if pktinfo {
+/// Hands the datagrams of one read (several with GRO) to usrsctp, each as from its remote's
+/// conn address.
+fn input(table: &Mutex<RemoteTable>, send: &Arc<StdUdp>, got: &Received, buf: &[u8]) {
+    for pkt in got.datagrams(buf) {
+        if let Some(id) = lookup_or_create(table, send, got.from, got.dst, pkt) {
+            conninput(id, pkt);
+        }
+    }
+}
+
+/// One read: with `pktinfo` or GRO, `recvmsg` also yielding the destination address and
+/// segment size; otherwise plain `recv_from`.
+async fn recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
+    if pktinfo || GRO.load(Ordering::Relaxed) {
         sock.async_io(Interest::READABLE, || recv_with_dst(sock, buf))
             .await
     } else {
-        let (n, from) = sock.recv_from(buf).await?;
-        Ok((n, from, None))
+        let (len, from) = sock.recv_from(buf).await?;
+        Ok(Received::one(len, from))
     }
 }
 
 /// [`recv`] without waiting: `WouldBlock` when nothing is queued.
-fn try_recv(
-    sock: &UdpSocket,
-    pktinfo: bool,
-    buf: &mut [u8],
-) -> io::Result<(usize, SocketAddr, Option<IpAddr>)> {
-    if pktinfo {
+fn try_recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
+    if pktinfo || GRO.load(Ordering::Relaxed) {
         sock.try_io(Interest::READABLE, || recv_with_dst(sock, buf))
     } else {
-        let (n, from) = sock.try_recv_from(buf)?;
-        Ok((n, from, None))
+        let (len, from) = sock.try_recv_from(buf)?;
+        Ok(Received::one(len, from))
     }
 }
 

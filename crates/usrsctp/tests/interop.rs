@@ -41,6 +41,7 @@ async fn usrsctp_client_to_webrtc_server() {
     let opts = SctpOptions {
         local_port: 5001,
         streams: 16,
+        path_mtu: Some(WEBRTC_MTU),
         ..SctpOptions::default()
     };
     let c = SctpStack::global()
@@ -90,13 +91,20 @@ async fn usrsctp_client_to_webrtc_server() {
     let _ = wserver.close().await;
 }
 
+/// webrtc-sctp reads datagrams of at most 8 KiB (its `RECEIVE_MTU`), and usrsctp would
+/// send 64 KiB ones on loopback (the route's MTU): ours must stay under it.
+const WEBRTC_MTU: u32 = 1200;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webrtc_client_to_usrsctp_server() {
     let l = SctpStack::global()
         .listen(
             "127.0.0.1:0".parse().unwrap(),
             5000,
-            &SctpOptions::default(),
+            &SctpOptions {
+                path_mtu: Some(WEBRTC_MTU),
+                ..SctpOptions::default()
+            },
         )
         .unwrap();
     let udp = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());

@@ -22,9 +22,12 @@ async fn blocked_pair(
         recv_budget: 1,
         ..SctpOptions::default()
     };
+    // Packets of an ordinary path's size: round robin per packet takes one packet per
+    // turn, and a loopback packet (64 KiB) would hold 64 of these messages.
     let client_opts = SctpOptions {
         send_buffer: Some(1 << 20),
         scheduler: sched,
+        path_mtu: Some(1200),
         ..SctpOptions::default()
     };
     let l = stack

@@ -1,5 +1,6 @@
-//! Transfers over a lossy path: 10 MB over TCP (`loss`) and over SCTP (`sctp-loss`)
-//! arrive complete and intact.
+//! Transfers over a lossy path: 10 MB over TCP (`loss`) and over SCTP (`sctp-loss`, which
+//! also times TCP with CUBIC and with the kernel default on the same path) arrive complete
+//! and intact.
 
 #![forbid(unsafe_code)]
 
@@ -15,17 +16,48 @@ use crate::rules::{Match, Rule};
 use crate::sctp_server::SCTP_ONLY;
 use crate::taps::Connect;
 
-pub(super) fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
-    let cc = lab
-        .client()
-        .run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control"))
+/// Where the client namespace's default TCP congestion control is read and set.
+const TCP_CC: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
+
+/// The client namespace's default TCP congestion control ("" if unreadable).
+fn client_cc(lab: &Lab) -> String {
+    lab.client()
+        .run(|| std::fs::read_to_string(TCP_CC))
         .ok()
         .and_then(Result::ok)
-        .unwrap_or_default();
-    out.say(format!("  client congestion control: {}", cc.trim()));
-    transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
+/// Sets the TCP congestion control of the client's default routes (route attribute
+/// `congctl`; `None` removes it, so the namespace default applies again). A route's
+/// algorithm needs no `tcp_allowed_congestion_control` entry, unlike a namespace default.
+fn set_route_cc(lab: &Lab, cc: Option<&str>) -> Result<(), String> {
+    let routes = [
+        ("0.0.0.0/0", lab::CLIENT_V4.to_string()),
+        ("::/0", lab::CLIENT_V6.to_string()),
+    ];
+    for (net, src) in &routes {
+        let mut args = vec!["route", "change", net, "dev", lab::TUN_NAME, "src", src];
+        if let Some(cc) = cc {
+            args.extend(["congctl", cc]);
+        }
+        lab.client()
+            .ip(&args)
+            .map_err(|e| format!("setting the congestion control of route {net}: {e}"))?;
+    }
+    Ok(())
+}
+
+pub(super) fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    out.say(format!("  client congestion control: {}", client_cc(lab)));
+    transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp).map(|_| ())
+}
+
+/// The 10 MB over SCTP, then over TCP with CUBIC (a loss-based congestion control, like
+/// every one usrsctp offers) and over TCP with the kernel's default (BBR on the
+/// development machines, which does not slow down for random loss); all three times
+/// reported side by side.
 pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     out.say(format!(
         "  SCTP only, to the SCTP server on {} (UDP port {SCTP_UDP_PORT}); usrsctp's congestion control",
@@ -33,12 +65,32 @@ pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     ));
     let mut c = Connect::new(fqdn(SCTP_HOST));
     c.props = Some(SCTP_ONLY.to_string());
-    transfer_over_loss(lab, ctx, out, c, "SCTP", Proto::Sctp)
+    let sctp = transfer_over_loss(lab, ctx, out, c, "SCTP", Proto::Sctp)?;
+    let default_cc = client_cc(lab);
+    out.say("  the same over TCP with CUBIC (the client's routes: congctl cubic)");
+    set_route_cc(lab, Some("cubic"))?;
+    let cubic = transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp);
+    set_route_cc(lab, None)?;
+    let cubic = cubic?;
+    out.say(format!(
+        "  the same over TCP with the kernel default ({default_cc})"
+    ));
+    let default = transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp)?;
+    let secs = |d: Duration| d.as_secs_f64();
+    out.say(format!(
+        "  10 MiB at 2% loss, 100 ms RTT: SCTP {:.1} s; TCP CUBIC {:.1} s (SCTP {:.2}x); TCP {default_cc} (kernel default) {:.1} s (SCTP {:.2}x)",
+        secs(sctp),
+        secs(cubic),
+        secs(sctp) / secs(cubic).max(1e-9),
+        secs(default),
+        secs(sctp) / secs(default).max(1e-9),
+    ));
+    Ok(())
 }
 
 /// 2% loss each way and a 100 ms RTT to every zone address; `c` sends 10 MB; checks it
 /// connected over `stack`, sent everything, and the server (`protocol`) got every byte
-/// right and saw a clean close.
+/// right and saw a clean close. Returns how long the transfer took.
 fn transfer_over_loss(
     lab: &Lab,
     ctx: &Ctx,
@@ -46,7 +98,7 @@ fn transfer_over_loss(
     mut c: Connect,
     stack: &str,
     protocol: Proto,
-) -> Result<(), String> {
+) -> Result<Duration, String> {
     const SIZE: u64 = 10 * 1024 * 1024;
     let rtt = Duration::from_millis(100);
     let (n4, l4) = lab::ZONE_NET_V4;
@@ -111,5 +163,5 @@ fn transfer_over_loss(
             st.to_server.lost, st.to_client.lost
         ),
     );
-    Ok(())
+    Ok(took)
 }

@@ -10,6 +10,7 @@ mod he;
 mod he_variant;
 mod http;
 mod runner;
+mod sctp_speed;
 mod secure;
 mod summary;
 mod transfer;
@@ -22,6 +23,7 @@ pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
 pub use runner::Crash;
+pub use sctp_speed::SpeedPoint;
 pub use secure::{SecurePoint, SecureVariant};
 pub use summary::{Faults, Summary};
 pub use transfer::{TransferPoint, TransferRatios, TransferSide};
@@ -32,6 +34,7 @@ pub(crate) use he::race_variants_at;
 pub(crate) use he::run_he;
 pub(crate) use http::run_http;
 pub(crate) use runner::Progress;
+pub(crate) use sctp_speed::run_sctp_speed;
 pub(crate) use secure::run_secure;
 pub(crate) use summary::{pairwise, Failures};
 pub(crate) use transfer::run_transfer;
@@ -112,6 +115,9 @@ pub(crate) fn planned_trials(cfg: &Config, sel: Selection) -> usize {
         if sel.transfer {
             n += transfer::transfer_trials(cfg, proto);
         }
+    }
+    if sel.transfer {
+        n += sctp_speed::sctp_speed_trials(cfg);
     }
     if sel.he {
         n += he::he_trials(cfg);

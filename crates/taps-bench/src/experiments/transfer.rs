@@ -119,6 +119,24 @@ fn transfer_reps(cfg: &Config) -> usize {
     cfg.reps() * 2
 }
 
+/// One side's figures over `trials` whose server should have received `expected` bytes
+/// in each.
+pub(super) fn transfer_side(trials: &[Trial], expected: u64) -> TransferSide {
+    let f = faults(trials);
+    TransferSide {
+        sender_cpu_us: summarize(trials, |t| t.client.cpu.total_us() as f64),
+        receiver_cpu_us: summarize(trials, |t| t.server_cpu_us as f64),
+        total_cpu_us: summarize(trials, |t| {
+            (t.client.cpu.total_us() + t.server_cpu_us) as f64
+        }),
+        elapsed_us: summarize(trials, |t| t.client.elapsed_us as f64),
+        failed: f.failed,
+        first_error: f.first_error,
+        server_timeouts: f.server_timeouts,
+        short_transfers: trials.iter().filter(|t| t.server_bytes != expected).count(),
+    }
+}
+
 /// Experiment 2 over `proto`: flows connected before the window; in it each sends its
 /// bytes, closes and waits for the receiver (the server) to close after reading
 /// everything.
@@ -171,21 +189,7 @@ pub(crate) fn run_transfer(
                 }
             }
             let expected = flows as u64 * bytes;
-            let side = |trials: &[Trial]| {
-                let f = faults(trials);
-                TransferSide {
-                    sender_cpu_us: summarize(trials, |t| t.client.cpu.total_us() as f64),
-                    receiver_cpu_us: summarize(trials, |t| t.server_cpu_us as f64),
-                    total_cpu_us: summarize(trials, |t| {
-                        (t.client.cpu.total_us() + t.server_cpu_us) as f64
-                    }),
-                    elapsed_us: summarize(trials, |t| t.client.elapsed_us as f64),
-                    failed: f.failed,
-                    first_error: f.first_error,
-                    server_timeouts: f.server_timeouts,
-                    short_transfers: trials.iter().filter(|t| t.server_bytes != expected).count(),
-                }
-            };
+            let side = |trials: &[Trial]| transfer_side(trials, expected);
             let (taps, raw) = (side(&by_variant[0]), side(&by_variant[1]));
             let r = TransferRatios::of(&taps, &raw);
             let mapped = by_variant.get(2).map(|t| side(t));

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+mod sctp;
 #[cfg(test)]
 mod tests;
 
@@ -52,6 +53,8 @@ pub(crate) struct Expected {
     pub(crate) races: Vec<HeVariant>,
     /// The whole-process comparison at these flow counts.
     pub(crate) connect_cli: Vec<usize>,
+    /// SCTP against TCP, one bulk flow (runs with experiment 2).
+    pub(crate) sctp_speed: bool,
 }
 
 impl Expected {
@@ -76,6 +79,7 @@ impl Expected {
             } else {
                 Vec::new()
             },
+            sctp_speed: sel.transfer,
         }
     }
 }
@@ -89,6 +93,7 @@ pub(crate) fn goals(r: &Results, expected: &Expected) -> Vec<Goal> {
     for &proto in &expected.transfer {
         transfer_goal(r, proto, &mut g);
     }
+    sctp::sctp_speed_goals(r, expected.sctp_speed, &mut g);
     race_goals(r, &expected.races, &mut g);
     cli_goals(r, &expected.connect_cli, &mut g);
     g

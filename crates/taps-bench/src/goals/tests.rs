@@ -10,7 +10,7 @@ fn s(v: &[f64]) -> Summary {
     Summary::of(v.to_vec())
 }
 
-fn results() -> Results {
+pub(super) fn results() -> Results {
     Results {
         meta: Meta {
             experiment: "test".into(),
@@ -25,6 +25,7 @@ fn results() -> Results {
         },
         connect: Vec::new(),
         transfer: Vec::new(),
+        sctp_speed: Vec::new(),
         he: Vec::new(),
         http: Vec::new(),
         secure: Vec::new(),
@@ -152,6 +153,7 @@ fn a_planned_point_that_is_missing_is_not_met() {
         transfer: vec![Proto::Tcp, Proto::Sctp],
         races: vec![HeVariant::RaceSctpDead],
         connect_cli: vec![1, 256, 1024],
+        sctp_speed: false,
     };
     let g = goals(&r, &all);
     // 3 connect + 2 transfer + 1 race + 2 CPU and 1 RSS of the whole-process comparison.

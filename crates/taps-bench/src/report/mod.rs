@@ -7,6 +7,7 @@
 mod chart;
 mod cli;
 mod plots;
+mod sctp;
 mod secure;
 mod tables;
 
@@ -119,6 +120,7 @@ pub(crate) fn markdown(r: &Results, plots: &[&str]) -> String {
         for proto in protocols_of(r.transfer.iter().map(|p| p.protocol)) {
             tables::transfer_section(&mut s, r, proto, plots);
         }
+        sctp::sctp_speed_section(&mut s, r);
     }
     if !r.he.is_empty() {
         tables::he_section(&mut s, r, plots);

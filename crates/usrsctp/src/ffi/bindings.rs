@@ -191,6 +191,7 @@ pub(crate) const SCTP_RECVRCVINFO: c_int = 0x0000_001f;
 pub(crate) const SCTP_ENABLE_STREAM_RESET: c_int = 0x0000_0900;
 pub(crate) const SCTP_PLUGGABLE_SS: c_int = 0x0000_1203;
 pub(crate) const SCTP_SS_VALUE: c_int = 0x0000_1204;
+pub(crate) const SCTP_PLUGGABLE_CC: c_int = 0x0000_1202;
 pub(crate) const SCTP_STATUS: c_int = 0x0000_0100;
 /// Internal (netinet/sctp.h), see [`sctp_sockstat`].
 pub(crate) const SCTP_GET_SNDBUF_USE: c_int = 0x0000_1101;
@@ -224,6 +225,12 @@ pub(crate) const SCTP_SS_ROUND_ROBIN_PACKET: u32 = 2;
 pub(crate) const SCTP_SS_PRIORITY: u32 = 3;
 pub(crate) const SCTP_SS_FAIR_BANDWITH: u32 = 4;
 pub(crate) const SCTP_SS_FIRST_COME: u32 = 5;
+
+/// Congestion control modules (`SCTP_CC_*`, option `SCTP_PLUGGABLE_CC`).
+pub(crate) const SCTP_CC_RFC2581: u32 = 0;
+pub(crate) const SCTP_CC_HSTCP: u32 = 1;
+pub(crate) const SCTP_CC_HTCP: u32 = 2;
+pub(crate) const SCTP_CC_RTCC: u32 = 3;
 
 /// Chunk type of INIT ACK.
 pub(crate) const SCTP_INITIATION_ACK: u8 = 0x02;
@@ -345,6 +352,15 @@ extern "C" {
     pub(super) fn usrsctp_sysctl_get_sctp_sendspace() -> u32;
     pub(super) fn usrsctp_sysctl_set_sctp_recvspace(value: u32) -> c_int;
     pub(super) fn usrsctp_sysctl_get_sctp_recvspace() -> u32;
+    pub(super) fn usrsctp_sysctl_set_sctp_rto_min_default(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_rto_initial_default(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_default_cc_module(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_initial_cwnd(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_max_burst_default(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_fr_max_burst_default(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_delayed_sack_time_default(value: u32) -> c_int;
+    pub(super) fn usrsctp_sysctl_set_sctp_sack_freq_default(value: u32) -> c_int;
+    pub(super) fn usrsctp_enable_crc32c_offload();
 }
 
 #[cfg(test)]

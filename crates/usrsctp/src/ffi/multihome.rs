@@ -152,8 +152,13 @@ fn check_library() -> std::result::Result<(), String> {
 
 /// Feeds `pkt` to usrsctp as coming from conn `conn` if `attached` is set, deciding under the
 /// usrsctp lock (see [`Socket::add_peer_path`]); returns whether it was fed. A packet from a
-/// path usrsctp does not know would be answered with an ABORT, so it is never fed.
+/// path usrsctp does not know would be answered with an ABORT, so it is never fed. A packet
+/// whose CRC32c is wrong is not fed either (usrsctp's own check is off, see
+/// [`super::library::crc32c_ok`]).
 pub(crate) fn conninput_attached(attached: &AtomicBool, conn: usize, pkt: &[u8]) -> bool {
+    if !super::library::crc32c_ok(pkt) {
+        return false;
+    }
     serial(|| {
         if !attached.load(Ordering::SeqCst) {
             return false;

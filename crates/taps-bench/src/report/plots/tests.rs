@@ -224,6 +224,7 @@ fn results() -> Results {
         },
         connect: both.into_iter().flat_map(connect).collect(),
         transfer: both.into_iter().flat_map(transfer).collect(),
+        sctp_speed: Vec::new(),
         connect_cli: Vec::new(),
         he: he(),
         http: http(),

@@ -1,0 +1,42 @@
+//! The SCTP-against-TCP table: one bulk flow through taps, each protocol.
+
+use std::fmt::Write;
+
+use crate::Results;
+
+/// Writes the table (nothing when the comparison did not run).
+pub(super) fn sctp_speed_section(s: &mut String, r: &Results) {
+    if r.sctp_speed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "### SCTP against TCP, one bulk flow\n\n\
+         One flow through taps to a taps listener sends the bytes, over TCP and over SCTP \
+         (usrsctp over UDP, path-MTU packets: 64 KiB on loopback) in alternating trials; \
+         throughput is bytes over the transfer's wall time, CPU is sender + receiver. \
+         Ratios are medians of per-repetition ratios.\n\n\
+         | path | bytes | TCP ms | SCTP ms | TCP MB/s | SCTP MB/s | SCTP throughput × TCP | \
+         TCP CPU ms | SCTP CPU ms | SCTP CPU per byte × TCP |\n\
+         |---|---|---|---|---|---|---|---|---|---|"
+    );
+    for p in &r.sctp_speed {
+        let mb = p.bytes as f64 / 1e6;
+        let rate = |us: f64| mb / (us / 1e6);
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} MB | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} | {:.2} |",
+            p.path,
+            mb,
+            p.tcp.elapsed_us.median / 1e3,
+            p.sctp.elapsed_us.median / 1e3,
+            rate(p.tcp.elapsed_us.median),
+            rate(p.sctp.elapsed_us.median),
+            p.throughput_ratio,
+            p.tcp.total_cpu_us.median / 1e3,
+            p.sctp.total_cpu_us.median / 1e3,
+            p.cpu_ratio,
+        );
+    }
+    let _ = writeln!(s);
+}
