@@ -1,6 +1,8 @@
 //! Race order of candidates: CIB failures last, then score and stack, then addresses
 //! (recent successes fastest first, unknown ones in RFC 6724 order), interleaving
-//! address families (RFC 8305 First Address Family Count).
+//! address families (RFC 8305 First Address Family Count) and, when candidates are bound
+//! to local interfaces, the interfaces too: a dead link costs one attempt delay, not one
+//! per address of it.
 
 use super::candidate::Candidate;
 use super::rfc6724;
@@ -24,22 +26,15 @@ pub fn order(cands: &mut [Candidate], first_family_count: usize) {
             .cmp(&(class(b) == 2))
             .then(b.score.total_cmp(&a.score))
             .then(a.stack.index().cmp(&b.stack.index()))
-            .then(
-                a.local
-                    .as_ref()
-                    .map(|l| &l.interface)
-                    .cmp(&b.local.as_ref().map(|l| &l.interface)),
-            )
             .then(class(a).cmp(&class(b)))
             .then(rtt(a).cmp(&rtt(b)))
             .then(rfc6724::sort_key(&a.remote.ip()).cmp(&rfc6724::sort_key(&b.remote.ip())))
     });
-    // Interleave families within each run of equal group and class.
+    // Interleave families and interfaces within each run of equal group and class.
     let same_run = |a: &Candidate, b: &Candidate| {
         (class(a) == 2) == (class(b) == 2)
             && a.score == b.score
             && a.stack == b.stack
-            && a.local.as_ref().map(|l| &l.interface) == b.local.as_ref().map(|l| &l.interface)
             && class(a) == class(b)
     };
     let mut start = 0;
@@ -48,8 +43,52 @@ pub fn order(cands: &mut [Candidate], first_family_count: usize) {
         while end < cands.len() && same_run(&cands[start], &cands[end]) {
             end += 1;
         }
-        interleave(&mut cands[start..end], first_family_count);
+        interleave_interfaces(&mut cands[start..end], first_family_count);
         start = end;
+    }
+}
+
+/// The local interface a candidate is bound to (`None`: the OS routes).
+fn interface(c: &Candidate) -> Option<&str> {
+    c.local.as_ref().map(|l| &*l.interface)
+}
+
+/// Interleaves families within each interface's candidates, then takes the interfaces in
+/// turn (in the order they first appear), each turn preferring the family the previous
+/// candidate did not have: two links with both families start as link 1 IPv6, link 2
+/// IPv4, link 1 IPv4, link 2 IPv6.
+fn interleave_interfaces(run: &mut [Candidate], first_family_count: usize) {
+    let first = interface(&run[0]);
+    if run.iter().all(|c| interface(c) == first) {
+        interleave(run, first_family_count);
+        return;
+    }
+    let mut groups: Vec<std::collections::VecDeque<Candidate>> = Vec::new();
+    let mut names: Vec<Option<&str>> = Vec::new();
+    let mut owned: Vec<Vec<Candidate>> = Vec::new();
+    for c in run.iter() {
+        match names.iter().position(|n| *n == interface(c)) {
+            Some(i) => owned[i].push(c.clone()),
+            None => {
+                names.push(interface(c));
+                owned.push(vec![c.clone()]);
+            }
+        }
+    }
+    for mut g in owned {
+        interleave(&mut g, first_family_count);
+        groups.push(g.into());
+    }
+    let mut out: Vec<Candidate> = Vec::with_capacity(run.len());
+    while out.len() < run.len() {
+        for g in groups.iter_mut() {
+            let last = out.last().map(Candidate::family);
+            let pick = g.iter().position(|c| Some(c.family()) != last).unwrap_or(0);
+            out.extend(g.remove(pick));
+        }
+    }
+    for (slot, c) in run.iter_mut().zip(out) {
+        *slot = c;
     }
 }
 

@@ -770,3 +770,47 @@ mod cib {
         assert!(c.is_empty());
     }
 }
+
+/// Two interfaces with both families: the race takes the interfaces in turn and
+/// alternates families, so a dead link costs one attempt delay, not two.
+#[test]
+fn interfaces_and_families_are_interleaved() {
+    let iface = |name: &str, index: u32, addrs: &[(&str, u8)]| Interface {
+        name: name.into(),
+        index,
+        kind: InterfaceKind::Ethernet,
+        up: true,
+        addresses: addrs
+            .iter()
+            .map(|(a, prefix_len)| crate::net::InterfaceAddress {
+                addr: ip(a),
+                prefix_len: *prefix_len,
+            })
+            .collect(),
+    };
+    let mut cib = Cib::default();
+    cib.set_interfaces(Arc::new(vec![
+        iface("eth0", 2, &[("192.0.2.10", 24), ("2001:db8:1::10", 64)]),
+        iface("eth1", 3, &[("198.51.100.10", 24), ("2001:db8:2::10", 64)]),
+    ]));
+    let plan = plan_json(
+        r#"{"transport":{"value":"TCP","precedence":2},
+            "interface":{"value":["eth0","eth1"],"precedence":1}}"#,
+    )
+    .unwrap();
+    let g = gather(
+        &plan,
+        &["2001:db8:9::1", "203.0.113.1"],
+        &cib,
+        Instant::now(),
+    );
+    let order: Vec<(String, Family)> = g
+        .candidates
+        .iter()
+        .map(|c| (c.local.as_ref().unwrap().interface.to_string(), c.family()))
+        .collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert_ne!(order[0].0, order[1].0, "{order:?}");
+    assert_ne!(order[0].1, order[1].1, "{order:?}");
+    assert_ne!(order[2].0, order[3].0, "{order:?}");
+}
