@@ -114,6 +114,7 @@ impl Preconnection {
             &remote.host,
             self.ctx.tls_sessions(),
             quic,
+            self.socket_options().user_timeout,
         )?);
         Ok(self.client_security.get_or_init(|| Some(sec)).clone())
     }

@@ -274,3 +274,76 @@ async fn flows_map_onto_streams_of_one_quic_connection() {
     }
     assert_eq!(ctx.open_quic_connections(), 0);
 }
+
+/// A UDP relay on loopback between a client and `server` that can be told to drop
+/// everything (a path that dies). Returns its port and the switch.
+async fn relay_to(server: SocketAddr) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let outer = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let inner = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    inner.connect(server).await.unwrap();
+    let port = outer.local_addr().unwrap().port();
+    let dead = Arc::new(AtomicBool::new(false));
+    let client = Arc::new(std::sync::Mutex::new(None::<SocketAddr>));
+    let (o, i, d, c) = (outer.clone(), inner.clone(), dead.clone(), client.clone());
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = o.recv_from(&mut buf).await {
+            *c.lock().unwrap() = Some(from);
+            if !d.load(Ordering::Relaxed) {
+                let _ = i.send(&buf[..n]).await;
+            }
+        }
+    });
+    let d = dead.clone();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = inner.recv(&mut buf).await {
+            let to = *client.lock().unwrap();
+            if let (Some(to), false) = (to, d.load(Ordering::Relaxed)) {
+                let _ = outer.send_to(&buf[..n], to).await;
+            }
+        }
+    });
+    (port, dead)
+}
+
+/// `connTimeout` (RFC 9622's abort timeout) bounds how long a QUIC connection lives on a
+/// path that died: 1 s here, against QUIC's 10 s default idle timeout.
+#[tokio::test]
+async fn quic_gives_up_after_conn_timeout_when_the_path_dies() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let _listener = secure_echo(&ctx, &pki, port).await;
+    let (relay, dead) = relay_to(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await;
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .abort_timeout(Duration::from_secs(1))
+        .compile()
+        .unwrap();
+    let mut conn = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", relay))
+        .security(trusting(&pki))
+        .initiate()
+        .await
+        .unwrap();
+    conn.send(b"before").await.unwrap();
+    assert_eq!(
+        conn.receive().await.unwrap().as_deref(),
+        Some(&b"before"[..])
+    );
+    dead.store(true, std::sync::atomic::Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
+    let _ = conn.send(b"into the void").await;
+    let outcome = tokio::time::timeout(Duration::from_secs(8), conn.receive()).await;
+    let waited = t0.elapsed();
+    println!("QUIC gave up {waited:?} after the path died: {outcome:?}");
+    let ended = matches!(outcome, Ok(Err(_)) | Ok(Ok(None)));
+    assert!(ended, "still waiting after {waited:?}: {outcome:?}");
+    assert!(
+        waited < Duration::from_secs(4),
+        "gave up only after {waited:?}"
+    );
+}

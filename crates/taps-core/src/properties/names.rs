@@ -116,7 +116,7 @@ names! {
     LowLatency => "low_latency" [] NameKind::Flag, "NEAT: low latency wanted (capacity profile interactive).";
     DscpValue => "dscp_value" ["dscp"] NameKind::Number, "NEAT: explicit DSCP value.";
     ConnPriority => "connPriority" ["flow_priority", "priority"] NameKind::Number, "Connection priority.";
-    ConnTimeout => "connTimeout" ["abort_timeout"] NameKind::Number, "Timeout for aborting the connection in seconds (RFC 9622 8.1.3): how long sent data may go unacknowledged (TCP user timeout, SCTP retransmission limit).";
+    ConnTimeout => "connTimeout" ["abort_timeout"] NameKind::Number, "Timeout for aborting the connection in seconds (RFC 9622 8.1.3): how long sent data may go unacknowledged (TCP user timeout, SCTP retransmission limit, QUIC idle timeout).";
     EstablishmentTimeout => "establishmentTimeout" ["timeout", "initiate_timeout"] NameKind::Number, "Establishment timeout in seconds (RFC 9622 Initiate's timeout).";
     KeepAliveTimeout => "keepAliveTimeout" ["keepalive_interval"] NameKind::Number, "Keep-alive interval in seconds (RFC 9622 8.1.4): TCP keep-alive idle time, SCTP heartbeat interval.";
     ConnScheduler => "connScheduler" ["scheduler"] NameKind::Word(SCHEDULER_WORDS), "Stream scheduler (RFC 8260).";

@@ -38,12 +38,14 @@ pub(crate) struct ClientSecurity {
 
 impl ClientSecurity {
     /// The configuration for connecting to `host` (or the parameters' server name), with
-    /// `sessions` as the resumption store (shared by a context's preconnections).
+    /// `sessions` as the resumption store (shared by a context's preconnections) and QUIC
+    /// given up after `abort_timeout` without hearing from the peer (`connTimeout`).
     pub(crate) fn new(
         params: &SecurityParameters,
         host: &str,
         sessions: &Arc<ClientSessionMemoryCache>,
         quic_socket: Option<Arc<QuicClientSocket>>,
+        abort_timeout: Option<std::time::Duration>,
     ) -> Result<ClientSecurity, SetupError> {
         let name = params
             .server_name
@@ -104,7 +106,7 @@ impl ClientSecurity {
                 let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls)
                     .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
                 let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-                config.transport_config(quic::transport());
+                config.transport_config(quic::transport_with_abort(abort_timeout));
                 Some((config, socket))
             }
             None => None,

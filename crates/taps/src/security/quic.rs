@@ -13,6 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use quinn::{ConnectionError, Endpoint};
 use rustls_pki_types::CertificateDer;
@@ -60,6 +61,22 @@ pub(crate) fn transport() -> Arc<quinn::TransportConfig> {
             Arc::new(t)
         })
         .clone()
+}
+
+/// The transport settings of a client whose properties set `connTimeout` (RFC 9622's
+/// abort timeout): the connection is given up when it hears nothing from the peer for
+/// that long (QUIC's idle timeout, the nearest QUIC has to TCP's user timeout: an
+/// unacknowledged packet means nothing heard), with keep-alives at a third of it so an
+/// idle but healthy connection stays up. `None` (or zero): the defaults. Built once per
+/// preconnection.
+pub(crate) fn transport_with_abort(abort: Option<Duration>) -> Arc<quinn::TransportConfig> {
+    let Some(abort) = abort.filter(|t| !t.is_zero()) else {
+        return transport();
+    };
+    let mut t = quinn::TransportConfig::default();
+    t.max_idle_timeout(abort.try_into().ok());
+    t.keep_alive_interval(Some((abort / 3).min(KEEP_ALIVE)));
+    Arc::new(t)
 }
 
 /// A QUIC server endpoint on `addr` (UDP; an IPv6 socket takes IPv6 only, so the
