@@ -74,10 +74,20 @@ pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
     max: usize,
 ) -> Result<Option<Vec<u8>>, Error> {
     let mut len = [0u8; 4];
-    match r.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let mut got = 0;
+    while got < len.len() {
+        match r.read(&mut len[got..]).await? {
+            // A clean end only between messages: the peer closed mid-header otherwise.
+            0 if got == 0 => return Ok(None),
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the peer closed after {got} of a message's 4-byte length"),
+                )
+                .into())
+            }
+            n => got += n,
+        }
     }
     let len = u32::from_be_bytes(len) as usize;
     if len > max {
@@ -650,8 +660,19 @@ mod tests {
     fn frames_decode_in_order_and_end_cleanly() {
         let r = decode(b"\0\0\0\x02hi\0\0\0\0");
         assert_eq!(r, [Ok(Some(b"hi".to_vec())), Ok(Some(vec![])), Ok(None)]);
-        // An end inside a header is the end of the stream, as before.
-        assert_eq!(decode(b"\0\0"), [Ok(None)]);
+    }
+
+    #[test]
+    fn an_end_inside_a_length_is_an_error() {
+        // Before, a stream that ended after 1-3 bytes of a header read as a clean end:
+        // a truncated message went unnoticed.
+        for cut in [&b"\0"[..], b"\0\0", b"\0\0\0", b"\0\0\0\x01x\0\0"] {
+            let r = decode(cut);
+            assert!(
+                matches!(r.last(), Some(Err(e)) if e.contains("4-byte length")),
+                "{cut:?}: {r:?}"
+            );
+        }
     }
 
     #[test]
