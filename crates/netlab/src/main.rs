@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -148,8 +149,12 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::List => {
+            // `netlab list | head` closes the pipe early: stop quietly, do not panic.
+            let mut out = std::io::stdout().lock();
             for s in scenario::all() {
-                println!("{:<12} {}", s.name, s.summary);
+                if writeln!(out, "{:<12} {}", s.name, s.summary).is_err() {
+                    break;
+                }
             }
             ExitCode::SUCCESS
         }
