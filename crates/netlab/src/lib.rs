@@ -35,6 +35,8 @@ pub mod packet;
 pub mod probe;
 pub mod rules;
 pub mod scenario;
+pub mod sctp_mp;
+pub mod sctp_mp_proc;
 pub mod sctp_server;
 pub mod sink;
 pub mod taps;
