@@ -37,6 +37,7 @@ pub mod rules;
 pub mod scenario;
 pub mod sctp_mp;
 pub mod sctp_mp_proc;
+mod sctp_mp_sat;
 pub mod sctp_server;
 pub mod sink;
 pub mod taps;

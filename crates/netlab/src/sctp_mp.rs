@@ -69,6 +69,37 @@ pub struct PeerConfig {
     pub cmt: bool,
     /// The client's phases.
     pub phases: Vec<Phase>,
+    /// Send and receive buffers (and the receive budget) in bytes; `None`: defaults.
+    pub buffer: Option<u32>,
+    /// Offer NR-SACK.
+    pub nr_sack: bool,
+    /// Fixed path MTU on every path (PMTU discovery off); `None`: usrsctp's.
+    pub mtu: Option<u32>,
+    /// The sysctl `sctp_peer_chunk_oh`; `None`: usrsctp's 256.
+    pub chunk_overhead: Option<u32>,
+    /// Instead of the phases: a saturated multi-stream run ([`crate::sctp_mp_sat`]).
+    pub saturate: Option<Saturate>,
+}
+
+/// A saturated run: the client keeps every stream's queue full for `warmup_ms +
+/// measure_ms`; the server measures per-stream throughput and message delay in the
+/// measurement window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saturate {
+    /// Streams used (0..streams).
+    pub streams: u16,
+    /// Message size in bytes (>= 16: a send timestamp and the stream's sequence number).
+    pub msg: usize,
+    /// Fixed: stream s is sent on path `map[s]` (`send_on_path`); `None`: round robin, CMT
+    /// spreads unpinned data.
+    pub map: Option<Vec<usize>>,
+    /// Fill the stream with the fewest unsent bytes next (`Association::unsent_bytes`);
+    /// otherwise streams take turns, one message each.
+    pub fill_by_queue: bool,
+    /// Settling time before the measurement, ms.
+    pub warmup_ms: u64,
+    /// Measurement window, ms.
+    pub measure_ms: u64,
 }
 
 /// One step of the client's plan.
@@ -114,6 +145,11 @@ impl PeerConfig {
                 msg: (num(p, "msg")? as usize).clamp(1, 1 << 20),
             });
         }
+        let saturate = match v.get("saturate") {
+            Some(sv) if !sv.is_null() => Some(crate::sctp_mp_sat::parse(sv)?),
+            _ => None,
+        };
+        let opt_u32 = |k: &str| v.get(k).and_then(Value::as_u64).map(|n| n as u32);
         let extra = num(&v, "extra_paths")? as usize;
         if extra >= links::MAX_LINKS {
             return Err(format!(
@@ -131,6 +167,11 @@ impl PeerConfig {
             pf_threshold: num(&v, "pf_threshold")? as u16,
             cmt: field(&v, "cmt")?.as_bool().unwrap_or(false),
             phases,
+            buffer: opt_u32("buffer"),
+            nr_sack: v.get("nr_sack").and_then(Value::as_bool).unwrap_or(false),
+            mtu: opt_u32("mtu"),
+            chunk_overhead: opt_u32("chunk_overhead"),
+            saturate,
         })
     }
 
@@ -145,7 +186,9 @@ impl PeerConfig {
             "listen": self.listen.to_string(), "sctp_port": self.sctp_port,
             "extra_paths": self.extra_paths, "hb_ms": self.hb_ms, "rto_max_ms": self.rto_max_ms,
             "pathmaxrxt": self.pathmaxrxt, "pf_threshold": self.pf_threshold, "cmt": self.cmt,
-            "phases": phases,
+            "phases": phases, "buffer": self.buffer, "nr_sack": self.nr_sack, "mtu": self.mtu,
+            "chunk_overhead": self.chunk_overhead,
+            "saturate": self.saturate.as_ref().map(crate::sctp_mp_sat::to_json),
         })
         .to_string()
     }
@@ -154,7 +197,15 @@ impl PeerConfig {
         SctpOptions {
             rto_max_ms: self.rto_max_ms,
             heartbeat_interval_ms: self.hb_ms,
-            cmt: Some(if self.cmt { CmtMode::Base } else { CmtMode::Off }),
+            cmt: Some(if self.cmt {
+                CmtMode::Base
+            } else {
+                CmtMode::Off
+            }),
+            send_buffer: self.buffer,
+            recv_buffer: self.buffer,
+            recv_budget: self.buffer.map_or(256 * 1024, |b| b as usize),
+            nr_sack: self.nr_sack,
             ..Default::default()
         }
     }
@@ -172,7 +223,7 @@ impl PeerConfig {
 }
 
 /// Prints one JSON line on stdout and flushes it.
-fn emit(v: Value) {
+pub(crate) fn emit(v: Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
     let _ = out.flush();
@@ -194,9 +245,16 @@ pub fn run(role: &str, config: &str) -> Result<(), String> {
     usrsctp::set_cmt_global(&CmtGlobal {
         cmt: true,
         dac: true,
-        ..Default::default()
+        buffer_splitting: if cfg.cmt {
+            usrsctp::BufferSplitting::Both
+        } else {
+            usrsctp::BufferSplitting::Off
+        },
     })
     .map_err(|e| format!("CMT switches: {e}"))?;
+    if let Some(oh) = cfg.chunk_overhead {
+        usrsctp::set_peer_chunk_overhead(oh).map_err(|e| format!("sctp_peer_chunk_oh: {e}"))?;
+    }
     usrsctp::multihome_available().map_err(|e| e.to_string())?;
     match role {
         "server" => rt.block_on(server(&cfg)),
@@ -217,7 +275,7 @@ fn tune_path(assoc: &Association, id: PathId, cfg: &PeerConfig) -> Result<(), St
     let params = PathParams {
         heartbeat_interval_ms: Some(cfg.hb_ms),
         max_retransmits: Some(cfg.pathmaxrxt),
-        mtu: None,
+        mtu: cfg.mtu,
     };
     assoc
         .set_path_params(id, &params)
@@ -253,7 +311,7 @@ fn index(ids: &[PathId], id: Option<PathId>) -> Option<usize> {
     id.and_then(|id| ids.iter().position(|p| *p == id))
 }
 
-fn paths_json(assoc: &Association, ids: &[PathId]) -> Value {
+pub(crate) fn paths_json(assoc: &Association, ids: &[PathId]) -> Value {
     match assoc.paths() {
         Ok(ps) => Value::Array(
             ps.iter()
@@ -335,6 +393,9 @@ async fn server(cfg: &PeerConfig) -> Result<(), String> {
         .collect();
     wait_all_active(&assoc, cfg.extra_paths + 1).await?;
     emit(json!({"event": "paths-up", "peer": peer.to_string(), "paths": paths_json(&assoc, &ids)}));
+    if let Some(sat) = &cfg.saturate {
+        return crate::sctp_mp_sat::serve(&assoc, sat).await;
+    }
     let mut rx: Option<(String, PhaseRx)> = None;
     while let Some(m) = assoc.recv().await.map_err(|e| format!("recv: {e}"))? {
         if m.ppid != PPID_CONTROL {
@@ -389,6 +450,14 @@ async fn client(cfg: &PeerConfig) -> Result<(), String> {
         .collect();
     emit(json!({"event": "paths-up", "t_ms": ms(), "paths": paths_json(&assoc, &ids)}));
     let watcher = tokio::spawn(watch_events(events, ids.clone(), t0));
+    if let Some(sat) = &cfg.saturate {
+        let r = crate::sctp_mp_sat::send(&assoc, sat, &ids).await;
+        emit(json!({"event": "done", "t_ms": ms(), "paths": paths_json(&assoc, &ids)}));
+        assoc.abort();
+        watcher.abort();
+        drop(extra);
+        return r;
+    }
     let mut buf = Vec::new();
     for ph in &cfg.phases {
         if let Some(n) = ph.primary {
@@ -399,7 +468,12 @@ async fn client(cfg: &PeerConfig) -> Result<(), String> {
         }
         let primary = index(&ids, assoc.primary_path().ok());
         assoc
-            .send(0, format!("start {}", ph.name).as_bytes(), true, PPID_CONTROL)
+            .send(
+                0,
+                format!("start {}", ph.name).as_bytes(),
+                true,
+                PPID_CONTROL,
+            )
             .await
             .map_err(|e| format!("send: {e}"))?;
         emit(json!({"event": "phase-start", "phase": ph.name, "t_ms": ms(), "primary": primary}));

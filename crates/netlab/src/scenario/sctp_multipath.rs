@@ -68,6 +68,11 @@ fn config() -> PeerConfig {
                 msg: 16 * 1024,
             },
         ],
+        buffer: None,
+        nr_sack: false,
+        mtu: None,
+        chunk_overhead: None,
+        saturate: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 #![forbid(unsafe_code)]
 
-mod chart;
+pub(crate) mod chart;
 mod cli;
 mod plots;
 mod secure;

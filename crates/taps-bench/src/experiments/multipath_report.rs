@@ -1,0 +1,283 @@
+//! The report of `taps bench multipath`: a markdown section (tables of our numbers beside
+//! the paper's) and SVG plots drawn like the rest of the report, written as
+//! `multipath.md`, `multipath.json`, `multipath-*.svg` and `report.md` (the section alone:
+//! this experiment runs on its own).
+
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::multipath::{MultipathPoint, MultipathResults};
+use crate::report::chart::{render, Chart, Line, Scale};
+
+fn kib_tick(x: f64) -> String {
+    format!("{x:.0}")
+}
+
+/// Points of experiment `e` in series `series`, sorted by σ.
+fn series<'a>(r: &'a MultipathResults, e: u8, name: &str) -> Vec<&'a MultipathPoint> {
+    let mut v: Vec<&MultipathPoint> = r
+        .points
+        .iter()
+        .filter(|p| p.experiment == e && p.series == name)
+        .collect();
+    v.sort_by_key(|p| p.buffer_kib);
+    v
+}
+
+/// The series names of experiment `e`, in first-seen order.
+fn names(r: &MultipathResults, e: u8) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for p in r.points.iter().filter(|p| p.experiment == e) {
+        if !v.contains(&p.series) {
+            v.push(p.series.clone());
+        }
+    }
+    v
+}
+
+fn line(
+    r: &MultipathResults,
+    e: u8,
+    name: &str,
+    label: String,
+    f: impl Fn(&MultipathPoint) -> f64,
+) -> Line {
+    let pts = series(r, e, name)
+        .into_iter()
+        .map(|p| (f64::from(p.buffer_kib), f(p)))
+        .collect();
+    if name.starts_with("RR") {
+        Line::dashed(label, pts)
+    } else {
+        Line::solid(label, pts)
+    }
+}
+
+fn chart<'a>(title: &'a str, y: &'a str) -> Chart<'a> {
+    Chart {
+        title,
+        x_label: "send/receive buffer σ, KiB",
+        y_label: y,
+        x_scale: Scale::Linear,
+        x_tick: kib_tick,
+    }
+}
+
+fn stream(p: &MultipathPoint, s: usize, delay: bool) -> f64 {
+    p.streams
+        .get(s)
+        .map_or(f64::NAN, |x| if delay { x.1 } else { x.0 })
+}
+
+/// The plots: (file name, SVG).
+fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let n1 = names(r, 1);
+    let lines: Vec<Line> = n1
+        .iter()
+        .map(|n| line(r, 1, n, n.clone(), |p| p.mbit))
+        .collect();
+    out.push((
+        "multipath-exp1-throughput.svg".into(),
+        render(
+            &chart(
+                "1: delay dissimilarity, two 10 Mbit/s paths",
+                "payload throughput, Mbit/s",
+            ),
+            &lines,
+        )?,
+    ));
+    for s in 0..2 {
+        let lines: Vec<Line> = n1
+            .iter()
+            .map(|n| line(r, 1, n, n.clone(), |p| stream(p, s, true)))
+            .collect();
+        let title = format!("1: mean message delay, stream #{s}");
+        out.push((
+            format!("multipath-exp1-delay-stream{s}.svg"),
+            render(&chart(&title, "message delay, ms"), &lines)?,
+        ));
+    }
+    for rb in ["25", "50"] {
+        let mut lines = Vec::new();
+        for n in names(r, 2)
+            .iter()
+            .filter(|n| n.contains(&format!("={rb} ")))
+        {
+            let short = n.split(',').next().unwrap_or(n).to_string();
+            for s in 0..2 {
+                lines.push(line(r, 2, n, format!("{short}: stream #{s}"), |p| {
+                    stream(p, s, false)
+                }));
+            }
+        }
+        let title = format!("2: per-stream rate, ρA=10, ρB={rb} Mbit/s");
+        out.push((
+            format!("multipath-exp2-rho{rb}.svg"),
+            render(&chart(&title, "stream payload rate, Mbit/s"), &lines)?,
+        ));
+    }
+    let n3 = names(r, 3);
+    for (file, title, y, delay) in [
+        (
+            "multipath-exp3-throughput.svg",
+            "3: three paths, seven streams",
+            "payload throughput, Mbit/s",
+            false,
+        ),
+        (
+            "multipath-exp3-delay.svg",
+            "3: mean message delay, all streams",
+            "message delay, ms",
+            true,
+        ),
+    ] {
+        let lines: Vec<Line> = n3
+            .iter()
+            .map(|n| {
+                line(
+                    r,
+                    3,
+                    n,
+                    n.clone(),
+                    |p| {
+                        if delay {
+                            p.delay_ms
+                        } else {
+                            p.mbit
+                        }
+                    },
+                )
+            })
+            .collect();
+        out.push((file.into(), render(&chart(title, y), &lines)?));
+    }
+    Ok(out)
+}
+
+fn f1(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.1}")
+    } else {
+        "–".into()
+    }
+}
+
+fn f0(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.0}")
+    } else {
+        "–".into()
+    }
+}
+
+/// A table of experiment `e`: one row per series, one column per σ, `cell` per point.
+fn table(md: &mut String, r: &MultipathResults, e: u8, cell: impl Fn(&MultipathPoint) -> String) {
+    let mut sigmas: Vec<u32> = r
+        .points
+        .iter()
+        .filter(|p| p.experiment == e)
+        .map(|p| p.buffer_kib)
+        .collect();
+    sigmas.sort_unstable();
+    sigmas.dedup();
+    let _ = write!(md, "| series |");
+    for s in &sigmas {
+        let _ = write!(md, " σ={s} KiB |");
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in &sigmas {
+        let _ = write!(md, "---|");
+    }
+    md.push('\n');
+    for n in names(r, e) {
+        let _ = write!(md, "| {n} |");
+        let pts = series(r, e, &n);
+        for s in &sigmas {
+            let c = pts
+                .iter()
+                .find(|p| p.buffer_kib == *s)
+                .map_or("".into(), |p| match &p.error {
+                    Some(_) => "failed".into(),
+                    None => cell(p),
+                });
+            let _ = write!(md, " {c} |");
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+/// The markdown section (our tables; the paper's numbers and the comparison are in
+/// [`super::multipath_text`]).
+pub(crate) fn section(r: &MultipathResults) -> String {
+    let mut md =
+        String::from("## Multipath: CMT-SCTP stream scheduling (the seed's experiments)\n\n");
+    super::multipath_text::intro(&mut md, r);
+    md.push_str("### 1. Delay dissimilarity\n\nPayload throughput, Mbit/s (association):\n\n");
+    table(&mut md, r, 1, |p| f1(p.mbit));
+    md.push_str("Mean message delay, ms, stream #0 / stream #1:\n\n");
+    table(&mut md, r, 1, |p| {
+        format!("{} / {}", f0(stream(p, 0, true)), f0(stream(p, 1, true)))
+    });
+    md.push_str("![exp 1 throughput](multipath-exp1-throughput.svg)\n![exp 1 delay stream 0](multipath-exp1-delay-stream0.svg)\n![exp 1 delay stream 1](multipath-exp1-delay-stream1.svg)\n\n");
+    super::multipath_text::exp1(&mut md, r);
+    md.push_str("### 2. Bandwidth dissimilarity\n\nPer-stream payload rate, Mbit/s, stream #0 / stream #1 (sum):\n\n");
+    table(&mut md, r, 2, |p| {
+        format!(
+            "{} / {} ({})",
+            f1(stream(p, 0, false)),
+            f1(stream(p, 1, false)),
+            f1(p.mbit)
+        )
+    });
+    md.push_str(
+        "![exp 2 rho 25](multipath-exp2-rho25.svg)\n![exp 2 rho 50](multipath-exp2-rho50.svg)\n\n",
+    );
+    super::multipath_text::exp2(&mut md, r);
+    md.push_str("### 3. Three paths, seven streams\n\nPayload throughput, Mbit/s / mean message delay over all streams, ms:\n\n");
+    table(&mut md, r, 3, |p| {
+        format!("{} / {}", f1(p.mbit), f0(p.delay_ms))
+    });
+    md.push_str("![exp 3 throughput](multipath-exp3-throughput.svg)\n![exp 3 delay](multipath-exp3-delay.svg)\n\n");
+    super::multipath_text::exp3(&mut md, r);
+    let failed: Vec<&MultipathPoint> = r.points.iter().filter(|p| p.error.is_some()).collect();
+    if !failed.is_empty() {
+        md.push_str("### Points that failed\n\n");
+        for p in failed {
+            let _ = writeln!(
+                md,
+                "- exp {} {} σ={} KiB: {}",
+                p.experiment,
+                p.series,
+                p.buffer_kib,
+                p.error.as_deref().unwrap_or("")
+            );
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// Writes the section, the plots and the JSON into `dir`; returns the files written.
+pub fn write_multipath(r: &MultipathResults, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut put = |name: &str, body: &str| -> Result<(), String> {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| format!("{}: {e}", p.display()))?;
+        written.push(p);
+        Ok(())
+    };
+    let md = section(r);
+    put("multipath.md", &md)?;
+    put("report.md", &format!("# taps bench multipath\n\n{md}"))?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    put("multipath.json", &json)?;
+    for (name, svg) in plots(r)? {
+        put(&name, &svg)?;
+    }
+    Ok(written)
+}
