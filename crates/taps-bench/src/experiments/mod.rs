@@ -24,7 +24,10 @@ pub use connect_cli::{CliPoint, CliSide, TAPS_PROPS};
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
-pub use multipath::{run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing};
+pub use multipath::{
+    run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
+    FILTER_ENV as MULTIPATH_FILTER_ENV,
+};
 pub use multipath_report::write_multipath;
 pub use runner::Crash;
 pub use secure::{SecurePoint, SecureVariant};

@@ -30,6 +30,9 @@ pub(super) const PATH_MTU: u32 = 1472;
 /// Bottleneck queue of every link, packets (the paper's).
 pub(super) const QUEUE_PACKETS: u32 = 100;
 
+/// Environment variable: run only the points whose `exp N SERIES σ=S` contains its value.
+pub const FILTER_ENV: &str = "TAPS_BENCH_MULTIPATH_ONLY";
+
 /// How long each point runs.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Timing {
@@ -73,6 +76,10 @@ pub struct MultipathPoint {
     pub streams: Vec<(f64, f64)>,
     /// Messages that arrived out of order within their stream (must be 0).
     pub out_of_order: u64,
+    /// Per link: packets the bottleneck queue dropped (client to server) during the point.
+    pub queue_drops: Vec<u64>,
+    /// Per path at the end, as the client saw it: state, cwnd, srtt, RTO.
+    pub paths: Value,
     /// Why the point failed, if it did.
     pub error: Option<String>,
 }
@@ -167,25 +174,33 @@ fn plan(quick: bool) -> Vec<Plan> {
             delay_ms: 50,
         },
     ];
+    // The application fills the streams by their unsent bytes (the paper's sender keeps
+    // every stream supplied); one more curve fills them in turn, where the 1 Mbit/s
+    // stream #0 paces all seven.
     for &s in sig3 {
-        for fixed in [true, false] {
-            for nr in [true, false] {
-                v.push(Plan {
-                    experiment: 3,
-                    series: format!(
-                        "{}, NR-SACK {}",
-                        if fixed { "Fixed" } else { "RR" },
-                        if nr { "on" } else { "off" }
-                    ),
-                    buffer_kib: s,
-                    links: three.clone(),
-                    // Streams 1, 3, 5 on A (path 0), 2, 4, 6 on B (path 1), 0 on C (path 2).
-                    map: fixed.then(|| vec![2, 0, 1, 0, 1, 0, 1]),
-                    fill_by_queue: false,
-                    nr_sack: nr,
-                    streams: 7,
-                });
-            }
+        for (fixed, nr, by_queue) in [
+            (true, true, true),
+            (true, false, true),
+            (false, true, true),
+            (false, false, true),
+            (true, true, false),
+        ] {
+            v.push(Plan {
+                experiment: 3,
+                series: format!(
+                    "{}, NR-SACK {}{}",
+                    if fixed { "Fixed" } else { "RR" },
+                    if nr { "on" } else { "off" },
+                    if by_queue { "" } else { ", fill in turn" }
+                ),
+                buffer_kib: s,
+                links: three.clone(),
+                // Streams 1, 3, 5 on A (path 0), 2, 4, 6 on B (path 1), 0 on C (path 2).
+                map: fixed.then(|| vec![2, 0, 1, 0, 1, 0, 1]),
+                fill_by_queue: by_queue,
+                nr_sack: nr,
+                streams: 7,
+            });
         }
     }
     v
@@ -244,7 +259,7 @@ fn knobs() -> Vec<String> {
     ]
 }
 
-fn run_point(lab: &Lab, p: &Plan, t: Timing) -> Result<Value, String> {
+fn run_point(lab: &Lab, p: &Plan, t: Timing) -> Result<(Value, Value), String> {
     for (n, l) in p.links.iter().enumerate() {
         lab.set_link_rules(
             n,
@@ -260,11 +275,14 @@ fn run_point(lab: &Lab, p: &Plan, t: Timing) -> Result<Value, String> {
     let mut client = PeerProcess::start(lab, lab.client(), "client", &cfg)?;
     let limit = Duration::from_millis(t.warmup_ms + t.measure_ms) + Duration::from_secs(40);
     let (line, _) = server.wait_for("event", "result", limit)?;
-    let _ = client.wait_for("event", "done", Duration::from_secs(10));
-    Ok(line.value)
+    let paths = client
+        .wait_for("event", "done", Duration::from_secs(10))
+        .map(|(l, _)| l.value["paths"].clone())
+        .unwrap_or(Value::Null);
+    Ok((line.value, paths))
 }
 
-fn point(p: &Plan, r: Result<Value, String>) -> MultipathPoint {
+fn point(p: &Plan, r: Result<(Value, Value), String>, queue_drops: Vec<u64>) -> MultipathPoint {
     let mut m = MultipathPoint {
         experiment: p.experiment,
         series: p.series.clone(),
@@ -277,10 +295,13 @@ fn point(p: &Plan, r: Result<Value, String>) -> MultipathPoint {
         delay_ms: f64::NAN,
         streams: Vec::new(),
         out_of_order: 0,
+        queue_drops,
+        paths: Value::Null,
         error: None,
     };
     match r {
-        Ok(v) => {
+        Ok((v, paths)) => {
+            m.paths = paths;
             let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
             m.mbit = f(&v, "mbit");
             m.delay_ms = f(&v, "delay_ms");
@@ -309,7 +330,7 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
     } else {
         Timing {
             warmup_ms: 2000,
-            measure_ms: 3000,
+            measure_ms: 4000,
         }
     };
     let lab = Lab::start(LabOptions::default()).map_err(|e| format!("lab: {e}"))?;
@@ -317,14 +338,30 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
         lab.add_link()
             .map_err(|e| format!("lab: add a link: {e}"))?;
     }
-    let plans = plan(quick);
+    // Only the points whose "exp N SERIES σ=S" contains this text (for debugging a curve).
+    let only = std::env::var(FILTER_ENV).unwrap_or_default();
+    let plans: Vec<Plan> = plan(quick)
+        .into_iter()
+        .filter(|p| format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib).contains(&only))
+        .collect();
     let mut points = Vec::new();
     for (i, p) in plans.iter().enumerate() {
+        let drops = |lab: &Lab| -> Vec<u64> {
+            (0..p.links.len())
+                .map(|n| lab.link_stats(n).to_server.queue_full)
+                .collect()
+        };
+        let before = drops(&lab);
         let r = run_point(&lab, p, timing);
-        let m = point(p, r);
+        let after = drops(&lab);
+        let m = point(
+            p,
+            r,
+            after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+        );
         if progress {
             eprintln!(
-                "multipath {}/{}: exp {} {} σ={} KiB: {:.2} Mbit/s, {:.0} ms{}",
+                "multipath {}/{}: exp {} {} σ={} KiB: {:.2} Mbit/s, {:.0} ms, per stream {:?}, queue drops {:?}{}",
                 i + 1,
                 plans.len(),
                 m.experiment,
@@ -332,6 +369,11 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
                 m.buffer_kib,
                 m.mbit,
                 m.delay_ms,
+                m.streams
+                    .iter()
+                    .map(|(r, d)| format!("{r:.1}/{d:.0}"))
+                    .collect::<Vec<_>>(),
+                m.queue_drops,
                 m.error
                     .as_deref()
                     .map_or(String::new(), |e| format!(" ERROR {e}"))

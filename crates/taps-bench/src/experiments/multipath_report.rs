@@ -222,6 +222,14 @@ pub(crate) fn section(r: &MultipathResults) -> String {
     table(&mut md, r, 1, |p| {
         format!("{} / {}", f0(stream(p, 0, true)), f0(stream(p, 1, true)))
     });
+    md.push_str("Bottleneck queue drops during the point (link A / link B, packets):\n\n");
+    table(&mut md, r, 1, |p| {
+        p.queue_drops
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    });
     md.push_str("![exp 1 throughput](multipath-exp1-throughput.svg)\n![exp 1 delay stream 0](multipath-exp1-delay-stream0.svg)\n![exp 1 delay stream 1](multipath-exp1-delay-stream1.svg)\n\n");
     super::multipath_text::exp1(&mut md, r);
     md.push_str("### 2. Bandwidth dissimilarity\n\nPer-stream payload rate, Mbit/s, stream #0 / stream #1 (sum):\n\n");
