@@ -23,7 +23,6 @@
 #![forbid(unsafe_code)]
 
 use std::future::IntoFuture;
-use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -34,6 +33,8 @@ use usrsctp::{
 };
 
 use crate::links;
+use crate::sctp_mp_sat::emit;
+pub use crate::sctp_mp_sat::Saturate;
 
 /// The hidden subcommand's name.
 pub const SUBCOMMAND: &str = "sctp-mp-peer";
@@ -81,27 +82,6 @@ pub struct PeerConfig {
     pub chunk_overhead: Option<u32>,
     /// Instead of the phases: a saturated multi-stream run ([`crate::sctp_mp_sat`]).
     pub saturate: Option<Saturate>,
-}
-
-/// A saturated run: the client keeps every stream's queue full for `warmup_ms +
-/// measure_ms`; the server measures per-stream throughput and message delay in the
-/// measurement window.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Saturate {
-    /// Streams used (0..streams).
-    pub streams: u16,
-    /// Message size in bytes (>= 16: a send timestamp and the stream's sequence number).
-    pub msg: usize,
-    /// Fixed: stream s is sent on path `map[s]` (`send_on_path`); `None`: round robin, CMT
-    /// spreads unpinned data.
-    pub map: Option<Vec<usize>>,
-    /// Fill the stream with the fewest unsent bytes next (`Association::unsent_bytes`);
-    /// otherwise streams take turns, one message each.
-    pub fill_by_queue: bool,
-    /// Settling time before the measurement, ms.
-    pub warmup_ms: u64,
-    /// Measurement window, ms.
-    pub measure_ms: u64,
 }
 
 /// One step of the client's plan.
@@ -222,13 +202,6 @@ impl PeerConfig {
             (c, s)
         }
     }
-}
-
-/// Prints one JSON line on stdout and flushes it.
-pub(crate) fn emit(v: Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}");
-    let _ = out.flush();
 }
 
 /// The byte at `offset` of a phase's data.

@@ -11,12 +11,39 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use usrsctp::{Association, PathId};
 
-use crate::sctp_mp::{emit, Saturate};
+/// A saturated run: the client keeps every stream's queue full for `warmup_ms +
+/// measure_ms`; the server measures per-stream throughput and message delay in the
+/// measurement window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saturate {
+    /// Streams used (0..streams).
+    pub streams: u16,
+    /// Message size in bytes (>= 16: a send timestamp and the stream's sequence number).
+    pub msg: usize,
+    /// Fixed: stream s is sent on path `map[s]` (`send_on_path`); `None`: round robin, CMT
+    /// spreads unpinned data.
+    pub map: Option<Vec<usize>>,
+    /// Fill the stream with the fewest unsent bytes next (`Association::unsent_bytes`);
+    /// otherwise streams take turns, one message each.
+    pub fill_by_queue: bool,
+    /// Settling time before the measurement, ms.
+    pub warmup_ms: u64,
+    /// Measurement window, ms.
+    pub measure_ms: u64,
+}
+
+/// Prints one JSON line on stdout and flushes it.
+pub(crate) fn emit(v: Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
 
 /// Control messages' ppid (as in the phases).
 const PPID_CONTROL: u32 = 1;

@@ -10,8 +10,6 @@ mod he;
 mod he_variant;
 mod http;
 mod multipath;
-mod multipath_report;
-mod multipath_text;
 mod runner;
 mod secure;
 mod summary;
@@ -28,7 +26,6 @@ pub use multipath::{
     run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
     FILTER_ENV as MULTIPATH_FILTER_ENV,
 };
-pub use multipath_report::write_multipath;
 pub use runner::Crash;
 pub use secure::{SecurePoint, SecureVariant};
 pub use summary::{Faults, Summary};

@@ -4,8 +4,10 @@
 
 #![forbid(unsafe_code)]
 
-pub(crate) mod chart;
+mod chart;
 mod cli;
+mod multipath;
+mod multipath_text;
 mod plots;
 mod secure;
 mod tables;
@@ -15,6 +17,7 @@ use std::fmt::Write;
 use crate::experiments::{ConnectPoint, Proto};
 use crate::Results;
 
+pub use multipath::write_multipath;
 pub(crate) use plots::plots;
 
 /// The protocols present in `protocols`, in first-seen order.

@@ -152,7 +152,7 @@ async fn multipath(opts: Options) -> Result<(), CliError> {
     let (quick, progress) = (opts.quick, !opts.no_progress);
     let (r, written) = tokio::task::spawn_blocking(move || {
         let r = taps_bench::experiments::run_multipath(quick, progress)?;
-        let written = taps_bench::experiments::write_multipath(&r, &out)?;
+        let written = taps_bench::report::write_multipath(&r, &out)?;
         Ok::<_, String>((r, written))
     })
     .await

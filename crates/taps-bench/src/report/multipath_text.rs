@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::multipath::{MultipathPoint, MultipathResults};
+use crate::experiments::{MultipathPoint, MultipathResults};
 
 /// The smallest σ at which `name` reaches `frac` of `target` Mbit/s, if any.
 fn saturates_at(r: &MultipathResults, e: u8, name: &str, target: f64, frac: f64) -> Option<u32> {

@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::multipath::{MultipathPoint, MultipathResults};
-use crate::report::chart::{render, Chart, Line, Scale};
+use super::chart::{render, Chart, Line, Scale};
+use crate::experiments::{MultipathPoint, MultipathResults};
 
 fn kib_tick(x: f64) -> String {
     format!("{x:.0}")
