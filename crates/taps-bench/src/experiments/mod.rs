@@ -23,8 +23,8 @@ pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
 pub use multipath::{
-    run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
-    FILTER_ENV as MULTIPATH_FILTER_ENV,
+    read_multipath, run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
+    FILTER_ENV as MULTIPATH_FILTER_ENV, REPLOT_ENV as MULTIPATH_REPLOT_ENV,
 };
 pub use runner::Crash;
 pub use secure::{SecurePoint, SecureVariant};

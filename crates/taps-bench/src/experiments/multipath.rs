@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use netlab::sctp_mp::{PeerConfig, Saturate};
 use netlab::sctp_mp_proc::PeerProcess;
 use netlab::{Lab, LabOptions, Match, Rule};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The paper's message size is 1,452 B at MTU 1,500 (IP 20 + SCTP 12 + DATA 16); ours is
@@ -30,11 +30,21 @@ pub(super) const PATH_MTU: u32 = 1472;
 /// Bottleneck queue of every link, packets (the paper's).
 pub(super) const QUEUE_PACKETS: u32 = 100;
 
+/// Environment variable: instead of running, re-read this `multipath.json` and write the
+/// report again (after a change to the report's text or plots).
+pub const REPLOT_ENV: &str = "TAPS_BENCH_MULTIPATH_REPLOT";
+
+/// Reads a `multipath.json` written by an earlier run.
+pub fn read_multipath(path: &std::path::Path) -> Result<MultipathResults, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Environment variable: run only the points whose `exp N SERIES σ=S` contains its value.
 pub const FILTER_ENV: &str = "TAPS_BENCH_MULTIPATH_ONLY";
 
 /// How long each point runs.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Timing {
     /// Settling time before the window (the paper: 19 s).
     pub warmup_ms: u64,
@@ -43,7 +53,7 @@ pub struct Timing {
 }
 
 /// One link: rate and one-way delay.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct LinkSpec {
     /// Rate, Mbit/s.
     pub mbit: f64,
@@ -52,7 +62,7 @@ pub struct LinkSpec {
 }
 
 /// One measured point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MultipathPoint {
     /// Experiment 1, 2 or 3.
     pub experiment: u8,
@@ -69,10 +79,13 @@ pub struct MultipathPoint {
     /// NR-SACK offered by both ends.
     pub nr_sack: bool,
     /// Payload throughput of the association, Mbit/s.
+    #[serde(deserialize_with = "nan_if_null")]
     pub mbit: f64,
     /// Mean message delay over all streams, ms.
+    #[serde(deserialize_with = "nan_if_null")]
     pub delay_ms: f64,
     /// Per stream: (Mbit/s, mean delay ms).
+    #[serde(deserialize_with = "nan_pairs_if_null")]
     pub streams: Vec<(f64, f64)>,
     /// Messages that arrived out of order within their stream (must be 0).
     pub out_of_order: u64,
@@ -82,6 +95,19 @@ pub struct MultipathPoint {
     pub paths: Value,
     /// Why the point failed, if it did.
     pub error: Option<String>,
+}
+
+/// JSON writes a NaN (not measured) as null: read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// [`nan_if_null`] for the per-stream pairs.
+fn nan_pairs_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64, f64)>, D::Error> {
+    let v = Vec::<(Option<f64>, Option<f64>)>::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|(a, b)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN)))
+        .collect())
 }
 
 /// One planned point.
@@ -207,7 +233,7 @@ fn plan(quick: bool) -> Vec<Plan> {
 }
 
 /// What a run of the experiment produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MultipathResults {
     /// Every point, in the order run.
     pub points: Vec<MultipathPoint>,

@@ -151,7 +151,10 @@ async fn multipath(opts: Options) -> Result<(), CliError> {
     let out = opts.out;
     let (quick, progress) = (opts.quick, !opts.no_progress);
     let (r, written) = tokio::task::spawn_blocking(move || {
-        let r = taps_bench::experiments::run_multipath(quick, progress)?;
+        let r = match std::env::var_os(taps_bench::experiments::MULTIPATH_REPLOT_ENV) {
+            Some(json) => taps_bench::experiments::read_multipath(std::path::Path::new(&json))?,
+            None => taps_bench::experiments::run_multipath(quick, progress)?,
+        };
         let written = taps_bench::report::write_multipath(&r, &out)?;
         Ok::<_, String>((r, written))
     })
