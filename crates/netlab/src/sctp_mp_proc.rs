@@ -73,7 +73,7 @@ impl PeerProcess {
             .spawn(move || {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
-                    let value = serde_json::from_str(&line).unwrap_or_else(|_| Value::String(line));
+                    let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
                     if tx
                         .send(PeerLine {
                             at: Instant::now(),
