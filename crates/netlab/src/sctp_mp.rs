@@ -211,6 +211,9 @@ fn pattern(offset: u64) -> u8 {
 
 /// Runs the peer: `role` is `server` or `client`. Blocks until done.
 pub fn run(role: &str, config: &str) -> Result<(), String> {
+    if role != "server" && role != "client" {
+        return Err(format!("unknown role {role:?} (server or client)"));
+    }
     let cfg = PeerConfig::parse(config)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -501,4 +504,71 @@ async fn watch_events(mut events: usrsctp::PathEvents, ids: Vec<PathId>, t0: Ins
 fn event_json(e: &PathEvent, ids: &[PathId], t0: Instant) -> Value {
     json!({"event": "path", "t_ms": t0.elapsed().as_secs_f64() * 1e3, "path": index(ids, e.path),
            "kind": format!("{:?}", e.kind), "error": e.error})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> PeerConfig {
+        PeerConfig {
+            listen: "192.0.2.11:9911".parse().unwrap(),
+            sctp_port: 5001,
+            extra_paths: 2,
+            hb_ms: 1000,
+            rto_max_ms: 0,
+            pathmaxrxt: 5,
+            pf_threshold: 5,
+            cmt: true,
+            phases: vec![Phase {
+                name: "p".into(),
+                primary: Some(1),
+                bytes: 10,
+                msg: 4,
+            }],
+            buffer: Some(65536),
+            nr_sack: true,
+            mtu: Some(1472),
+            chunk_overhead: Some(0),
+            saturate: Some(Saturate {
+                streams: 2,
+                msg: 1444,
+                map: Some(vec![0, 1]),
+                fill_by_queue: true,
+                warmup_ms: 1,
+                measure_ms: 2,
+            }),
+        }
+    }
+
+    #[test]
+    fn config_round_trips() {
+        let c = sample();
+        let back = PeerConfig::parse(&c.to_json()).unwrap();
+        assert_eq!(back.to_json(), c.to_json());
+        assert_eq!(back.saturate, c.saturate);
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        let err = |s: &str| PeerConfig::parse(s).unwrap_err();
+        assert!(err("not json").starts_with("config:"));
+        assert!(err("{}").contains("\"listen\""));
+        let mut c = sample();
+        c.extra_paths = links::MAX_LINKS;
+        assert!(err(&c.to_json()).contains("at most"));
+        let mut v: Value = serde_json::from_str(&sample().to_json()).unwrap();
+        v["saturate"]["map"] = json!([0]);
+        assert!(err(&v.to_string()).contains("one path per stream"));
+        v["saturate"] = json!({"streams": 2});
+        assert!(err(&v.to_string()).contains("saturate.msg"));
+        assert!(run("nobody", &sample().to_json()).is_err());
+    }
+
+    #[test]
+    fn pattern_depends_on_the_offset() {
+        assert_eq!(pattern(0), 0);
+        assert_eq!(pattern(250), 250);
+        assert_eq!(pattern(251), 0);
+    }
 }

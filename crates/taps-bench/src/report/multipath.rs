@@ -289,3 +289,79 @@ pub fn write_multipath(r: &MultipathResults, dir: &Path) -> Result<Vec<PathBuf>,
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::{LinkSpec, Timing};
+
+    fn point(e: u8, series: &str, sigma: u32, mbit: f64) -> MultipathPoint {
+        MultipathPoint {
+            experiment: e,
+            series: series.into(),
+            buffer_kib: sigma,
+            links: vec![LinkSpec {
+                mbit: 10.0,
+                delay_ms: 10,
+            }],
+            fixed: series.starts_with("Fixed"),
+            fill_by_queue: false,
+            nr_sack: true,
+            mbit,
+            delay_ms: 20.0,
+            streams: vec![(mbit / 2.0, 10.0), (mbit / 2.0, 30.0)],
+            out_of_order: 0,
+            queue_drops: vec![0, 1],
+            paths: serde_json::Value::Null,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn section_tables_and_plots() {
+        let mut points = vec![
+            point(1, "RR, δB=75 ms", 224, 15.0),
+            point(1, "RR, δB=75 ms", 288, 18.5),
+            point(1, "Fixed, δB=75 ms", 224, 18.5),
+            point(1, "Fixed, δB=75 ms", 288, 18.6),
+            point(1, "RR, δB=10 ms", 64, 18.6),
+            point(2, "Fixed, ρB=25 Mbit/s", 288, 18.6),
+            point(3, "Fixed, NR-SACK on", 128, 19.5),
+        ];
+        points[1].error = Some("boom".into());
+        let r = MultipathResults {
+            points,
+            timing: Timing {
+                warmup_ms: 2000,
+                measure_ms: 4000,
+            },
+            knobs: vec!["knob".into()],
+            duration_s: 1.0,
+        };
+        let md = section(&r);
+        assert!(md.contains("| Fixed, δB=75 ms |  | 18.5 | 18.6 |"), "{md}");
+        assert!(md.contains("| RR, δB=75 ms |  | 15.0 | failed |"));
+        assert!(md.contains("Fixed 224 KiB, RR not within the grid"));
+        assert!(md.contains("exp 1 RR, δB=75 ms σ=288 KiB: boom"));
+        assert!(md.contains("19.5 Mbit/s, 20 ms"));
+        let svgs = plots(&r).unwrap();
+        assert_eq!(svgs.len(), 7);
+        assert!(svgs
+            .iter()
+            .all(|(n, s)| n.starts_with("multipath-") && s.starts_with("<svg")));
+        // The JSON written is read back (NaN as null included).
+        let mut r2 = r.clone();
+        r2.points[0].mbit = f64::NAN;
+        let json = serde_json::to_string(&r2).unwrap();
+        let dir = std::env::temp_dir().join(format!("mp-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("multipath.json");
+        std::fs::write(&f, json).unwrap();
+        let back = crate::experiments::read_multipath(&f).unwrap();
+        assert!(back.points[0].mbit.is_nan());
+        assert_eq!(back.points.len(), 7);
+        let written = write_multipath(&back, &dir).unwrap();
+        assert_eq!(written.len(), 10);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
