@@ -235,7 +235,7 @@ fn check_transfer(out: &mut Outcome, seen: &Seen, rx: &Value) {
     out.check(
         unreachable.is_some_and(|t| t < millis_f64(DETECT_BOUND)),
         format!(
-            "the client reported path 0 unreachable {} ms after the cut (bound < {} ms; (pathmaxrxt + 1) x RTO = {} ms plus the time to the first timeout)",
+            "the client reported path 0 unreachable {} ms after the cut (bound < {} ms; (pathmaxrxt + 1) x RTO = {} ms from when the oldest outstanding chunk's timer started)",
             unreachable.map_or("never".into(), |t| format!("{t:.0}")),
             DETECT_BOUND.as_millis(),
             (u32::from(PATHMAXRXT) + 1) * RTO_MAX_MS
