@@ -1,7 +1,8 @@
 //! The report of `taps bench multipath`: a markdown section (tables of our numbers beside
 //! the paper's) and SVG plots drawn like the rest of the report, written as
-//! `multipath.md`, `multipath.json`, `multipath-*.svg` and `report.md` (the section alone:
-//! this experiment runs on its own).
+//! `multipath.md`, `multipath.json`, `multipath-*.svg`, and the same section in
+//! `report.md` (replacing an earlier multipath section, or appended to what the other
+//! experiments wrote there, or alone in a new file).
 
 #![forbid(unsafe_code)]
 
@@ -269,7 +270,29 @@ pub(crate) fn section(r: &MultipathResults) -> String {
     md
 }
 
+/// The heading the section starts with (how an earlier copy is found in report.md).
+const HEADING: &str = "## Multipath: CMT-SCTP stream scheduling";
+
+/// `report` with its multipath section replaced by `md` (or `md` appended); a new report
+/// when there is none. One pass over the text.
+fn merge_section(report: Option<&str>, md: &str) -> String {
+    let Some(report) = report else {
+        return format!("# taps bench multipath\n\n{md}");
+    };
+    match report.find(HEADING) {
+        Some(start) => {
+            let rest = &report[start + HEADING.len()..];
+            let end = rest
+                .find("\n## ")
+                .map_or(report.len(), |i| start + HEADING.len() + i + 1);
+            format!("{}{md}{}", &report[..start], &report[end..])
+        }
+        None => format!("{}\n\n{md}", report.trim_end()),
+    }
+}
+
 /// Writes the section, the plots and the JSON into `dir`; returns the files written.
+/// report.md keeps whatever else it holds: the multipath section is replaced or appended.
 pub fn write_multipath(r: &MultipathResults, dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut written = Vec::new();
@@ -281,7 +304,8 @@ pub fn write_multipath(r: &MultipathResults, dir: &Path) -> Result<Vec<PathBuf>,
     };
     let md = section(r);
     put("multipath.md", &md)?;
-    put("report.md", &format!("# taps bench multipath\n\n{md}"))?;
+    let existing = std::fs::read_to_string(dir.join("report.md")).ok();
+    put("report.md", &merge_section(existing.as_deref(), &md))?;
     let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
     put("multipath.json", &json)?;
     for (name, svg) in plots(r)? {
@@ -315,6 +339,17 @@ mod tests {
             paths: serde_json::Value::Null,
             error: None,
         }
+    }
+
+    #[test]
+    fn merge_replaces_only_the_multipath_section() {
+        let old = format!("# r\n\n## A\n\na\n\n{HEADING} (old)\n\nold\n\n## B\n\nb\n");
+        let new = format!("{HEADING} (new)\n\nnew\n\n");
+        assert_eq!(
+            merge_section(Some(&old), &new),
+            format!("# r\n\n## A\n\na\n\n{new}## B\n\nb\n")
+        );
+        assert_eq!(merge_section(None, "s"), "# taps bench multipath\n\ns");
     }
 
     #[test]
@@ -360,8 +395,14 @@ mod tests {
         let back = crate::experiments::read_multipath(&f).unwrap();
         assert!(back.points[0].mbit.is_nan());
         assert_eq!(back.points.len(), 7);
+        std::fs::write(dir.join("report.md"), "# taps bench\n\n## Transfer\n\nx\n").unwrap();
         let written = write_multipath(&back, &dir).unwrap();
         assert_eq!(written.len(), 10);
+        // Written twice: the other sections stay, the multipath section is there once.
+        write_multipath(&back, &dir).unwrap();
+        let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(report.starts_with("# taps bench\n\n## Transfer\n\nx\n\n## Multipath"));
+        assert_eq!(report.matches(HEADING).count(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
