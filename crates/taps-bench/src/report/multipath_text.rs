@@ -134,11 +134,15 @@ bandwidth-delay product plus its queue at 150 ms RTT, and RR loses packets at pa
 10/75 ms at 288 KiB; sometimes on 10/10 ms at 224-256 KiB): about 3 Mbit/s, stream #1's \
 messages waiting 0.3-1.7 s, with no drops on path B (and few on A). Path B's congestion \
 window stays small (32 KB at the end of one such run) without losses there, and the \
-in-turn fill then paces stream #0 to stream #1's rate. The paper has no such points. We \
-have not traced it inside usrsctp (suspects: spurious fast retransmissions from the \
-gap reports that path A's later TSNs cause, or the per-path window split); the points \
-are bistable: a second run of the same grid at the same time gave 5.5 instead of 3.1 \
-Mbit/s at 10/50 ms 288 KiB and 12.7 instead of 18.6 at 10/75 ms 256 KiB.\n\
+in-turn fill then paces stream #0 to stream #1's rate. The paper has no such points. \
+Side runs with the application filling by unsent bytes instead: 17.4 and 18.6 Mbit/s \
+(10/50 ms at 128 and 192 KiB) and 17.7 (10/50 ms, 288 KiB), so those collapses need a \
+long unsent queue pinned to path B; at 10/75 ms and 288 KiB stream #0 kept 9.2 Mbit/s but \
+stream #1 still got only 2.4, so path B's own sending also stalls there. We have not \
+traced it inside usrsctp (a suspect: with the CMT sysctl on, a fill for path A moves \
+path-B-pinned messages to the send queue and assigns their TSNs early). The points are \
+bistable: a second run of the same grid at the same time gave 5.5 instead of 3.1 Mbit/s \
+at 10/50 ms 288 KiB and 12.7 instead of 18.6 at 10/75 ms 256 KiB.\n\
 - **Delays** behave as in figure 5: with Fixed, stream #0 (path A) sees 15-35 ms and \
 stream #1 (path B) 110-180 ms where the rate is full; with RR both streams see the same \
 delay, which grows with σ (the send buffer's queue).\n\
