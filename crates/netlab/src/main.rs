@@ -86,6 +86,17 @@ enum Command {
         #[arg(long)]
         name_server: SocketAddr,
     },
+    /// A multihomed usrsctp peer (run by the SCTP multipath scenarios inside a namespace;
+    /// not for direct use): see netlab::sctp_mp.
+    #[command(name = "sctp-mp-peer", hide = true)]
+    SctpMpPeer {
+        /// server or client.
+        #[arg(long)]
+        role: String,
+        /// The JSON configuration (both sides get the same).
+        #[arg(long)]
+        config: String,
+    },
 }
 
 /// Installs the stderr log subscriber for `verbose` (the count of `-v`) and `RUST_LOG`.
@@ -143,6 +154,15 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Command::SctpMpPeer { role, config } = &cli.command {
+        return match netlab::sctp_mp::run(role, config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netlab {} {role}: {e}", netlab::sctp_mp::SUBCOMMAND);
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Err(e) = watch_signals() {
         eprintln!("netlab: cannot watch signals: {e}");
         return ExitCode::FAILURE;
@@ -192,7 +212,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::ServeSctp { .. } => unreachable!("handled above"),
+        Command::ServeSctp { .. } | Command::SctpMpPeer { .. } => unreachable!("handled above"),
     }
 }
 

@@ -176,3 +176,47 @@ int taps_mh_loaded_build_id(unsigned char *out, size_t cap)
 	dl_iterate_phdr(taps_mh_phdr, &f);
 	return f.len;
 }
+
+/*
+ * Bytes of stream `sid` still waiting in the send buffer of the association of `so`: what
+ * the stream queue holds (messages not yet cut into chunks) plus the chunks on the send
+ * queue (cut, not yet sent). In-flight chunks are not counted. What the "sender queue
+ * info" of draft-dreibholz-tsvwg-sctpsocket-sqinfo reports per stream. Returns the count,
+ * or -ENOTCONN (no association), -EINVAL (socket gone, no such stream).
+ */
+long taps_mh_stream_queued(struct socket *so, unsigned int sid)
+{
+	struct sctp_inpcb *inp;
+	struct sctp_tcb *stcb;
+	struct sctp_stream_queue_pending *sp;
+	struct sctp_tmit_chunk *chk;
+	long sum = 0;
+
+	if (so == NULL)
+		return -EINVAL;
+	inp = (struct sctp_inpcb *)so->so_pcb;
+	if (inp == NULL)
+		return -EINVAL;
+	SCTP_INP_RLOCK(inp);
+	if (inp->sctp_flags & SCTP_PCB_FLAGS_SOCKET_GONE) {
+		SCTP_INP_RUNLOCK(inp);
+		return -EINVAL;
+	}
+	stcb = LIST_FIRST(&inp->sctp_asoc_list);
+	if (stcb != NULL)
+		SCTP_TCB_LOCK(stcb);
+	SCTP_INP_RUNLOCK(inp);
+	if (stcb == NULL)
+		return -ENOTCONN;
+	if (sid >= stcb->asoc.streamoutcnt || stcb->asoc.strmout == NULL) {
+		SCTP_TCB_UNLOCK(stcb);
+		return -EINVAL;
+	}
+	TAILQ_FOREACH(sp, &stcb->asoc.strmout[sid].outqueue, next)
+		sum += sp->length;
+	TAILQ_FOREACH(chk, &stcb->asoc.send_queue, sctp_next)
+		if (chk->rec.data.sid == sid)
+			sum += chk->send_size;
+	SCTP_TCB_UNLOCK(stcb);
+	return sum;
+}

@@ -444,3 +444,43 @@ async fn fixed_stream_to_path_mapping() {
     assert!(s.r1.stats.data_ab_stream(2) - before >= 50_000);
     drop((fixed, c2, s2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsent_bytes_per_stream() {
+    let opts = SctpOptions {
+        cmt: Some(CmtMode::Off),
+        ..Default::default()
+    };
+    let s = setup(5105, &opts).await;
+    if let Err(e) = usrsctp::multihome_available() {
+        let err = s.client.unsent_bytes(0).unwrap_err();
+        assert!(matches!(err, Error::MultihomeUnavailable(_)));
+        return check_unavailable(s, e).await;
+    }
+    assert_eq!(s.client.unsent_bytes(3).unwrap(), 0);
+    // The only path is blackholed: what does not fit the first window stays unsent.
+    s.r1.stats
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let msg = vec![9u8; 16 * 1024];
+    for _ in 0..8 {
+        s.client.send(3, &msg, true, 0).await.unwrap();
+    }
+    let (on3, on4) = (
+        s.client.unsent_bytes(3).unwrap(),
+        s.client.unsent_bytes(4).unwrap(),
+    );
+    eprintln!("unsent: stream 3 {on3}, stream 4 {on4}");
+    // At most one initial window (4 MTUs) left; the rest waits.
+    assert!((128 * 1024 - 8 * 1500..=128 * 1024).contains(&on3), "{on3}");
+    assert_eq!(on4, 0);
+    // No such stream: a clear error, not a count.
+    assert!(s.client.unsent_bytes(5000).is_err());
+    // Path back: everything arrives and nothing is left unsent.
+    s.r1.stats
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let got = recv_n(&s.server, 8).await;
+    assert_eq!(got[&3], 128 * 1024);
+    assert_eq!(s.client.unsent_bytes(3).unwrap(), 0);
+}

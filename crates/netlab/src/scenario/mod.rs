@@ -29,6 +29,7 @@ mod pm;
 mod quic;
 mod runner;
 mod sctp;
+mod sctp_multipath;
 mod setup;
 mod tls;
 
@@ -252,6 +253,12 @@ const ALL: &[Scenario] = &[
         summary: "MPTCP, multipathPolicy handover (backup subflow), two paths of 10 Mbit/s and 10 ms: the first path dies 2 s into a 10 MB transfer; every byte arrives, the longest stall < 1 s, both paths carried data",
         needs_taps: true,
         body: multipath::mptcp_handover,
+    },
+    Scenario {
+        name: "sctp-failover",
+        summary: "SCTP multihoming (usrsctp at both ends), two paths of 10 Mbit/s and 10 ms: set_primary moves 1 MB to path 1; link 0 dies 2 s into a 10 MB transfer: every byte arrives in order, the longest stall < 2 s, path 0 reported unreachable, link 1 carried the rest",
+        needs_taps: false,
+        body: sctp_multipath::sctp_failover,
     },
 ];
 

@@ -9,6 +9,7 @@ mod connect_cli;
 mod he;
 mod he_variant;
 mod http;
+mod multipath;
 mod runner;
 mod sctp_speed;
 mod secure;
@@ -22,6 +23,10 @@ pub use connect_cli::{CliPoint, CliSide, TAPS_PROPS};
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
+pub use multipath::{
+    read_multipath, run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
+    FILTER_ENV as MULTIPATH_FILTER_ENV, REPLOT_ENV as MULTIPATH_REPLOT_ENV,
+};
 pub use runner::Crash;
 pub use sctp_speed::SpeedPoint;
 pub use secure::{SecurePoint, SecureVariant};

@@ -6,6 +6,8 @@
 
 mod chart;
 mod cli;
+mod multipath;
+mod multipath_text;
 mod plots;
 mod sctp;
 mod secure;
@@ -16,6 +18,7 @@ use std::fmt::Write;
 use crate::experiments::{ConnectPoint, Proto};
 use crate::Results;
 
+pub use multipath::write_multipath;
 pub(crate) use plots::plots;
 
 /// The protocols present in `protocols`, in first-seen order.

@@ -34,6 +34,10 @@ enum BenchCommand {
     /// --send-bytes 1`, TCP), against a C epoll client doing the same work, N = 1, 256,
     /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc`.
     ConnectCli(Options),
+    /// The CMT-SCTP scheduling paper's three experiments on netlab (root), real usrsctp
+    /// at both ends: round robin vs Fixed stream-to-path mapping over paths of different
+    /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps`.
+    Multipath(Options),
     /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
     All(Options),
     /// A worker process of the benchmarks (started by `taps bench` itself).
@@ -95,6 +99,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         BenchCommand::Http(o) => (Experiment::Http, o),
         BenchCommand::ConnectCli(o) => (Experiment::ConnectCli, o),
         BenchCommand::All(o) => (Experiment::All, o),
+        BenchCommand::Multipath(o) => return multipath(o).await,
     };
     if opts.tls && experiment != Experiment::Secure {
         return Err(CliError::usage("--tls applies to `taps bench he` only"));
@@ -139,6 +144,40 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
             results.unavailable.len()
         )))
     }
+}
+
+/// `taps bench multipath`: its own lab and report (multipath.md, report.md, SVGs, JSON).
+async fn multipath(opts: Options) -> Result<(), CliError> {
+    let out = opts.out;
+    let (quick, progress) = (opts.quick, !opts.no_progress);
+    let (r, written) = tokio::task::spawn_blocking(move || {
+        let r = match std::env::var_os(taps_bench::experiments::MULTIPATH_REPLOT_ENV) {
+            Some(json) => taps_bench::experiments::read_multipath(std::path::Path::new(&json))?,
+            None => taps_bench::experiments::run_multipath(quick, progress)?,
+        };
+        let written = taps_bench::report::write_multipath(&r, &out)?;
+        Ok::<_, String>((r, written))
+    })
+    .await
+    .map_err(|e| CliError::failure(format!("bench task failed: {e}")))?
+    .map_err(CliError::failure)?;
+    let failed = r.points.iter().filter(|p| p.error.is_some()).count();
+    println!(
+        "multipath: {} points in {:.0} s, {failed} failed; wrote {}",
+        r.points.len(),
+        r.duration_s,
+        written
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if failed > 0 {
+        return Err(CliError::failure(format!(
+            "{failed} multipath point(s) failed (see the report)"
+        )));
+    }
+    Ok(())
 }
 
 /// The protocols `--protocol` names (default: both for `all`, else TCP).

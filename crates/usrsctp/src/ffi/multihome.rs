@@ -71,6 +71,28 @@ extern "C" {
     fn usrsctp_sysctl_set_sctp_cmt_use_dac(value: u32) -> c_int;
     fn usrsctp_sysctl_set_sctp_buffer_splitting(value: u32) -> c_int;
     fn usrsctp_sysctl_get_sctp_cmt_on_off() -> u32;
+    fn usrsctp_sysctl_set_sctp_peer_chunk_oh(value: u32) -> c_int;
+}
+
+/// Sets the sysctl `sctp_peer_chunk_oh`: bytes charged against the peer's receive window
+/// per chunk in flight (usrsctp's default 256). Process-wide; one call under the usrsctp
+/// lock. Fails if usrsctp is not initialised yet.
+pub(crate) fn set_peer_chunk_oh(value: u32) -> Result<()> {
+    if hooks().is_none() {
+        return Err(Error::MultihomeUnavailable(
+            "usrsctp is not initialised yet (call SctpStack::global first)".into(),
+        ));
+    }
+    // SAFETY: a plain setter of a global tunable (range-checked by usrsctp), valid after
+    // init; under the usrsctp lock.
+    let rc = serial(|| unsafe { usrsctp_sysctl_set_sctp_peer_chunk_oh(value) });
+    if rc != 0 {
+        return Err(Error::Sys {
+            op: "usrsctp_sysctl_set_sctp_peer_chunk_oh",
+            source: std::sync::Arc::new(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        });
+    }
+    Ok(())
 }
 
 /// Whether the process-wide sysctl `sctp_cmt_on_off` is on (false before usrsctp is
@@ -89,6 +111,9 @@ extern "C" {
     fn taps_mh_add_peer(so: *mut raw::socket, conn: *mut c_void) -> c_int;
     /// c/multihome.c: the loaded libusrsctp's GNU build id; its length or -1.
     fn taps_mh_loaded_build_id(out: *mut u8, cap: usize) -> c_int;
+    /// c/multihome.c: bytes of stream `sid` not yet sent (stream queue + send queue), or
+    /// -errno.
+    fn taps_mh_stream_queued(so: *mut raw::socket, sid: libc::c_uint) -> libc::c_long;
 }
 
 /// The usrsctp version the crate was built against (dpkg's version of libusrsctp-dev).
@@ -226,6 +251,33 @@ impl Socket {
                 })
             }
         })
+    }
+
+    /// Bytes of `stream` waiting in usrsctp's send buffer, not yet sent (the shim reads the
+    /// stream queue and the send queue under the association's lock). One call into usrsctp.
+    pub(crate) fn stream_unsent(&self, stream: u16) -> Result<usize> {
+        multihome_ready()?;
+        self.stream_unsent_checked(stream)
+    }
+
+    #[cfg(usrsctp_multihome)]
+    fn stream_unsent_checked(&self, stream: u16) -> Result<usize> {
+        self.call(|so| {
+            // SAFETY: `so` is live (read lock and usrsctp lock held by `call`); the shim was
+            // compiled for the loaded library (checked by `multihome_ready`); it only reads.
+            let n = unsafe { taps_mh_stream_queued(so, libc::c_uint::from(stream)) };
+            usize::try_from(n).map_err(|_| Error::Sys {
+                op: "stream_unsent",
+                source: std::sync::Arc::new(std::io::Error::from_raw_os_error(
+                    i32::try_from(-n).unwrap_or(libc::EINVAL),
+                )),
+            })
+        })
+    }
+
+    #[cfg(not(usrsctp_multihome))]
+    fn stream_unsent_checked(&self, _stream: u16) -> Result<usize> {
+        Err(Error::MultihomeUnavailable(check_library().unwrap_err()))
     }
 
     #[cfg(not(usrsctp_multihome))]

@@ -32,6 +32,17 @@ impl Association {
         })
     }
 
+    /// Bytes of `stream` waiting in usrsctp's send buffer and not yet sent: the exact
+    /// per-stream "sender queue info" (messages not yet cut into chunks plus chunks not yet
+    /// transmitted; in-flight data is not counted), unlike [`Association::queued_bytes`],
+    /// our own upper bound, which never falls while the association's buffer stays
+    /// non-empty. Needs the multihoming shim ([`Error::MultihomeUnavailable`] otherwise);
+    /// `EINVAL` for a stream beyond the association's outbound streams. One call into
+    /// usrsctp that walks the stream's queue and the send queue.
+    pub fn unsent_bytes(&self, stream: u16) -> Result<usize> {
+        self.mh_shared().sock.stream_unsent(stream)
+    }
+
     /// Every path of the association with its state (`usrsctp_getpaddrs`, then one
     /// `SCTP_GET_PEER_ADDR_INFO` per path and one `SCTP_PRIMARY_ADDR`). Works without the
     /// shim (one path).

@@ -1,0 +1,417 @@
+//! `taps bench multipath`: the CMT-SCTP scheduling paper's three experiments (the seed
+//! cmt-sctp-scheduling) on netlab with real usrsctp at both ends (`netlab sctp-mp-peer`,
+//! one process per namespace): CMT on, round robin (no pinning) against Fixed (each stream
+//! pinned to one path with `send_on_path`), over links with the paper's rates, delays and
+//! 100-packet queues. (1) two 10 Mbit/s paths, path B 10/50/75 ms, buffers 64-288 KiB:
+//! throughput and per-stream message delay; (2) path B 25/50 Mbit/s, the application
+//! filling streams in turn or by their unsent bytes; (3) three paths (10, 10, 1 Mbit/s;
+//! 10, 10, 50 ms), seven streams, NR-SACK on and off.
+//!
+//! Each point is one association: a warm-up, then a measurement window at the receiver
+//! ([`Timing`]). Needs root (netlab) and the `netlab` binary beside `taps` (or `NETLAB_BIN`).
+
+#![forbid(unsafe_code)]
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use netlab::sctp_mp::{PeerConfig, Saturate};
+use netlab::sctp_mp_proc::PeerProcess;
+use netlab::{Lab, LabOptions, Match, Rule};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The paper's message size is 1,452 B at MTU 1,500 (IP 20 + SCTP 12 + DATA 16); ours is
+/// 1,444 B at a path MTU of 1,472 (1,500 minus IPv4 and UDP headers, the UDP
+/// encapsulation), so every message is one full packet.
+pub(super) const MESSAGE: usize = 1444;
+/// The path MTU set on every path (PMTU discovery off).
+pub(super) const PATH_MTU: u32 = 1472;
+/// Bottleneck queue of every link, packets (the paper's).
+pub(super) const QUEUE_PACKETS: u32 = 100;
+
+/// Environment variable: instead of running, re-read this `multipath.json` and write the
+/// report again (after a change to the report's text or plots).
+pub const REPLOT_ENV: &str = "TAPS_BENCH_MULTIPATH_REPLOT";
+
+/// Reads a `multipath.json` written by an earlier run.
+pub fn read_multipath(path: &std::path::Path) -> Result<MultipathResults, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Environment variable: run only the points whose `exp N SERIES σ=S` contains its value.
+pub const FILTER_ENV: &str = "TAPS_BENCH_MULTIPATH_ONLY";
+
+/// How long each point runs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Timing {
+    /// Settling time before the window (the paper: 19 s).
+    pub warmup_ms: u64,
+    /// The window (the paper: 300 s).
+    pub measure_ms: u64,
+}
+
+/// One link: rate and one-way delay.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct LinkSpec {
+    /// Rate, Mbit/s.
+    pub mbit: f64,
+    /// One-way delay, ms.
+    pub delay_ms: u64,
+}
+
+/// One measured point.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MultipathPoint {
+    /// Experiment 1, 2 or 3.
+    pub experiment: u8,
+    /// The curve it belongs to (e.g. `Fixed, δB=75 ms`).
+    pub series: String,
+    /// Send and receive buffer σ, KiB.
+    pub buffer_kib: u32,
+    /// The links (path A, B, C).
+    pub links: Vec<LinkSpec>,
+    /// Fixed (pinned) or round robin.
+    pub fixed: bool,
+    /// The application fills streams by their unsent bytes.
+    pub fill_by_queue: bool,
+    /// NR-SACK offered by both ends.
+    pub nr_sack: bool,
+    /// Payload throughput of the association, Mbit/s.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub mbit: f64,
+    /// Mean message delay over all streams, ms.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub delay_ms: f64,
+    /// Per stream: (Mbit/s, mean delay ms).
+    #[serde(deserialize_with = "nan_pairs_if_null")]
+    pub streams: Vec<(f64, f64)>,
+    /// Messages that arrived out of order within their stream (must be 0).
+    pub out_of_order: u64,
+    /// Per link: packets the bottleneck queue dropped (client to server) during the point.
+    pub queue_drops: Vec<u64>,
+    /// Per path at the end, as the client saw it: state, cwnd, srtt, RTO.
+    pub paths: Value,
+    /// Why the point failed, if it did.
+    pub error: Option<String>,
+}
+
+/// JSON writes a NaN (not measured) as null: read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// [`nan_if_null`] for the per-stream pairs.
+fn nan_pairs_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64, f64)>, D::Error> {
+    let v = Vec::<(Option<f64>, Option<f64>)>::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|(a, b)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN)))
+        .collect())
+}
+
+/// One planned point.
+#[derive(Debug, Clone)]
+struct Plan {
+    experiment: u8,
+    series: String,
+    buffer_kib: u32,
+    links: Vec<LinkSpec>,
+    map: Option<Vec<usize>>,
+    fill_by_queue: bool,
+    nr_sack: bool,
+    streams: u16,
+}
+
+fn two(b_mbit: f64, b_delay: u64) -> Vec<LinkSpec> {
+    vec![
+        LinkSpec {
+            mbit: 10.0,
+            delay_ms: 10,
+        },
+        LinkSpec {
+            mbit: b_mbit,
+            delay_ms: b_delay,
+        },
+    ]
+}
+
+/// The grid: `quick` keeps the points the paper's claims rest on.
+fn plan(quick: bool) -> Vec<Plan> {
+    let mut v = Vec::new();
+    let sig1: &[u32] = if quick {
+        &[64, 224, 288]
+    } else {
+        &[64, 128, 192, 224, 256, 288]
+    };
+    for &db in &[10u64, 50, 75] {
+        for &s in sig1 {
+            for fixed in [false, true] {
+                v.push(Plan {
+                    experiment: 1,
+                    series: format!("{}, δB={db} ms", if fixed { "Fixed" } else { "RR" }),
+                    buffer_kib: s,
+                    links: two(10.0, db),
+                    map: fixed.then(|| vec![0, 1]),
+                    fill_by_queue: false,
+                    nr_sack: true,
+                    streams: 2,
+                });
+            }
+        }
+    }
+    let sig2: &[u32] = if quick { &[288] } else { &[96, 192, 288] };
+    for &rb in &[25.0, 50.0] {
+        for &s in sig2 {
+            for (name, map, q) in [
+                ("RR", None, false),
+                ("Fixed", Some(vec![0, 1]), false),
+                ("Fixed + fill by queue", Some(vec![0, 1]), true),
+            ] {
+                v.push(Plan {
+                    experiment: 2,
+                    series: format!("{name}, ρB={rb} Mbit/s"),
+                    buffer_kib: s,
+                    links: two(rb, 10),
+                    map,
+                    fill_by_queue: q,
+                    nr_sack: true,
+                    streams: 2,
+                });
+            }
+        }
+    }
+    let sig3: &[u32] = if quick {
+        &[128, 256]
+    } else {
+        &[64, 128, 192, 256]
+    };
+    let three = vec![
+        LinkSpec {
+            mbit: 10.0,
+            delay_ms: 10,
+        },
+        LinkSpec {
+            mbit: 10.0,
+            delay_ms: 10,
+        },
+        LinkSpec {
+            mbit: 1.0,
+            delay_ms: 50,
+        },
+    ];
+    // The application fills the streams by their unsent bytes (the paper's sender keeps
+    // every stream supplied); one more curve fills them in turn, where the 1 Mbit/s
+    // stream #0 paces all seven.
+    for &s in sig3 {
+        for (fixed, nr, by_queue) in [
+            (true, true, true),
+            (true, false, true),
+            (false, true, true),
+            (false, false, true),
+            (true, true, false),
+        ] {
+            v.push(Plan {
+                experiment: 3,
+                series: format!(
+                    "{}, NR-SACK {}{}",
+                    if fixed { "Fixed" } else { "RR" },
+                    if nr { "on" } else { "off" },
+                    if by_queue { "" } else { ", fill in turn" }
+                ),
+                buffer_kib: s,
+                links: three.clone(),
+                // Streams 1, 3, 5 on A (path 0), 2, 4, 6 on B (path 1), 0 on C (path 2).
+                map: fixed.then(|| vec![2, 0, 1, 0, 1, 0, 1]),
+                fill_by_queue: by_queue,
+                nr_sack: nr,
+                streams: 7,
+            });
+        }
+    }
+    v
+}
+
+/// What a run of the experiment produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MultipathResults {
+    /// Every point, in the order run.
+    pub points: Vec<MultipathPoint>,
+    /// How long each point ran.
+    pub timing: Timing,
+    /// The sysctls and options set, as text for the report.
+    pub knobs: Vec<String>,
+    /// Wall-clock time of the whole experiment, s.
+    pub duration_s: f64,
+}
+
+fn config(p: &Plan, t: Timing) -> PeerConfig {
+    PeerConfig {
+        listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 11)), 9911),
+        sctp_port: 5001,
+        extra_paths: p.links.len() - 1,
+        hb_ms: 1000,
+        rto_max_ms: 0,
+        pathmaxrxt: 5,
+        pf_threshold: 5,
+        cmt: true,
+        phases: Vec::new(),
+        buffer: Some(p.buffer_kib * 1024),
+        nr_sack: p.nr_sack,
+        mtu: Some(PATH_MTU),
+        chunk_overhead: Some(0),
+        saturate: Some(Saturate {
+            streams: p.streams,
+            msg: MESSAGE,
+            map: p.map.clone(),
+            fill_by_queue: p.fill_by_queue,
+            warmup_ms: t.warmup_ms,
+            measure_ms: t.measure_ms,
+        }),
+    }
+}
+
+/// The options every point sets, for the report.
+fn knobs() -> Vec<String> {
+    vec![
+        "CMT base (sysctl sctp_cmt_on_off=1 and SCTP_CMT_ON_OFF=1 on both sockets) for RR and Fixed".into(),
+        "DAC on (sctp_cmt_use_dac=1); buffer splitting for send and receive (sctp_buffer_splitting=3)".into(),
+        format!("path MTU {PATH_MTU} on every path (PMTU discovery off), messages {MESSAGE} B, ordered"),
+        "sctp_peer_chunk_oh=0 (usrsctp charges 256 B per chunk in flight against the peer's window by default; the simulation charges nothing)".into(),
+        "SO_SNDBUF = SO_RCVBUF = σ on both ends, taps' receive budget = σ".into(),
+        "NR-SACK offered by both ends in experiments 1 and 2 (as in the paper), on and off in 3".into(),
+        format!("links: user-space bridge per path, rate and one-way delay as given, {QUEUE_PACKETS}-packet FIFO"),
+        "usrsctp defaults kept: RFC 4960 congestion control, delayed SACK 200 ms / every 2nd packet, max burst 4, RTO min 1 s, heartbeat 1 s".into(),
+    ]
+}
+
+fn run_point(lab: &Lab, p: &Plan, t: Timing) -> Result<(Value, Value), String> {
+    for (n, l) in p.links.iter().enumerate() {
+        lab.set_link_rules(
+            n,
+            vec![Rule::new(Match::any())
+                .delay(Duration::from_millis(l.delay_ms))
+                .rate((l.mbit * 1e6) as u64)
+                .queue_packets(QUEUE_PACKETS)],
+        );
+    }
+    let cfg = config(p, t);
+    let mut server = PeerProcess::start(lab, lab.server(), "server", &cfg)?;
+    server.wait_for("event", "ready", Duration::from_secs(10))?;
+    let mut client = PeerProcess::start(lab, lab.client(), "client", &cfg)?;
+    let limit = Duration::from_millis(t.warmup_ms + t.measure_ms) + Duration::from_secs(40);
+    let (line, _) = server.wait_for("event", "result", limit)?;
+    let paths = client
+        .wait_for("event", "done", Duration::from_secs(10))
+        .map(|(l, _)| l.value["paths"].clone())
+        .unwrap_or(Value::Null);
+    Ok((line.value, paths))
+}
+
+fn point(p: &Plan, r: Result<(Value, Value), String>, queue_drops: Vec<u64>) -> MultipathPoint {
+    let mut m = MultipathPoint {
+        experiment: p.experiment,
+        series: p.series.clone(),
+        buffer_kib: p.buffer_kib,
+        links: p.links.clone(),
+        fixed: p.map.is_some(),
+        fill_by_queue: p.fill_by_queue,
+        nr_sack: p.nr_sack,
+        mbit: f64::NAN,
+        delay_ms: f64::NAN,
+        streams: Vec::new(),
+        out_of_order: 0,
+        queue_drops,
+        paths: Value::Null,
+        error: None,
+    };
+    match r {
+        Ok((v, paths)) => {
+            m.paths = paths;
+            let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+            m.mbit = f(&v, "mbit");
+            m.delay_ms = f(&v, "delay_ms");
+            for s in v["streams"].as_array().into_iter().flatten() {
+                m.streams.push((f(s, "mbit"), f(s, "delay_ms")));
+                m.out_of_order += s["out_of_order"].as_u64().unwrap_or(0);
+            }
+        }
+        Err(e) => m.error = Some(e),
+    }
+    m
+}
+
+/// Runs the experiment: one lab with three links, every planned point in turn.
+pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, String> {
+    if let Some(why) = netlab::unsupported_reason() {
+        return Err(format!("netlab cannot run here: {why}"));
+    }
+    usrsctp::multihome_available().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let timing = if quick {
+        Timing {
+            warmup_ms: 1500,
+            measure_ms: 2000,
+        }
+    } else {
+        Timing {
+            warmup_ms: 2000,
+            measure_ms: 4000,
+        }
+    };
+    let lab = Lab::start(LabOptions::default()).map_err(|e| format!("lab: {e}"))?;
+    for _ in 0..2 {
+        lab.add_link()
+            .map_err(|e| format!("lab: add a link: {e}"))?;
+    }
+    // Only the points whose "exp N SERIES σ=S" contains this text (for debugging a curve).
+    let only = std::env::var(FILTER_ENV).unwrap_or_default();
+    let plans: Vec<Plan> = plan(quick)
+        .into_iter()
+        .filter(|p| format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib).contains(&only))
+        .collect();
+    let mut points = Vec::new();
+    for (i, p) in plans.iter().enumerate() {
+        let drops = |lab: &Lab| -> Vec<u64> {
+            (0..p.links.len())
+                .map(|n| lab.link_stats(n).to_server.queue_full)
+                .collect()
+        };
+        let before = drops(&lab);
+        let r = run_point(&lab, p, timing);
+        let after = drops(&lab);
+        let m = point(
+            p,
+            r,
+            after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+        );
+        if progress {
+            eprintln!(
+                "multipath {}/{}: exp {} {} σ={} KiB: {:.2} Mbit/s, {:.0} ms, per stream {:?}, queue drops {:?}{}",
+                i + 1,
+                plans.len(),
+                m.experiment,
+                m.series,
+                m.buffer_kib,
+                m.mbit,
+                m.delay_ms,
+                m.streams
+                    .iter()
+                    .map(|(r, d)| format!("{r:.1}/{d:.0}"))
+                    .collect::<Vec<_>>(),
+                m.queue_drops,
+                m.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" ERROR {e}"))
+            );
+        }
+        points.push(m);
+    }
+    lab.teardown()?;
+    Ok(MultipathResults {
+        points,
+        timing,
+        knobs: knobs(),
+        duration_s: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,408 @@
+//! The report of `taps bench multipath`: a markdown section (tables of our numbers beside
+//! the paper's) and SVG plots drawn like the rest of the report, written as
+//! `multipath.md`, `multipath.json`, `multipath-*.svg`, and the same section in
+//! `report.md` (replacing an earlier multipath section, or appended to what the other
+//! experiments wrote there, or alone in a new file).
+
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::chart::{render, Chart, Line, Scale};
+use crate::experiments::{MultipathPoint, MultipathResults};
+
+fn kib_tick(x: f64) -> String {
+    format!("{x:.0}")
+}
+
+/// Points of experiment `e` in series `series`, sorted by σ.
+fn series<'a>(r: &'a MultipathResults, e: u8, name: &str) -> Vec<&'a MultipathPoint> {
+    let mut v: Vec<&MultipathPoint> = r
+        .points
+        .iter()
+        .filter(|p| p.experiment == e && p.series == name)
+        .collect();
+    v.sort_by_key(|p| p.buffer_kib);
+    v
+}
+
+/// The series names of experiment `e`, in first-seen order.
+fn names(r: &MultipathResults, e: u8) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for p in r.points.iter().filter(|p| p.experiment == e) {
+        if !v.contains(&p.series) {
+            v.push(p.series.clone());
+        }
+    }
+    v
+}
+
+fn line(
+    r: &MultipathResults,
+    e: u8,
+    name: &str,
+    label: String,
+    f: impl Fn(&MultipathPoint) -> f64,
+) -> Line {
+    let pts = series(r, e, name)
+        .into_iter()
+        .map(|p| (f64::from(p.buffer_kib), f(p)))
+        .collect();
+    if name.starts_with("RR") {
+        Line::dashed(label, pts)
+    } else {
+        Line::solid(label, pts)
+    }
+}
+
+fn chart<'a>(title: &'a str, y: &'a str) -> Chart<'a> {
+    Chart {
+        title,
+        x_label: "send/receive buffer σ, KiB",
+        y_label: y,
+        x_scale: Scale::Linear,
+        x_tick: kib_tick,
+    }
+}
+
+fn stream(p: &MultipathPoint, s: usize, delay: bool) -> f64 {
+    p.streams
+        .get(s)
+        .map_or(f64::NAN, |x| if delay { x.1 } else { x.0 })
+}
+
+/// The plots: (file name, SVG).
+fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let n1 = names(r, 1);
+    let lines: Vec<Line> = n1
+        .iter()
+        .map(|n| line(r, 1, n, n.clone(), |p| p.mbit))
+        .collect();
+    out.push((
+        "multipath-exp1-throughput.svg".into(),
+        render(
+            &chart(
+                "1: delay dissimilarity, two 10 Mbit/s paths",
+                "payload throughput, Mbit/s",
+            ),
+            &lines,
+        )?,
+    ));
+    for s in 0..2 {
+        let lines: Vec<Line> = n1
+            .iter()
+            .map(|n| line(r, 1, n, n.clone(), |p| stream(p, s, true)))
+            .collect();
+        let title = format!("1: mean message delay, stream #{s}");
+        out.push((
+            format!("multipath-exp1-delay-stream{s}.svg"),
+            render(&chart(&title, "message delay, ms"), &lines)?,
+        ));
+    }
+    for rb in ["25", "50"] {
+        let mut lines = Vec::new();
+        for n in names(r, 2)
+            .iter()
+            .filter(|n| n.contains(&format!("={rb} ")))
+        {
+            let short = n.split(',').next().unwrap_or(n).to_string();
+            for s in 0..2 {
+                lines.push(line(r, 2, n, format!("{short}: stream #{s}"), |p| {
+                    stream(p, s, false)
+                }));
+            }
+        }
+        let title = format!("2: per-stream rate, ρA=10, ρB={rb} Mbit/s");
+        out.push((
+            format!("multipath-exp2-rho{rb}.svg"),
+            render(&chart(&title, "stream payload rate, Mbit/s"), &lines)?,
+        ));
+    }
+    let n3 = names(r, 3);
+    for (file, title, y, delay) in [
+        (
+            "multipath-exp3-throughput.svg",
+            "3: three paths, seven streams",
+            "payload throughput, Mbit/s",
+            false,
+        ),
+        (
+            "multipath-exp3-delay.svg",
+            "3: mean message delay, all streams",
+            "message delay, ms",
+            true,
+        ),
+    ] {
+        let lines: Vec<Line> = n3
+            .iter()
+            .map(|n| {
+                line(
+                    r,
+                    3,
+                    n,
+                    n.clone(),
+                    |p| {
+                        if delay {
+                            p.delay_ms
+                        } else {
+                            p.mbit
+                        }
+                    },
+                )
+            })
+            .collect();
+        out.push((file.into(), render(&chart(title, y), &lines)?));
+    }
+    Ok(out)
+}
+
+fn f1(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.1}")
+    } else {
+        "–".into()
+    }
+}
+
+fn f0(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.0}")
+    } else {
+        "–".into()
+    }
+}
+
+/// A table of experiment `e`: one row per series, one column per σ, `cell` per point.
+fn table(md: &mut String, r: &MultipathResults, e: u8, cell: impl Fn(&MultipathPoint) -> String) {
+    let mut sigmas: Vec<u32> = r
+        .points
+        .iter()
+        .filter(|p| p.experiment == e)
+        .map(|p| p.buffer_kib)
+        .collect();
+    sigmas.sort_unstable();
+    sigmas.dedup();
+    let _ = write!(md, "| series |");
+    for s in &sigmas {
+        let _ = write!(md, " σ={s} KiB |");
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in &sigmas {
+        let _ = write!(md, "---|");
+    }
+    md.push('\n');
+    for n in names(r, e) {
+        let _ = write!(md, "| {n} |");
+        let pts = series(r, e, &n);
+        for s in &sigmas {
+            let c = pts
+                .iter()
+                .find(|p| p.buffer_kib == *s)
+                .map_or("".into(), |p| match &p.error {
+                    Some(_) => "failed".into(),
+                    None => cell(p),
+                });
+            let _ = write!(md, " {c} |");
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+/// The markdown section (our tables; the paper's numbers and the comparison are in
+/// [`super::multipath_text`]).
+pub(crate) fn section(r: &MultipathResults) -> String {
+    let mut md =
+        String::from("## Multipath: CMT-SCTP stream scheduling (the seed's experiments)\n\n");
+    super::multipath_text::intro(&mut md, r);
+    md.push_str("### 1. Delay dissimilarity\n\nPayload throughput, Mbit/s (association):\n\n");
+    table(&mut md, r, 1, |p| f1(p.mbit));
+    md.push_str("Mean message delay, ms, stream #0 / stream #1:\n\n");
+    table(&mut md, r, 1, |p| {
+        format!("{} / {}", f0(stream(p, 0, true)), f0(stream(p, 1, true)))
+    });
+    md.push_str("Bottleneck queue drops during the point (link A / link B, packets):\n\n");
+    table(&mut md, r, 1, |p| {
+        p.queue_drops
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    });
+    md.push_str("![exp 1 throughput](multipath-exp1-throughput.svg)\n![exp 1 delay stream 0](multipath-exp1-delay-stream0.svg)\n![exp 1 delay stream 1](multipath-exp1-delay-stream1.svg)\n\n");
+    super::multipath_text::exp1(&mut md, r);
+    md.push_str("### 2. Bandwidth dissimilarity\n\nPer-stream payload rate, Mbit/s, stream #0 / stream #1 (sum):\n\n");
+    table(&mut md, r, 2, |p| {
+        format!(
+            "{} / {} ({})",
+            f1(stream(p, 0, false)),
+            f1(stream(p, 1, false)),
+            f1(p.mbit)
+        )
+    });
+    md.push_str(
+        "![exp 2 rho 25](multipath-exp2-rho25.svg)\n![exp 2 rho 50](multipath-exp2-rho50.svg)\n\n",
+    );
+    super::multipath_text::exp2(&mut md, r);
+    md.push_str("### 3. Three paths, seven streams\n\nPayload throughput, Mbit/s / mean message delay over all streams, ms:\n\n");
+    table(&mut md, r, 3, |p| {
+        format!("{} / {}", f1(p.mbit), f0(p.delay_ms))
+    });
+    md.push_str("![exp 3 throughput](multipath-exp3-throughput.svg)\n![exp 3 delay](multipath-exp3-delay.svg)\n\n");
+    super::multipath_text::exp3(&mut md, r);
+    let failed: Vec<&MultipathPoint> = r.points.iter().filter(|p| p.error.is_some()).collect();
+    if !failed.is_empty() {
+        md.push_str("### Points that failed\n\n");
+        for p in failed {
+            let _ = writeln!(
+                md,
+                "- exp {} {} σ={} KiB: {}",
+                p.experiment,
+                p.series,
+                p.buffer_kib,
+                p.error.as_deref().unwrap_or("")
+            );
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// The heading the section starts with (how an earlier copy is found in report.md).
+const HEADING: &str = "## Multipath: CMT-SCTP stream scheduling";
+
+/// `report` with its multipath section replaced by `md` (or `md` appended); a new report
+/// when there is none. One pass over the text.
+fn merge_section(report: Option<&str>, md: &str) -> String {
+    let Some(report) = report else {
+        return format!("# taps bench multipath\n\n{md}");
+    };
+    match report.find(HEADING) {
+        Some(start) => {
+            let rest = &report[start + HEADING.len()..];
+            let end = rest
+                .find("\n## ")
+                .map_or(report.len(), |i| start + HEADING.len() + i + 1);
+            format!("{}{md}{}", &report[..start], &report[end..])
+        }
+        None => format!("{}\n\n{md}", report.trim_end()),
+    }
+}
+
+/// Writes the section, the plots and the JSON into `dir`; returns the files written.
+/// report.md keeps whatever else it holds: the multipath section is replaced or appended.
+pub fn write_multipath(r: &MultipathResults, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut put = |name: &str, body: &str| -> Result<(), String> {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| format!("{}: {e}", p.display()))?;
+        written.push(p);
+        Ok(())
+    };
+    let md = section(r);
+    put("multipath.md", &md)?;
+    let existing = std::fs::read_to_string(dir.join("report.md")).ok();
+    put("report.md", &merge_section(existing.as_deref(), &md))?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    put("multipath.json", &json)?;
+    for (name, svg) in plots(r)? {
+        put(&name, &svg)?;
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::{LinkSpec, Timing};
+
+    fn point(e: u8, series: &str, sigma: u32, mbit: f64) -> MultipathPoint {
+        MultipathPoint {
+            experiment: e,
+            series: series.into(),
+            buffer_kib: sigma,
+            links: vec![LinkSpec {
+                mbit: 10.0,
+                delay_ms: 10,
+            }],
+            fixed: series.starts_with("Fixed"),
+            fill_by_queue: false,
+            nr_sack: true,
+            mbit,
+            delay_ms: 20.0,
+            streams: vec![(mbit / 2.0, 10.0), (mbit / 2.0, 30.0)],
+            out_of_order: 0,
+            queue_drops: vec![0, 1],
+            paths: serde_json::Value::Null,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn merge_replaces_only_the_multipath_section() {
+        let old = format!("# r\n\n## A\n\na\n\n{HEADING} (old)\n\nold\n\n## B\n\nb\n");
+        let new = format!("{HEADING} (new)\n\nnew\n\n");
+        assert_eq!(
+            merge_section(Some(&old), &new),
+            format!("# r\n\n## A\n\na\n\n{new}## B\n\nb\n")
+        );
+        assert_eq!(merge_section(None, "s"), "# taps bench multipath\n\ns");
+    }
+
+    #[test]
+    fn section_tables_and_plots() {
+        let mut points = vec![
+            point(1, "RR, δB=75 ms", 224, 15.0),
+            point(1, "RR, δB=75 ms", 288, 18.5),
+            point(1, "Fixed, δB=75 ms", 224, 18.5),
+            point(1, "Fixed, δB=75 ms", 288, 18.6),
+            point(1, "RR, δB=10 ms", 64, 18.6),
+            point(2, "Fixed, ρB=25 Mbit/s", 288, 18.6),
+            point(3, "Fixed, NR-SACK on", 128, 19.5),
+        ];
+        points[1].error = Some("boom".into());
+        let r = MultipathResults {
+            points,
+            timing: Timing {
+                warmup_ms: 2000,
+                measure_ms: 4000,
+            },
+            knobs: vec!["knob".into()],
+            duration_s: 1.0,
+        };
+        let md = section(&r);
+        assert!(md.contains("| Fixed, δB=75 ms |  | 18.5 | 18.6 |"), "{md}");
+        assert!(md.contains("| RR, δB=75 ms |  | 15.0 | failed |"));
+        assert!(md.contains("Fixed 224 KiB, RR not within the grid"));
+        assert!(md.contains("exp 1 RR, δB=75 ms σ=288 KiB: boom"));
+        assert!(md.contains("19.5 Mbit/s, 20 ms"));
+        let svgs = plots(&r).unwrap();
+        assert_eq!(svgs.len(), 7);
+        assert!(svgs
+            .iter()
+            .all(|(n, s)| n.starts_with("multipath-") && s.starts_with("<svg")));
+        // The JSON written is read back (NaN as null included).
+        let mut r2 = r.clone();
+        r2.points[0].mbit = f64::NAN;
+        let json = serde_json::to_string(&r2).unwrap();
+        let dir = std::env::temp_dir().join(format!("mp-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("multipath.json");
+        std::fs::write(&f, json).unwrap();
+        let back = crate::experiments::read_multipath(&f).unwrap();
+        assert!(back.points[0].mbit.is_nan());
+        assert_eq!(back.points.len(), 7);
+        std::fs::write(dir.join("report.md"), "# taps bench\n\n## Transfer\n\nx\n").unwrap();
+        let written = write_multipath(&back, &dir).unwrap();
+        assert_eq!(written.len(), 10);
+        // Written twice: the other sections stay, the multipath section is there once.
+        write_multipath(&back, &dir).unwrap();
+        let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(report.starts_with("# taps bench\n\n## Transfer\n\nx\n\n## Multipath"));
+        assert_eq!(report.matches(HEADING).count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
