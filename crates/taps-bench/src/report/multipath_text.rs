@@ -117,7 +117,9 @@ pub(crate) fn exp1(md: &mut String, r: &MultipathResults) {
 }
 
 /// Why experiment 1 differs from the paper (from this run and the side runs named).
-const EXP1_NOTES: &str = "Differences, one by one:\n\n\
+const EXP1_NOTES: &str =
+    "Differences, one by one (written from the development runs of 2026-11-24: the figures \
+quoted in these notes are from those runs and can differ from this run's tables above):\n\n\
 - **Full rate.** Our ceiling is 2 × 9.28 Mbit/s of payload, not 19.2: each 1,444-byte \
 message travels in a 1,500-byte IP packet (UDP encapsulation costs 8 bytes of the \
 paper's 1,452), which predicts 19.25; the remaining 3.6 % is what the user-space \
@@ -182,7 +184,9 @@ pub(crate) fn exp2(md: &mut String, r: &MultipathResults) {
 }
 
 /// Why experiment 2 differs from the paper.
-const EXP2_NOTES: &str = "Differences, one by one:\n\n\
+const EXP2_NOTES: &str =
+    "Differences, one by one (written from the development runs of 2026-11-24: the figures \
+quoted in these notes are from those runs and can differ from this run's tables above):\n\n\
 - **Fixed without the queue information** reproduces the paper exactly: the application \
 hands over one message per stream in turn, each send waits for buffer space, so stream \
 #1 gets no more than stream #0: 9.3 / 9.3 Mbit/s whatever ρB.\n\
@@ -225,7 +229,9 @@ pub(crate) fn exp3(md: &mut String, r: &MultipathResults) {
 }
 
 /// Why experiment 3 differs from the paper.
-const EXP3_NOTES: &str = "Differences, one by one:\n\n\
+const EXP3_NOTES: &str =
+    "Differences, one by one (written from the development runs of 2026-11-24: the figures \
+quoted in these notes are from those runs and can differ from this run's tables above):\n\n\
 - **The sender fills streams by their unsent bytes here** (the paper's saturated \
 sender keeps every stream supplied). Filling in turn instead (the extra curve) caps the \
 association at seven times stream #0's rate on the 1 Mbit/s path C: 6.5 Mbit/s at any σ.\n\
