@@ -198,21 +198,7 @@ fn taps_listen_serves_tls_to_openssl_and_tls_and_quic_to_taps() {
             "TLS/TCP",
         ),
     ] {
-        let text = connect_ok(&[
-            "connect",
-            "127.0.0.1",
-            &p,
-            "--props",
-            props,
-            "--ca",
-            ca,
-            "--server-name",
-            "localhost",
-            "--message",
-            "hello",
-        ]);
-        assert!(text.contains(&format!("connected: {stack}")), "{text}");
-        assert!(text.contains("reply: hello"), "{text}");
+        echo_hello(&p, props, ca, stack);
     }
     if !have_openssl() {
         taps_testkit::skip(
@@ -344,6 +330,26 @@ fn taps_listen_serves_dtls_to_taps_and_openssl_s_client() {
     );
 }
 
+/// `taps connect` to the echo listener on 127.0.0.1:`port` with `props`, trusting `ca`
+/// for `localhost`: connected over `stack`, "hello" echoed.
+fn echo_hello(port: &str, props: &str, ca: &str, stack: &str) {
+    let text = connect_ok(&[
+        "connect",
+        "127.0.0.1",
+        port,
+        "--props",
+        props,
+        "--ca",
+        ca,
+        "--server-name",
+        "localhost",
+        "--message",
+        "hello",
+    ]);
+    assert!(text.contains(&format!("connected: {stack}")), "{text}");
+    assert!(text.contains("reply: hello"), "{text}");
+}
+
 /// Sends `line` with `openssl s_client -dtls1_2` (verifying against the test CA) to the
 /// taps DTLS echo on `port` and returns the line that comes back.
 fn openssl_dtls_echo(port: u16, pki: &TestPki, line: &str) -> String {
@@ -404,21 +410,7 @@ fn taps_listen_serves_quic_and_dtls_on_one_port() {
     // Alternately, so that each protocol's datagrams arrive while the other's session
     // lives on the same socket.
     for (props, stack) in [(QUIC, "QUIC"), (DTLS, "DTLS/UDP"), (QUIC, "QUIC")] {
-        let text = connect_ok(&[
-            "connect",
-            "127.0.0.1",
-            &p,
-            "--props",
-            props,
-            "--ca",
-            ca,
-            "--server-name",
-            "localhost",
-            "--message",
-            "hello",
-        ]);
-        assert!(text.contains(&format!("connected: {stack}")), "{text}");
-        assert!(text.contains("reply: hello"), "{text}");
+        echo_hello(&p, props, ca, stack);
     }
     if !have_openssl() {
         taps_testkit::skip(

@@ -15,11 +15,11 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// An interface list of one Ethernet interface `eth0` with these addresses.
-fn eth0(addrs: &[(&str, u8)]) -> Arc<Vec<Interface>> {
-    Arc::new(vec![Interface {
-        name: "eth0".into(),
-        index: 2,
+/// An Ethernet interface that is up, with these addresses.
+fn ethernet(name: &str, index: u32, addrs: &[(&str, u8)]) -> Interface {
+    Interface {
+        name: name.into(),
+        index,
         kind: InterfaceKind::Ethernet,
         up: true,
         addresses: addrs
@@ -29,7 +29,12 @@ fn eth0(addrs: &[(&str, u8)]) -> Arc<Vec<Interface>> {
                 prefix_len: *prefix_len,
             })
             .collect(),
-    }])
+    }
+}
+
+/// An interface list of one Ethernet interface `eth0` with these addresses.
+fn eth0(addrs: &[(&str, u8)]) -> Arc<Vec<Interface>> {
+    Arc::new(vec![ethernet("eth0", 2, addrs)])
 }
 
 fn endpoint() -> Arc<str> {
@@ -775,23 +780,10 @@ mod cib {
 /// alternates families, so a dead link costs one attempt delay, not two.
 #[test]
 fn interfaces_and_families_are_interleaved() {
-    let iface = |name: &str, index: u32, addrs: &[(&str, u8)]| Interface {
-        name: name.into(),
-        index,
-        kind: InterfaceKind::Ethernet,
-        up: true,
-        addresses: addrs
-            .iter()
-            .map(|(a, prefix_len)| crate::net::InterfaceAddress {
-                addr: ip(a),
-                prefix_len: *prefix_len,
-            })
-            .collect(),
-    };
     let mut cib = Cib::default();
     cib.set_interfaces(Arc::new(vec![
-        iface("eth0", 2, &[("192.0.2.10", 24), ("2001:db8:1::10", 64)]),
-        iface("eth1", 3, &[("198.51.100.10", 24), ("2001:db8:2::10", 64)]),
+        ethernet("eth0", 2, &[("192.0.2.10", 24), ("2001:db8:1::10", 64)]),
+        ethernet("eth1", 3, &[("198.51.100.10", 24), ("2001:db8:2::10", 64)]),
     ]));
     let plan = plan_json(
         r#"{"transport":{"value":"TCP","precedence":2},
