@@ -129,6 +129,13 @@ async fn two_paths_primary_addr_over_nr_sack() {
     })
     .unwrap();
     let opts = SctpOptions {
+        // The relays stand for lossless Ethernet links: loopback's 64 KiB path MTU, or
+        // more data in flight than a relay socket's default buffer (~208 KiB) holds, would
+        // lose packets there, and usrsctp retransmits lost chunks on the other path, which
+        // the per-path counts below would see.
+        path_mtu: Some(1472),
+        send_buffer: Some(128 * 1024),
+        recv_buffer: Some(128 * 1024),
         nr_sack: true,
         rto_max_ms: 1000,
         cmt: Some(CmtMode::Off),
@@ -274,6 +281,13 @@ async fn two_paths_primary_addr_over_nr_sack() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_delivers_every_byte() {
     let opts = SctpOptions {
+        // The relays stand for lossless Ethernet links: loopback's 64 KiB path MTU, or
+        // more data in flight than a relay socket's default buffer (~208 KiB) holds, would
+        // lose packets there, and usrsctp retransmits lost chunks on the other path, which
+        // the per-path counts below would see.
+        path_mtu: Some(1472),
+        send_buffer: Some(128 * 1024),
+        recv_buffer: Some(128 * 1024),
         rto_max_ms: 400,
         heartbeat_interval_ms: 200,
         cmt: Some(CmtMode::Off),
@@ -366,6 +380,13 @@ async fn fixed_stream_to_path_mapping() {
     })
     .unwrap();
     let opts = SctpOptions {
+        // The relays stand for lossless Ethernet links: loopback's 64 KiB path MTU, or
+        // more data in flight than a relay socket's default buffer (~208 KiB) holds, would
+        // lose packets there, and usrsctp retransmits lost chunks on the other path, which
+        // the per-path counts below would see.
+        path_mtu: Some(1472),
+        send_buffer: Some(128 * 1024),
+        recv_buffer: Some(128 * 1024),
         rto_max_ms: 400,
         heartbeat_interval_ms: 200,
         cmt: Some(CmtMode::Off),
@@ -448,6 +469,13 @@ async fn fixed_stream_to_path_mapping() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsent_bytes_per_stream() {
     let opts = SctpOptions {
+        // The relays stand for lossless Ethernet links: loopback's 64 KiB path MTU, or
+        // more data in flight than a relay socket's default buffer (~208 KiB) holds, would
+        // lose packets there, and usrsctp retransmits lost chunks on the other path, which
+        // the per-path counts below would see.
+        path_mtu: Some(1472),
+        send_buffer: Some(128 * 1024),
+        recv_buffer: Some(128 * 1024),
         cmt: Some(CmtMode::Off),
         ..Default::default()
     };
