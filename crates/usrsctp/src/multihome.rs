@@ -15,7 +15,7 @@
 //! one or two socket options under the usrsctp lock unless it says otherwise.
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket as StdUdp};
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -203,16 +203,11 @@ impl SctpPath {
         s.bind(&local.into()).map_err(|e| Error::udp("bind", e))?;
         s.connect(&remote.into())
             .map_err(|e| Error::udp("connect", e))?;
-        let local = s
-            .local_addr()
-            .ok()
-            .and_then(|a| a.as_socket())
-            .ok_or_else(|| Error::udp("local_addr", io::Error::other("not an inet address")))?;
-        let send: StdUdp = s.try_clone().map_err(|e| Error::udp("dup", e))?.into();
-        let recv =
-            UdpSocket::from_std(s.into()).map_err(|e| Error::udp("register with tokio", e))?;
+        let local = crate::udp::local_of(&s)?;
+        // No GRO here (unlike udp.rs's sockets): the path reader takes one datagram a read.
+        let (send, recv) = crate::udp::split(s)?;
         let conn = ConnAddr::register(Route {
-            sock: Arc::new(send),
+            sock: send,
             remote: None,
             src: None,
         });

@@ -165,9 +165,17 @@ fn new_udp(bind: SocketAddr) -> Result<Socket> {
     Ok(s)
 }
 
+/// The address a socket is bound to.
+pub(crate) fn local_of(s: &Socket) -> Result<SocketAddr> {
+    s.local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .ok_or_else(|| Error::udp("local_addr", io::Error::other("not an inet address")))
+}
+
 /// Splits a socket into a std handle (for the output callback, any thread) and a tokio one
 /// (for the reader task); both refer to the same kernel socket.
-fn split(s: Socket) -> Result<(Arc<StdUdp>, UdpSocket)> {
+pub(crate) fn split(s: Socket) -> Result<(Arc<StdUdp>, UdpSocket)> {
     let send: StdUdp = s.try_clone().map_err(|e| Error::udp("dup", e))?.into();
     let recv = UdpSocket::from_std(s.into()).map_err(|e| Error::udp("register with tokio", e))?;
     Ok((Arc::new(send), recv))
@@ -209,11 +217,7 @@ impl ClientLink {
         let s = new_udp(bind)?;
         s.connect(&remote.into())
             .map_err(|e| Error::udp("connect", e))?;
-        let local = s
-            .local_addr()
-            .ok()
-            .and_then(|a| a.as_socket())
-            .ok_or_else(|| Error::udp("local_addr", io::Error::other("not an inet address")))?;
+        let local = local_of(&s)?;
         let path_mtu =
             connected_path_mtu(&s, remote.is_ipv6()).map(|m| sctp_mtu(m, remote.is_ipv6()));
         let (send, recv) = split(s)?;

@@ -40,7 +40,7 @@ impl AssocShared {
             snd_context: 0,
             snd_assoc_id: 0,
         };
-        match self.sock.sendv(data, &info) {
+        match self.sock.sendv(data, &info, None) {
             Ok(0) => Ok(None),
             Ok(n) => {
                 *acct.entry(stream).or_default() += n;
@@ -60,13 +60,9 @@ impl AssocShared {
         }
     }
 
-    pub(super) async fn send(
-        &self,
-        stream: u16,
-        data: &[u8],
-        ordered: bool,
-        ppid: u32,
-    ) -> Result<()> {
+    /// Why a message of `data` on `stream` cannot be sent now (empty, no such stream, the
+    /// association ended), before anything is handed over.
+    pub(crate) fn check_send(&self, stream: u16, data: &[u8]) -> Result<()> {
         if data.is_empty() {
             return Err(Error::EmptyMessage);
         }
@@ -77,9 +73,20 @@ impl AssocShared {
                 streams: outbound,
             });
         }
-        if let Some(e) = self.end_error() {
-            return Err(e);
+        match self.end_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
+    }
+
+    pub(super) async fn send(
+        &self,
+        stream: u16,
+        data: &[u8],
+        ordered: bool,
+        ppid: u32,
+    ) -> Result<()> {
+        self.check_send(stream, data)?;
         let _serial = self.send_lock.lock().await;
         let kick = self.rrp.load(Ordering::Relaxed) && self.sndbuf_use() == Some(0);
         // Aborts the association if this future is dropped with a message half handed over.

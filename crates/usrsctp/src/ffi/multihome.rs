@@ -5,11 +5,10 @@
 //! path (`SCTP_ADDR_OVER`) and the process-wide CMT sysctls.
 
 use std::ffi::c_void;
-use std::mem::size_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use libc::{c_int, socklen_t};
+use libc::c_int;
 
 use super::bindings as raw;
 use super::library::{hooks, serial};
@@ -324,29 +323,7 @@ impl Socket {
     ) -> Result<usize> {
         let mut info = *info;
         info.snd_flags |= SCTP_ADDR_OVER;
-        let mut to = raw::sockaddr_conn {
-            sconn_family: raw::AF_CONN as u16,
-            sconn_port: 0,
-            sconn_addr: conn as *mut c_void,
-        };
-        self.call(|so| {
-            // SAFETY: `data`, `to` and `info` are live for the call with their true sizes;
-            // `so` is live.
-            let n = unsafe {
-                raw::usrsctp_sendv(
-                    so,
-                    data.as_ptr() as *const c_void,
-                    data.len(),
-                    &mut to as *mut raw::sockaddr_conn as *mut libc::sockaddr,
-                    1,
-                    &mut info as *mut raw::sctp_sndinfo as *mut c_void,
-                    size_of::<raw::sctp_sndinfo>() as socklen_t,
-                    raw::SCTP_SENDV_SNDINFO,
-                    0,
-                )
-            };
-            usize::try_from(n).map_err(|_| Error::sys("usrsctp_sendv"))
-        })
+        self.sendv(data, &info, Some(conn))
     }
 }
 

@@ -322,20 +322,36 @@ impl Socket {
         })
     }
 
-    /// One `usrsctp_sendv` of `data` with `info` (stream, flags, PPID): the bytes usrsctp
-    /// took (0 is possible, see the callers), or an error (EWOULDBLOCK: no buffer space).
-    pub(crate) fn sendv(&self, data: &[u8], info: &raw::sctp_sndinfo) -> Result<usize> {
+    /// One `usrsctp_sendv` of `data` with `info` (stream, flags, PPID), to the conn address
+    /// `to` if given (a path of a multihomed association; `info` then carries
+    /// `SCTP_ADDR_OVER`): the bytes usrsctp took (0 is possible, see the callers), or an
+    /// error (EWOULDBLOCK: no buffer space; EINVAL: `to` is not a path of it).
+    pub(crate) fn sendv(
+        &self,
+        data: &[u8],
+        info: &raw::sctp_sndinfo,
+        to: Option<usize>,
+    ) -> Result<usize> {
         let mut info = *info;
+        let mut addr = to.map(|conn| raw::sockaddr_conn {
+            sconn_family: raw::AF_CONN as u16,
+            sconn_port: 0,
+            sconn_addr: conn as *mut c_void,
+        });
+        let (addr_ptr, addr_cnt) = match addr.as_mut() {
+            Some(a) => (a as *mut raw::sockaddr_conn as *mut libc::sockaddr, 1),
+            None => (std::ptr::null_mut(), 0),
+        };
         self.call(|so| {
-            // SAFETY: `data` and `info` are live for the call with their true sizes; no
-            // destination address; `so` is live.
+            // SAFETY: `data`, `info` and the destination (if any) are live for the call
+            // with their true sizes; `so` is live.
             let n = unsafe {
                 raw::usrsctp_sendv(
                     so,
                     data.as_ptr() as *const c_void,
                     data.len(),
-                    std::ptr::null_mut(),
-                    0,
+                    addr_ptr,
+                    addr_cnt,
                     &mut info as *mut raw::sctp_sndinfo as *mut c_void,
                     size_of::<raw::sctp_sndinfo>() as socklen_t,
                     raw::SCTP_SENDV_SNDINFO,

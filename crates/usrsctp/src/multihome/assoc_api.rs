@@ -215,19 +215,7 @@ impl Association {
         ppid: u32,
     ) -> Result<()> {
         let sh = self.mh_shared();
-        if data.is_empty() {
-            return Err(Error::EmptyMessage);
-        }
-        let (_, outbound) = sh.streams();
-        if outbound != 0 && stream >= outbound {
-            return Err(Error::InvalidStream {
-                stream,
-                streams: outbound,
-            });
-        }
-        if let Some(e) = sh.end_error() {
-            return Err(e);
-        }
+        sh.check_send(stream, data)?;
         if !ffi::cmt_sysctl_on() {
             return Err(Error::MultihomeUnavailable(
                 "send_on_path needs the process-wide CMT switch: call usrsctp::set_cmt_global \
