@@ -28,44 +28,54 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # SCTP multihoming (crates/usrsctp/c/multihome.c) compiles against usrsctp's *internal*
-# headers, which no Debian binary package ships: fetch the source package of exactly the
-# installed libusrsctp-dev version from deb.debian.org (checksums from the .dsc), unpack it
-# (with Debian's patches) into /var/cache/taps/usrsctp-src-<version>. Idempotent and quiet
-# when already there; without it the crate still builds, without multihoming. Override the
-# cache dir with TAPS_CACHE_DIR (crates/usrsctp/build.rs looks in the same place, or at
-# TAPS_USRSCTP_SRC).
+# headers, which no Debian binary package ships: `apt-get source` fetches the source
+# package of exactly the installed libusrsctp-dev version (apt checks it against the
+# archive's signed index) and unpacks it, with Debian's patches, into
+# /var/cache/taps/usrsctp-src-<version>. The deb-src entries are made from the machine's own
+# deb entries in a private apt configuration (its own source list and package lists under a
+# temporary directory), so the system's apt setup is left as it was. Idempotent and quiet
+# when already there; without it the crate still builds, without multihoming (and the
+# multihoming tests fail as root). Override the cache dir with TAPS_CACHE_DIR
+# (crates/usrsctp/build.rs looks in the same place, or at TAPS_USRSCTP_SRC).
 usrsctp_src() {
-    local ver cache dir base url tmp f sum
+    local ver cache dir tmp f
     ver=$(dpkg-query -W -f='${Version}' libusrsctp-dev 2>/dev/null) || return 0
     cache=${TAPS_CACHE_DIR:-/var/cache/taps}
     dir="$cache/usrsctp-src-$ver"
     [ -e "$dir/usrsctplib/netinet/sctp_pcb.h" ] && return 0
-    command -v dpkg-source >/dev/null 2>&1 && command -v curl >/dev/null 2>&1 || {
-        echo "SCTP multihoming: need dpkg-dev and curl to fetch usrsctp $ver's source (skipped)" >&2
-        return 0
-    }
+    if ! command -v dpkg-source >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ]; then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null
+        else
+            echo "SCTP multihoming: need dpkg-dev to unpack usrsctp $ver's source (skipped)" >&2
+            return 0
+        fi
+    fi
     mkdir -p "$cache" 2>/dev/null || {
         echo "SCTP multihoming: cannot create $cache (run as root or set TAPS_CACHE_DIR)" >&2
         return 0
     }
-    base="http://deb.debian.org/debian/pool/main/libu/libusrsctp"
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' RETURN
     echo "fetching usrsctp $ver source (multihoming shim headers) into $dir" >&2
-    curl -sSf -o "$tmp/p.dsc" "$base/libusrsctp_${ver}.dsc" || {
-        echo "SCTP multihoming: cannot download libusrsctp_${ver}.dsc (skipped)" >&2
+    # deb-src twins of the deb entries, in both of apt's formats.
+    mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/get"
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -e "$f" ] && sed -n '/^Types: deb$/,/^$/p' "$f" | sed 's/^Types: deb$/Types: deb-src/' \
+            >"$tmp/parts/$(basename "$f")"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -e "$f" ] && sed -n 's/^deb /deb-src /p' "$f" >>"$tmp/parts/taps-src.list"
+    done
+    : >"$tmp/empty.list"
+    local apt_opts=(-o "Dir::Etc::SourceList=$tmp/empty.list" -o "Dir::Etc::SourceParts=$tmp/parts"
+        -o "Dir::State::Lists=$tmp/lists" -o "APT::Sandbox::User=root")
+    apt-get "${apt_opts[@]}" update -qq >/dev/null 2>&1 || true
+    (cd "$tmp/get" && apt-get "${apt_opts[@]}" source -qq --download-only "libusrsctp=$ver" >/dev/null 2>&1) || {
+        echo "SCTP multihoming: apt-get source libusrsctp=$ver failed (skipped)" >&2
         return 0
     }
-    # Every file the .dsc names, checked against its SHA-256 line.
-    while read -r sum _ f; do
-        curl -sSf -o "$tmp/$f" "$base/$f" &&
-            echo "$sum  $tmp/$f" | sha256sum -c --quiet - || {
-            echo "SCTP multihoming: $f missing or corrupt (skipped)" >&2
-            return 0
-        }
-    done < <(sed -n '/^Checksums-Sha256:/,/^[^ ]/p' "$tmp/p.dsc" | grep '^ ')
-    mv "$tmp/p.dsc" "$tmp/libusrsctp_${ver}.dsc"
-    (cd "$tmp" && dpkg-source --no-check -q -x "libusrsctp_${ver}.dsc" src >/dev/null 2>&1) || {
+    (cd "$tmp/get" && dpkg-source -q -x "libusrsctp_${ver#*:}.dsc" "$tmp/src" >/dev/null 2>&1) || {
         echo "SCTP multihoming: dpkg-source -x failed (skipped)" >&2
         return 0
     }
