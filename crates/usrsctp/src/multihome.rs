@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::ffi;
 use crate::path_events::{sock_key, EventLog, EVENTS};
 use crate::path_events::{PathEvent, PathId};
-use crate::sys::{global, lock, would_block, ConnAddr, Route};
+use crate::sys::{global, lock, ConnAddr, Route};
 use crate::udp::{with_recv_buf, UdpCount};
 
 /// Reachability of a path (`spinfo_state`).

@@ -44,7 +44,7 @@ impl Association {
     /// multi-piece message was handed over aborts the association. Costs one `usrsctp_sendv`
     /// (a copy into usrsctp's send buffer) per piece.
     pub async fn send(&self, stream: u16, data: &[u8], ordered: bool, ppid: u32) -> Result<()> {
-        self.shared().send(stream, data, ordered, ppid).await
+        self.shared().send(stream, data, ordered, ppid, None).await
     }
 
     /// Receives the next message of a stream that has no [`StreamHandle`] (all streams if

@@ -13,16 +13,15 @@ use crate::sys::{lock, would_block};
 static SNDBUF_USE: AtomicUsize = AtomicUsize::new(0);
 
 impl AssocShared {
-    /// One non-blocking `usrsctp_sendv` of a piece; `Ok(None)`: no buffer space (also when
-    /// usrsctp took nothing: with explicit EOR, `sctp_lower_sosend` returns 0 without an error
-    /// when the free space is positive but no more than `sctp_add_more_threshold`, 1452
-    /// bytes, and smaller than the piece).
+    /// One non-blocking `usrsctp_sendv` of a piece, to `path` (a conn address) if given;
+    /// `Ok(None)`: no buffer space (also when usrsctp took nothing: with explicit EOR,
+    /// `sctp_lower_sosend` returns 0 without an error when the free space is positive but no
+    /// more than `sctp_add_more_threshold`, 1452 bytes, and smaller than the piece).
     fn send_piece(
         &self,
         stream: u16,
         data: &[u8],
-        ordered: bool,
-        ppid: u32,
+        (ordered, ppid, path): (bool, u32, Option<usize>),
         eor: bool,
     ) -> Result<Option<usize>> {
         let mut acct = lock(&self.acct);
@@ -40,7 +39,11 @@ impl AssocShared {
             snd_context: 0,
             snd_assoc_id: 0,
         };
-        match self.sock.sendv(data, &info, None) {
+        let sent = match path {
+            Some(conn) => self.sock.sendv_to(data, &info, conn),
+            None => self.sock.sendv(data, &info, None),
+        };
+        match sent {
             Ok(0) => Ok(None),
             Ok(n) => {
                 *acct.entry(stream).or_default() += n;
@@ -79,12 +82,15 @@ impl AssocShared {
         }
     }
 
-    pub(super) async fn send(
+    /// Sends one message in pieces, waiting for buffer space; every piece to `path` (a
+    /// conn address, `SCTP_ADDR_OVER`) when given, else where usrsctp chooses.
+    pub(crate) async fn send(
         &self,
         stream: u16,
         data: &[u8],
         ordered: bool,
         ppid: u32,
+        path: Option<usize>,
     ) -> Result<()> {
         self.check_send(stream, data)?;
         let _serial = self.send_lock.lock().await;
@@ -105,7 +111,7 @@ impl AssocShared {
             let eor = end == data.len();
             let mut writable = pin!(self.sock.wakers.writable.notified());
             writable.as_mut().enable();
-            match self.send_piece(stream, &data[off..end], ordered, ppid, eor)? {
+            match self.send_piece(stream, &data[off..end], (ordered, ppid, path), eor)? {
                 Some(n) => {
                     off += n;
                     partial.1 = off < data.len();

@@ -1,12 +1,11 @@
 //! The multihoming methods of [`Association`]: adding a path, listing paths, the primary
 //! path, per-path parameters, CMT, NR-SACK, path events and sends pinned to a path.
 
-use std::pin::pin;
 use std::sync::Arc;
 
 use super::{
-    lock, set_cmt, sock_key, would_block, CmtMode, EventLog, PathEvents, PathId, PathInfo,
-    PathParams, PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
+    lock, set_cmt, sock_key, CmtMode, EventLog, PathEvents, PathId, PathInfo, PathParams,
+    PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
 };
 use crate::assoc::{AssocShared, Association};
 use crate::error::{Error, Result};
@@ -224,67 +223,6 @@ impl Association {
                     .into(),
             ));
         }
-        let _serial = sh.send_lock.lock().await;
-        // Aborts the association if this future is dropped with a message half handed over.
-        struct Partial<'a>(&'a AssocShared, bool);
-        impl Drop for Partial<'_> {
-            fn drop(&mut self) {
-                if self.1 {
-                    self.0.abort();
-                }
-            }
-        }
-        let mut partial = Partial(sh, false);
-        let mut off = 0;
-        while off < data.len() {
-            let end = (off + sh.piece).min(data.len());
-            let mut flags = if ordered { 0 } else { ffi::SCTP_UNORDERED };
-            if end == data.len() {
-                flags |= ffi::SCTP_EOR;
-            }
-            let info = ffi::sctp_sndinfo {
-                snd_sid: stream,
-                snd_flags: flags,
-                snd_ppid: ppid.to_be(),
-                snd_context: 0,
-                snd_assoc_id: 0,
-            };
-            let mut writable = pin!(sh.sock.wakers.writable.notified());
-            writable.as_mut().enable();
-            let sent = {
-                let mut acct = lock(&sh.acct);
-                match sh.sock.sendv_to(&data[off..end], &info, path.0) {
-                    Ok(n) => {
-                        *acct.entry(stream).or_default() += n;
-                        Ok(n)
-                    }
-                    Err(e) => Err(e),
-                }
-            };
-            match sent {
-                Ok(0) => {}
-                Ok(n) => {
-                    off += n;
-                    partial.1 = off < data.len();
-                    continue;
-                }
-                Err(Error::Sys { source, .. }) if would_block(&source) => {}
-                Err(Error::Sys { op, source }) => {
-                    return Err(sh
-                        .end_error()
-                        .unwrap_or_else(|| match source.raw_os_error() {
-                            Some(libc::EPIPE | libc::ENOTCONN | libc::ECONNRESET) => Error::Closed,
-                            _ => Error::Sys { op, source },
-                        }))
-                }
-                Err(e) => return Err(e),
-            }
-            if let Some(e) = sh.end_error() {
-                return Err(e);
-            }
-            writable.await;
-        }
-        partial.1 = false;
-        Ok(())
+        sh.send(stream, data, ordered, ppid, Some(path.0)).await
     }
 }
