@@ -18,12 +18,12 @@ use crate::sink::Progress;
 use crate::taps::Connect;
 
 /// Each path's rate.
-const RATE_BPS: u64 = 10_000_000;
+pub(super) const RATE_BPS: u64 = 10_000_000;
 /// Each path's one-way delay (RTT 20 ms).
-const DELAY: Duration = Duration::from_millis(10);
+pub(super) const DELAY: Duration = Duration::from_millis(10);
 /// Each path's queue, in packets (about 60 ms at 10 Mbit/s: 3 bandwidth-delay
 /// products).
-const QUEUE_PACKETS: u32 = 50;
+pub(super) const QUEUE_PACKETS: u32 = 50;
 /// The client namespace's TCP congestion control (its subflows').
 const CONGESTION_CONTROL: &str = "reno";
 /// What each transfer sends.
@@ -40,9 +40,9 @@ fn props(policy: Policy) -> String {
     )
 }
 
-/// Two links of 10 Mbit/s, 10 ms each way, a 50-packet queue; the path manager set for
-/// `policy`.
-fn two_paths(lab: &Lab, out: &mut Outcome, policy: Policy) -> Result<(), String> {
+/// Adds link 1 to the lab and gives both links [`RATE_BPS`], [`DELAY`] each way and a
+/// [`QUEUE_PACKETS`] queue: the two equal paths of the MPTCP and SCTP multipath scenarios.
+pub(super) fn two_equal_links(lab: &Lab) -> Result<(), String> {
     lab.add_link()
         .map_err(|e| format!("cannot add link 1: {e}"))?;
     for n in 0..2 {
@@ -54,6 +54,13 @@ fn two_paths(lab: &Lab, out: &mut Outcome, policy: Policy) -> Result<(), String>
                 .queue_packets(QUEUE_PACKETS)],
         );
     }
+    Ok(())
+}
+
+/// Two links of 10 Mbit/s, 10 ms each way, a 50-packet queue; the path manager set for
+/// `policy`.
+fn two_paths(lab: &Lab, out: &mut Outcome, policy: Policy) -> Result<(), String> {
+    two_equal_links(lab)?;
     mptcp::configure(lab.client(), lab.server(), policy, 2)
         .map_err(|e| format!("cannot set the MPTCP path manager: {e}"))?;
     // Loss-based congestion control keeps the bridge's queues full, so a bridge thread

@@ -10,19 +10,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::checks::millis_f64;
+use super::multipath::{two_equal_links, QUEUE_PACKETS};
 use super::runner::{Ctx, Outcome};
 use crate::lab::Lab;
 use crate::links::LinkEvent;
-use crate::rules::{Match, Rule};
 use crate::sctp_mp::{PeerConfig, Phase};
 use crate::sctp_mp_proc::{PeerLine, PeerProcess};
 
-/// Each path's rate.
-const RATE_BPS: u64 = 10_000_000;
-/// Each path's one-way delay (RTT 20 ms).
-const DELAY: Duration = Duration::from_millis(10);
-/// Each path's queue, in packets.
-const QUEUE_PACKETS: u32 = 50;
 /// The `set_primary` phase's bytes.
 const PRIMARY_BYTES: u64 = 1_000_000;
 /// The failover transfer's bytes.
@@ -151,17 +145,7 @@ fn phase_report(lines: &[PeerLine], phase: &str) -> Result<Value, String> {
 /// `sctp-failover`: two 10 Mbit/s 10 ms links, one association with a path on each;
 /// `set_primary` moves 1 MB to path 1; then link 0 dies 2 s into a 10 MB transfer.
 pub(super) fn sctp_failover(lab: &Lab, _ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
-    lab.add_link()
-        .map_err(|e| format!("cannot add link 1: {e}"))?;
-    for n in 0..2 {
-        lab.set_link_rules(
-            n,
-            vec![Rule::new(Match::any())
-                .delay(DELAY)
-                .rate(RATE_BPS)
-                .queue_packets(QUEUE_PACKETS)],
-        );
-    }
+    two_equal_links(lab)?;
     let cfg = config();
     out.say(format!(
         "  links: 2, each 10 Mbit/s, 10 ms each way, queue {QUEUE_PACKETS} packets; path 0 198.51.100.2 -> 192.0.2.11:9911, path 1 198.51.100.66:9913 -> 192.0.2.201:9912; heartbeat {HB_MS} ms, RTO max (= min) {RTO_MAX_MS} ms, pathmaxrxt {PATHMAXRXT}, PF threshold {PF_THRESHOLD}, CMT off"
