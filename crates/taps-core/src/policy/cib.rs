@@ -5,12 +5,12 @@
 //! Time is always passed in: `Instant` for ages, plus a wall-clock `SystemTime` only
 //! when converting to or from the persisted form.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::failure::AttemptCause;
@@ -141,8 +141,11 @@ pub struct Cib {
     config: CibConfig,
     interfaces: Arc<Vec<Interface>>,
     /// Outcomes grouped by endpoint: a race asks about one endpoint, and each endpoint
-    /// has a handful of (stack, address) entries, scanned linearly.
-    outcomes: HashMap<Arc<str>, Vec<(OutcomeKey, Outcome)>>,
+    /// has a handful of (stack, address) entries, scanned linearly. Hashed with FxHash
+    /// (a few instructions per name against SipHash's ~200, several lookups per race):
+    /// it is not flood-resistant, but the map never holds more than `max_entries`
+    /// outcomes, so colliding names cost at most a bounded scan.
+    outcomes: FxHashMap<Arc<str>, Vec<(OutcomeKey, Outcome)>>,
     /// Number of outcomes over all endpoints.
     count: usize,
 }
@@ -159,7 +162,7 @@ impl Cib {
         Cib {
             config,
             interfaces: Arc::new(vec![Interface::loopback()]),
-            outcomes: HashMap::new(),
+            outcomes: FxHashMap::default(),
             count: 0,
         }
     }
