@@ -32,6 +32,7 @@ use taps_core::race::{
 use taps_core::Security;
 
 use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
+use smallvec::SmallVec;
 use tokio::sync::mpsc;
 use tracing::{Instrument, Span};
 
@@ -136,8 +137,8 @@ async fn run_race(input: RaceInput<'_>) -> Result<Won, Error> {
         early: Vec::new(),
         addresses_done: false,
         dns_done: false,
-        attempts: Vec::new(),
-        connected: Vec::new(),
+        attempts: SmallVec::new(),
+        connected: SmallVec::new(),
         dns_causes: Vec::new(),
         pruned: Vec::new(),
         any_address: false,
@@ -200,10 +201,10 @@ struct Driver<'a> {
     /// Every lookup (addresses, HTTPS) answered.
     dns_done: bool,
     /// Live attempts. Few entries (bounded by the attempts alive at once): vectors, not
-    /// maps.
-    attempts: Vec<(AttemptId, Attempt)>,
-    /// Attempts that connected, until the race names the winner.
-    connected: Vec<(AttemptId, Established)>,
+    /// maps; the first two inline (a race that connects at once allocates no list).
+    attempts: SmallVec<[(AttemptId, Attempt); 2]>,
+    /// Attempts that connected, until the race names the winner (one inline).
+    connected: SmallVec<[(AttemptId, Established); 1]>,
     /// Kept to turn a race with nothing to try into the error that explains it.
     dns_causes: Vec<(Family, DnsFailure)>,
     /// Candidates the properties ruled out, kept as data: put into words only if nothing
@@ -559,7 +560,10 @@ fn family_index(family: Family) -> usize {
 }
 
 /// Removes and returns the entry for `id`.
-fn take<T>(v: &mut Vec<(AttemptId, T)>, id: AttemptId) -> Option<T> {
+fn take<T, A: smallvec::Array<Item = (AttemptId, T)>>(
+    v: &mut SmallVec<A>,
+    id: AttemptId,
+) -> Option<T> {
     let i = v.iter().position(|(i, _)| *i == id)?;
     Some(v.swap_remove(i).1)
 }
