@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use taps_core::candidates::{Plan, Security, Stack};
 use taps_core::properties::Protocol;
@@ -112,7 +113,12 @@ pub struct Listener {
     rx: mpsc::Receiver<Result<Connection, Error>>,
     /// A lone plain TCP socket is accepted from here, in `accept`, without a task.
     direct: Option<DirectTcp>,
+    /// Accept tasks that own their sockets: aborted to stop.
     tasks: Vec<JoinHandle<()>>,
+    /// Accept tasks that close their sockets themselves once `stop` is cancelled (SCTP:
+    /// its UDP socket is closed by awaiting usrsctp's reader task).
+    graceful: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
     live: Arc<AtomicUsize>,
@@ -130,6 +136,7 @@ impl std::fmt::Debug for Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        self.stop.cancel();
         for t in &self.tasks {
             t.abort();
         }
@@ -162,8 +169,27 @@ impl Listener {
         self.live.load(Ordering::Relaxed)
     }
 
-    /// Stops listening (same as dropping).
+    /// Stops listening (same as dropping): the sockets close when the runtime next runs
+    /// the accept tasks, so an immediate `listen` on the same port can still find it in
+    /// use; [`Listener::close`] waits for that.
     pub fn stop(self) {}
+
+    /// Stops listening and returns once every listening socket is closed, so the same
+    /// port can be listened on again at once. Connections already accepted live on;
+    /// SCTP's UDP encapsulation socket stays open while an accepted association uses it.
+    /// Costs a wake-up of each accept task.
+    pub async fn close(mut self) {
+        self.stop.cancel();
+        drop(self.direct.take());
+        let tasks = std::mem::take(&mut self.tasks);
+        let graceful = std::mem::take(&mut self.graceful);
+        for t in &tasks {
+            t.abort();
+        }
+        for t in tasks.into_iter().chain(graceful) {
+            let _ = t.await;
+        }
+    }
 
     /// Listens on `local` with every runnable stack of `plan` and both families when
     /// `local` is unspecified.
@@ -199,6 +225,8 @@ impl Listener {
             live: Arc::new(AtomicUsize::new(0)),
             limits: limits.clone(),
             tasks: Vec::new(),
+            graceful: Vec::new(),
+            stop: CancellationToken::new(),
             direct: None,
             bound: Vec::new(),
             missing: Vec::new(),
@@ -243,10 +271,24 @@ struct Binder {
     live: Arc<AtomicUsize>,
     limits: ListenerOptions,
     tasks: Vec<JoinHandle<()>>,
+    /// Tasks that stop on `stop` (see [`Listener::graceful`]).
+    graceful: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
     /// The first plain TCP socket: accepted from directly if it is the only socket.
     direct: Option<DirectTcp>,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
+}
+
+/// A listener that failed to come up (an error part way, or `every_stack`) stops the
+/// accept tasks it had started instead of leaving them to hold their ports.
+impl Drop for Binder {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
 }
 
 impl Binder {
@@ -316,17 +358,19 @@ impl Binder {
                 let udp = l.local_addr();
                 let at = SocketAddr::new(udp.ip(), addr.port());
                 self.bound.push((stack, at));
-                self.tasks
-                    .push(tokio::spawn(accept_sctp(l, self.accepting())));
+                let task = accept_sctp(l, self.accepting(), self.stop.clone());
+                self.graceful.push(tokio::spawn(task));
             }
             Err(e) if e.to_string().contains("in use") => self.miss(
                 stack,
                 addr,
                 format!(
                     "UDP port {port} (SCTP's encapsulation port) is in use, most likely by \
-                     another process's SCTP listener: usrsctp runs inside each process, so \
-                     only one process per host serves SCTP on one encapsulation port; give \
-                     this context another one (Context::builder().sctp_udp_port or `taps --sctp-udp-port`, and the \
+                     another process's SCTP listener (or by a listener of this process \
+                     dropped a moment ago: `Listener::close().await` waits for its sockets): \
+                     usrsctp runs inside each process, so only one process per host serves \
+                     SCTP on one encapsulation port; give this context another one \
+                     (Context::builder().sctp_udp_port or `taps --sctp-udp-port`, and the \
                      same on the clients) ({e})"
                 ),
             ),
@@ -357,7 +401,7 @@ impl Binder {
         // Accepted from in `Listener::accept` only when nothing else listens; otherwise
         // in a task feeding the channel like every other socket.
         let direct = match self.direct.take() {
-            Some(d) if !self.tasks.is_empty() => {
+            Some(d) if !self.tasks.is_empty() || !self.graceful.is_empty() => {
                 let task = accept_stream(d.listener, d.local, d.mptcp, None, d.acc);
                 self.tasks.push(tokio::spawn(task));
                 None
@@ -396,10 +440,13 @@ impl Binder {
         Ok(Listener {
             rx,
             direct,
-            tasks: self.tasks,
-            bound: self.bound,
-            missing: self.missing,
-            live: self.live,
+            tasks: std::mem::take(&mut self.tasks),
+            graceful: std::mem::take(&mut self.graceful),
+            // Taken, not cloned: the binder's Drop cancels what it still holds.
+            stop: std::mem::take(&mut self.stop),
+            bound: std::mem::take(&mut self.bound),
+            missing: std::mem::take(&mut self.missing),
+            live: self.live.clone(),
         })
     }
 }
@@ -596,9 +643,19 @@ async fn accept_dtls(
     }
 }
 
+/// Accepts SCTP associations until `stop` or the listener is gone, then closes the SCTP
+/// listener (awaiting its UDP socket's reader, see [`Listener::close`]).
+async fn accept_sctp(listener: usrsctp::SctpListener, acc: Accepting, stop: CancellationToken) {
+    tokio::select! {
+        () = stop.cancelled() => {}
+        () = accept_sctp_loop(&listener, &acc) => {}
+    }
+    listener.close().await;
+}
+
 /// Accepts SCTP associations: stream 0 of each is a connection, and a task per
 /// association turns every further stream the peer opens into one.
-async fn accept_sctp(listener: usrsctp::SctpListener, acc: Accepting) {
+async fn accept_sctp_loop(listener: &usrsctp::SctpListener, acc: &Accepting) {
     loop {
         let Some(slot) = acc.slot().await else {
             return;

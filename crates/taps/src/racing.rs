@@ -31,8 +31,8 @@ use taps_core::race::{
 };
 use taps_core::Security;
 
-use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
 use smallvec::SmallVec;
+use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
 use tokio::sync::mpsc;
 use tracing::{Instrument, Span};
 

@@ -53,6 +53,16 @@ impl SctpListener {
         })
     }
 
+    /// Stops listening and returns once the usrsctp socket is closed and, unless accepted
+    /// associations still use it, the UDP socket too (its reader task gone), so the same
+    /// ports can be listened on again at once. Dropping the listener instead closes the
+    /// UDP socket when the runtime next runs (its reader task is aborted, not awaited).
+    pub async fn close(self) {
+        let SctpListener { sock, udp, .. } = self;
+        drop(sock);
+        SharedUdp::close(udp).await;
+    }
+
     /// The local UDP address. No I/O.
     pub fn local_addr(&self) -> SocketAddr {
         self.udp.local

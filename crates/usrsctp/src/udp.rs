@@ -395,6 +395,17 @@ impl SharedUdp {
         Ok(shared)
     }
 
+    /// Stops the reader and returns once its task, and with it the socket, is gone, if
+    /// `this` is the last holder; otherwise (accepted associations still use the socket)
+    /// only drops this reference.
+    pub(crate) async fn close(this: Arc<SharedUdp>) {
+        if let Some(mut me) = Arc::into_inner(this) {
+            me.task.abort();
+            let _ = (&mut me.task).await;
+            // `me` drops here: the remotes are deregistered and the sending half closed.
+        }
+    }
+
     /// Handles `pkt` as if it had arrived on this socket from `from`: the reader task's
     /// demultiplexing, then `conninput`, on the calling thread (fuzzing).
     pub(crate) fn inject(&self, from: SocketAddr, pkt: &[u8]) {
