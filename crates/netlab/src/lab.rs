@@ -30,7 +30,7 @@ use crate::links::{self, LinkEvent, LinkSchedule, MAX_LINKS};
 use crate::netns::{self, Captured, Netns};
 use crate::rules::{Match, Rule};
 use crate::sctp_server::SctpServer;
-use crate::sink::{Sink, TAPS_FILL_BYTE};
+use crate::sink::Sink;
 use crate::tun;
 
 /// The test zone.
@@ -294,7 +294,7 @@ impl Lab {
                 .collect();
             (
                 DnsServer::start_on(ZONE, &records, crate::dns::TTL, udp, tcp)?,
-                Sink::start(sink_listeners, TAPS_FILL_BYTE)?,
+                Sink::start(sink_listeners)?,
             )
         };
         let sctp = SctpServer::start(

@@ -35,6 +35,7 @@ use usrsctp::{
 use crate::links;
 use crate::sctp_mp_sat::emit;
 pub use crate::sctp_mp_sat::Saturate;
+use crate::sink::pattern_byte;
 
 /// The hidden subcommand's name.
 pub const SUBCOMMAND: &str = "sctp-mp-peer";
@@ -204,11 +205,6 @@ impl PeerConfig {
     }
 }
 
-/// The byte at `offset` of a phase's data.
-fn pattern(offset: u64) -> u8 {
-    (offset % 251) as u8
-}
-
 /// Runs the peer: `role` is `server` or `client`. Blocks until done.
 pub fn run(role: &str, config: &str) -> Result<(), String> {
     if role != "server" && role != "client" {
@@ -351,7 +347,7 @@ impl PhaseRx {
         self.first.get_or_insert(now);
         self.last = Some(now);
         for (i, b) in data.iter().enumerate() {
-            if *b != pattern(self.bytes + i as u64) {
+            if *b != pattern_byte(self.bytes + i as u64) {
                 self.mismatched += 1;
             }
         }
@@ -465,7 +461,7 @@ async fn client(cfg: &PeerConfig) -> Result<(), String> {
         while off < ph.bytes {
             let len = (ph.bytes - off).min(ph.msg as u64) as usize;
             buf.clear();
-            buf.extend((0..len as u64).map(|i| pattern(off + i)));
+            buf.extend((0..len as u64).map(|i| pattern_byte(off + i)));
             assoc
                 .send(0, &buf, true, 0)
                 .await
@@ -567,8 +563,8 @@ mod tests {
 
     #[test]
     fn pattern_depends_on_the_offset() {
-        assert_eq!(pattern(0), 0);
-        assert_eq!(pattern(250), 250);
-        assert_eq!(pattern(251), 0);
+        assert_eq!(pattern_byte(0), 0);
+        assert_eq!(pattern_byte(250), 250);
+        assert_eq!(pattern_byte(251), 0);
     }
 }

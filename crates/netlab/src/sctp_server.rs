@@ -2,7 +2,7 @@
 //! listening on SCTP port [`SERVICE_PORT`](crate::lab::SERVICE_PORT) inside UDP port
 //! [`SCTP_UDP_PORT`](crate::lab::SCTP_UDP_PORT) (RFC 6951) on the address of
 //! [`SCTP_HOST`](crate::lab::SCTP_HOST). Each connection is read to its end and checked
-//! against the fill byte like the TCP sink's; the records land in the lab's
+//! against the stream pattern like the TCP sink's; the records land in the lab's
 //! [`Sink`](crate::sink::Sink) with protocol [`Proto::Sctp`].
 //!
 //! It runs as a child process, `netlab serve-sctp`, inside the server namespace, one per
@@ -39,7 +39,7 @@ use serde_json::{json, Value};
 
 use crate::netns::{self, Netns};
 use crate::packet::Proto;
-use crate::sink::{self, SinkRecord, IDLE_TIMEOUT, TAPS_FILL_BYTE};
+use crate::sink::{self, SinkRecord, IDLE_TIMEOUT};
 
 /// The hidden `netlab` subcommand that runs the server.
 pub const SUBCOMMAND: &str = "serve-sctp";
@@ -299,7 +299,7 @@ pub fn serve(
 async fn serve_connection(mut conn: ::taps::Connection) {
     let start = Instant::now();
     let (peer, local) = (conn.info().remote, conn.info().local);
-    let c = sink::read_and_check(&mut conn, TAPS_FILL_BYTE, IDLE_TIMEOUT).await;
+    let c = sink::read_and_check(&mut conn, IDLE_TIMEOUT).await;
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.close()).await;
     let record = SinkRecord::new(Proto::Sctp, peer, local, c, start);
     println!("{}", record_to_json(&record));

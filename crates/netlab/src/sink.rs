@@ -14,8 +14,22 @@ use tokio::task::JoinHandle;
 
 use crate::packet::Proto;
 
-/// The byte `taps connect --send-bytes` sends (every byte of its stream).
-pub const TAPS_FILL_BYTE: u8 = 0x5a;
+/// The period of the pattern `taps connect --send-bytes` sends: the byte at stream offset
+/// `i` is `i % 251` (a prime, so a segment or message delivered out of place, lost or
+/// repeated, shifts the pattern and shows as mismatched bytes, whatever its size unless
+/// a multiple of 251 bytes).
+pub const PATTERN_PERIOD: usize = 251;
+
+/// The byte `taps connect --send-bytes` sends at stream offset `offset`.
+pub fn pattern_byte(offset: u64) -> u8 {
+    (offset % PATTERN_PERIOD as u64) as u8
+}
+
+/// `len` bytes of the pattern from stream offset 0: sent in pieces whose lengths are
+/// multiples of [`PATTERN_PERIOD`], one buffer serves every offset.
+pub fn pattern_chunk(len: usize) -> Vec<u8> {
+    (0..len as u64).map(pattern_byte).collect()
+}
 
 /// A connection closes if nothing arrives for this long.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -89,12 +103,9 @@ pub struct Sink {
 
 impl Sink {
     /// Serves `listeners` (already bound, e.g. on `[::]:80` in the server namespace),
-    /// expecting every byte to be `pattern`; one record list for all. Must be called
-    /// within a tokio runtime.
-    pub(crate) fn start(
-        listeners: Vec<std::net::TcpListener>,
-        pattern: u8,
-    ) -> std::io::Result<Sink> {
+    /// expecting the stream pattern ([`pattern_byte`]); one record list for all. Must be
+    /// called within a tokio runtime.
+    pub(crate) fn start(listeners: Vec<std::net::TcpListener>) -> std::io::Result<Sink> {
         let records = Arc::new(Mutex::new(Vec::new()));
         let progress = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::with_capacity(listeners.len());
@@ -103,7 +114,6 @@ impl Sink {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             tasks.push(tokio::spawn(accept_loop(
                 listener,
-                pattern,
                 (records.clone(), progress.clone()),
             )));
         }
@@ -158,13 +168,13 @@ impl Drop for Sink {
 }
 
 /// Accepts on `listener` until aborted, serving each connection in a task of its own.
-async fn accept_loop(listener: tokio::net::TcpListener, pattern: u8, lists: Lists) {
+async fn accept_loop(listener: tokio::net::TcpListener, lists: Lists) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
-                conns.spawn(serve(stream, peer, pattern, lists.clone()));
+                conns.spawn(serve(stream, peer, lists.clone()));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -187,13 +197,24 @@ pub(crate) struct Checked {
 }
 
 /// Reads `stream` to its end (or an error, or `idle` without data), checking every byte
-/// against `pattern`.
+/// against the stream pattern ([`pattern_byte`] of its offset).
 pub(crate) async fn read_and_check<R: AsyncRead + Unpin>(
     stream: &mut R,
-    pattern: u8,
     idle: Duration,
 ) -> Checked {
-    read_traced(stream, pattern, idle, &mut Trace::default()).await
+    read_traced(stream, idle, &mut Trace::default()).await
+}
+
+/// Bytes of `got`, which starts at stream offset `offset`, that differ from the pattern.
+/// One comparison against a periodic reference (a `memcmp`), byte by byte only where
+/// that differs.
+fn mismatches(reference: &[u8], offset: u64, got: &[u8]) -> u64 {
+    let phase = (offset % PATTERN_PERIOD as u64) as usize;
+    let want = &reference[phase..phase + got.len()];
+    if want == got {
+        return 0;
+    }
+    want.iter().zip(got).filter(|(a, b)| a != b).count() as u64
 }
 
 /// When data arrived: the first and last read, the longest gap between two.
@@ -208,11 +229,11 @@ struct Trace {
 /// [`read_and_check`], noting in `t` when each read brought data.
 async fn read_traced<R: AsyncRead + Unpin>(
     stream: &mut R,
-    pattern: u8,
     idle: Duration,
     t: &mut Trace,
 ) -> Checked {
     let mut buf = vec![0u8; 64 * 1024];
+    let reference = pattern_chunk(buf.len() + PATTERN_PERIOD);
     let mut c = Checked::default();
     loop {
         match tokio::time::timeout(idle, stream.read(&mut buf)).await {
@@ -230,8 +251,8 @@ async fn read_traced<R: AsyncRead + Unpin>(
                 }
                 t.first.get_or_insert(now);
                 t.last = Some(now);
+                c.mismatched += mismatches(&reference, c.bytes, &buf[..n]);
                 c.bytes += n as u64;
-                c.mismatched += buf[..n].iter().filter(|b| **b != pattern).count() as u64;
             }
             _ => break,
         }
@@ -242,16 +263,11 @@ async fn read_traced<R: AsyncRead + Unpin>(
 /// The sink's record lists: what each connection brought, and how it arrived.
 type Lists = (Arc<Mutex<Vec<SinkRecord>>>, Arc<Mutex<Vec<Progress>>>);
 
-async fn serve(
-    mut stream: tokio::net::TcpStream,
-    peer: SocketAddr,
-    pattern: u8,
-    (records, progress): Lists,
-) {
+async fn serve(mut stream: tokio::net::TcpStream, peer: SocketAddr, (records, progress): Lists) {
     let start = Instant::now();
     let local = stream.local_addr().unwrap_or(peer);
     let mut t = Trace::default();
-    let c = read_traced(&mut stream, pattern, IDLE_TIMEOUT, &mut t).await;
+    let c = read_traced(&mut stream, IDLE_TIMEOUT, &mut t).await;
     let _ = stream.shutdown().await;
     let active = match (t.first, t.last) {
         (Some(a), Some(b)) => b - a,
@@ -265,4 +281,32 @@ async fn serve(
         active,
     });
     lock(&records).push(SinkRecord::new(Proto::Tcp, peer, local, c, start));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stream as `taps connect --send-bytes` sends it, read back in pieces: no
+    /// mismatch; two pieces swapped, a piece lost or repeated: mismatches.
+    #[test]
+    fn reordered_lost_or_repeated_data_mismatches() {
+        let reference = pattern_chunk(64 * 1024 + PATTERN_PERIOD);
+        let sent = pattern_chunk(10_000);
+        let check = |pieces: &[&[u8]]| {
+            let mut off = 0u64;
+            let mut bad = 0;
+            for p in pieces {
+                bad += mismatches(&reference, off, p);
+                off += p.len() as u64;
+            }
+            bad
+        };
+        let (a, rest) = sent.split_at(1448);
+        let (b, c) = rest.split_at(1448);
+        assert_eq!(check(&[a, b, c]), 0);
+        assert!(check(&[b, a, c]) > 1000, "swapped segments");
+        assert!(check(&[a, c]) > 1000, "lost segment");
+        assert!(check(&[a, a, b, c]) > 1000, "repeated segment");
+    }
 }

@@ -34,7 +34,8 @@ pub(crate) struct Args {
     /// Open this many flows at once, each raced.
     #[arg(long, default_value_t = 1, value_name = "N")]
     flows: usize,
-    /// Send this many bytes on each flow (as a byte stream), then close.
+    /// Send this many bytes on each flow (as a byte stream; byte i is i mod 251, so the
+    /// receiver can check order), then close.
     #[arg(long, value_name = "B", conflicts_with = "message")]
     send_bytes: Option<u64>,
     /// Send this message on each flow, print what comes back, then close.
@@ -232,7 +233,7 @@ async fn exchange(
     }
     if let Some(total) = bytes {
         // No bigger than what is sent: a 1-byte flow should not fault in 64 KiB.
-        let chunk = vec![0x5au8; total.min(64 * 1024) as usize];
+        let chunk = send_pattern(total.min(PATTERN_CHUNK as u64) as usize);
         let mut left = total;
         while left > 0 {
             let n = left.min(chunk.len() as u64) as usize;
@@ -415,5 +416,34 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
     }
     for reply in &r.replies {
         println!("{prefix}reply: {reply}");
+    }
+}
+
+/// Period of the bytes `--send-bytes` sends: the byte at stream offset `i` is `i % 251`
+/// (a prime: data put back out of place, lost or repeated shifts the pattern, so a
+/// receiver that checks it sees reordering too; netlab's sinks do).
+const PATTERN_PERIOD: usize = 251;
+/// The largest write of `--send-bytes`: a whole number of periods under 64 KiB, so every
+/// write starts at phase 0 and one buffer serves them all.
+const PATTERN_CHUNK: usize = PATTERN_PERIOD * (64 * 1024 / PATTERN_PERIOD);
+
+/// The first `len` bytes of the `--send-bytes` pattern.
+fn send_pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % PATTERN_PERIOD) as u8).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_chunk_starts_at_phase_zero() {
+        assert_eq!(PATTERN_CHUNK % PATTERN_PERIOD, 0);
+        const { assert!(PATTERN_CHUNK <= 64 * 1024) };
+        let c = send_pattern(PATTERN_CHUNK);
+        assert_eq!(
+            (c[0], c[250], c[251], c[PATTERN_CHUNK - 1]),
+            (0, 250, 0, 250)
+        );
     }
 }
