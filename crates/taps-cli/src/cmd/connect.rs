@@ -1,6 +1,7 @@
 //! `taps connect`: open N flows at once (each raced), optionally send bytes or a
 //! message on each, then close; print the race as a trace or as JSON.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,18 +122,27 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         };
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
-        for (i, r) in results.iter().enumerate() {
-            print_flow(i, r, args.trace, args.flows > 1);
-        }
-        if args.flows > 1 {
-            println!(
-                "{} flows: {} connected, {failed} failed, {} bytes sent, {:.1} ms",
-                args.flows,
-                args.flows - failed,
-                results.iter().map(|r| r.sent).sum::<u64>(),
-                millis_f64(elapsed)
-            );
-        }
+        // Every flow has ended: the lines go out in one buffer (one write, not one per
+        // line as `println!` would make).
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        let written = results
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, r)| print_flow(&mut out, i, r, args.trace, args.flows > 1))
+            .and_then(|()| {
+                if args.flows > 1 {
+                    writeln!(
+                        out,
+                        "{} flows: {} connected, {failed} failed, {} bytes sent, {:.1} ms",
+                        args.flows,
+                        args.flows - failed,
+                        results.iter().map(|r| r.sent).sum::<u64>(),
+                        millis_f64(elapsed)
+                    )?;
+                }
+                out.flush()
+            });
+        written.map_err(|e| CliError::failure(format!("cannot write the results: {e}")))?;
     }
     if failed > 0 {
         let first = results
@@ -377,7 +387,13 @@ fn flow_json(r: &FlowResult) -> Value {
     })
 }
 
-fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
+fn print_flow(
+    out: &mut impl Write,
+    i: usize,
+    r: &FlowResult,
+    trace: bool,
+    many: bool,
+) -> std::io::Result<()> {
     let prefix = if many {
         format!("flow {}: ", i + 1)
     } else {
@@ -385,9 +401,9 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
     };
     if trace {
         if let Some(rep) = &r.report {
-            println!("{prefix}race trace (ms since start):");
+            writeln!(out, "{prefix}race trace (ms since start):")?;
             for (at, text) in rep.timeline_text() {
-                println!("  {:>9.3}  {text}", millis_f64(at));
+                writeln!(out, "  {:>9.3}  {text}", millis_f64(at))?;
             }
         }
     }
@@ -400,23 +416,25 @@ fn print_flow(i: usize, r: &FlowResult, trace: bool, many: bool) {
                 ..
             }),
             None,
-        ) => println!(
+        ) => writeln!(
+            out,
             "{prefix}connected: {stack} {local} -> {remote} in {:.3} ms",
             millis_f64(r.total.unwrap_or(r.elapsed))
-        ),
+        )?,
         // A single flow's error is reported once, on stderr, by the caller.
-        (_, Some(e)) if many => println!("{prefix}failed: {e}"),
+        (_, Some(e)) if many => writeln!(out, "{prefix}failed: {e}")?,
         _ => {}
     }
     if let Some(Winner::Text {
         security: Some(s), ..
     }) = &r.winner
     {
-        println!("{prefix}security: {s}");
+        writeln!(out, "{prefix}security: {s}")?;
     }
     for reply in &r.replies {
-        println!("{prefix}reply: {reply}");
+        writeln!(out, "{prefix}reply: {reply}")?;
     }
+    Ok(())
 }
 
 /// Period of the bytes `--send-bytes` sends: the byte at stream offset `i` is `i % 251`
