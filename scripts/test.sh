@@ -8,6 +8,8 @@ bash scripts/deps.sh
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The API docs build without warnings (a broken intra-doc link fails here, not later).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 # No module cycles, no source file over 800 lines, no function over 100 lines.
 python3 scripts/structure.py
 # Fuzzing: every target over its corpus, then 10 s each (nightly; prints SKIPPED without it).

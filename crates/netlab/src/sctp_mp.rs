@@ -81,7 +81,7 @@ pub struct PeerConfig {
     pub mtu: Option<u32>,
     /// The sysctl `sctp_peer_chunk_oh`; `None`: usrsctp's 256.
     pub chunk_overhead: Option<u32>,
-    /// Instead of the phases: a saturated multi-stream run ([`crate::sctp_mp_sat`]).
+    /// Instead of the phases: a saturated multi-stream run (module `sctp_mp_sat`).
     pub saturate: Option<Saturate>,
 }
 
