@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use crate::netns::Netns;
-use crate::sink::{pattern_chunk, PATTERN_PERIOD};
+use crate::sink::{pattern_chunk, PATTERN_CHUNK};
 
 /// Connects to `addr` from inside `ns` and returns how long the handshake took (the
 /// connection is then closed). A blackholed address gives `TimedOut` after `limit`.
@@ -36,8 +36,7 @@ pub fn tcp_send_time(
         s.set_write_timeout(Some(limit))?;
         s.set_read_timeout(Some(limit))?;
         let start = Instant::now();
-        // A whole number of pattern periods: every piece starts at phase 0.
-        let chunk = pattern_chunk(PATTERN_PERIOD * (64 * 1024 / PATTERN_PERIOD));
+        let chunk = pattern_chunk(PATTERN_CHUNK);
         let mut left = bytes;
         while left > 0 {
             let n = left.min(chunk.len() as u64) as usize;

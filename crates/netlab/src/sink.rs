@@ -25,6 +25,10 @@ pub fn pattern_byte(offset: u64) -> u8 {
     (offset % PATTERN_PERIOD as u64) as u8
 }
 
+/// The largest piece a sender of the pattern writes: a whole number of periods under
+/// 64 KiB, so every piece starts at phase 0 and one buffer serves them all.
+pub const PATTERN_CHUNK: usize = PATTERN_PERIOD * (64 * 1024 / PATTERN_PERIOD);
+
 /// `len` bytes of the pattern from stream offset 0: sent in pieces whose lengths are
 /// multiples of [`PATTERN_PERIOD`], one buffer serves every offset.
 pub fn pattern_chunk(len: usize) -> Vec<u8> {

@@ -28,6 +28,7 @@
 //! [`Preconnection::listen`]: crate::Preconnection::listen
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -113,12 +114,7 @@ pub struct Listener {
     rx: mpsc::Receiver<Result<Connection, Error>>,
     /// A lone plain TCP socket is accepted from here, in `accept`, without a task.
     direct: Option<DirectTcp>,
-    /// Accept tasks that own their sockets: aborted to stop.
-    tasks: Vec<JoinHandle<()>>,
-    /// Accept tasks that close their sockets themselves once `stop` is cancelled (SCTP:
-    /// its UDP socket is closed by awaiting usrsctp's reader task).
-    graceful: Vec<JoinHandle<()>>,
-    stop: CancellationToken,
+    tasks: AcceptTasks,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
     live: Arc<AtomicUsize>,
@@ -131,15 +127,6 @@ impl std::fmt::Debug for Listener {
             .field("missing", &self.missing)
             .field("connections", &self.connections())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        for t in &self.tasks {
-            t.abort();
-        }
     }
 }
 
@@ -178,17 +165,9 @@ impl Listener {
     /// port can be listened on again at once. Connections already accepted live on;
     /// SCTP's UDP encapsulation socket stays open while an accepted association uses it.
     /// Costs a wake-up of each accept task.
-    pub async fn close(mut self) {
-        self.stop.cancel();
-        drop(self.direct.take());
-        let tasks = std::mem::take(&mut self.tasks);
-        let graceful = std::mem::take(&mut self.graceful);
-        for t in &tasks {
-            t.abort();
-        }
-        for t in tasks.into_iter().chain(graceful) {
-            let _ = t.await;
-        }
+    pub async fn close(self) {
+        drop(self.direct);
+        self.tasks.close().await;
     }
 
     /// Listens on `local` with every runnable stack of `plan` and both families when
@@ -224,9 +203,7 @@ impl Listener {
             slots: Arc::new(Semaphore::new(max_connections)),
             live: Arc::new(AtomicUsize::new(0)),
             limits: limits.clone(),
-            tasks: Vec::new(),
-            graceful: Vec::new(),
-            stop: CancellationToken::new(),
+            tasks: AcceptTasks::default(),
             direct: None,
             bound: Vec::new(),
             missing: Vec::new(),
@@ -270,22 +247,66 @@ struct Binder {
     slots: Arc<Semaphore>,
     live: Arc<AtomicUsize>,
     limits: ListenerOptions,
-    tasks: Vec<JoinHandle<()>>,
-    /// Tasks that stop on `stop` (see [`Listener::graceful`]).
-    graceful: Vec<JoinHandle<()>>,
-    stop: CancellationToken,
+    /// Dropped with the binder when the listener fails to come up (an error part way, or
+    /// `every_stack`): the tasks started so far stop instead of holding their ports.
+    tasks: AcceptTasks,
     /// The first plain TCP socket: accepted from directly if it is the only socket.
     direct: Option<DirectTcp>,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
 }
 
-/// A listener that failed to come up (an error part way, or `every_stack`) stops the
-/// accept tasks it had started instead of leaving them to hold their ports.
-impl Drop for Binder {
+/// A listener's accept tasks and how they stop. Dropped, it aborts the tasks that own
+/// their sockets and tells the graceful ones to stop; [`AcceptTasks::close`] also waits
+/// until every one has ended (and so closed its sockets).
+#[derive(Default)]
+struct AcceptTasks {
+    /// Tasks that own their sockets: aborted to stop.
+    aborted: Vec<JoinHandle<()>>,
+    /// Tasks that close their sockets themselves once `stop` is cancelled (SCTP: its UDP
+    /// socket closes when usrsctp's reader task has ended, which an abort would not wait
+    /// for).
+    graceful: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
+}
+
+impl AcceptTasks {
+    /// Runs `task`, stopped by aborting it.
+    fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.aborted.push(tokio::spawn(task));
+    }
+
+    /// Runs the task `make` builds around the stop token; it must end soon after the
+    /// token is cancelled.
+    fn spawn_graceful<F: Future<Output = ()> + Send + 'static>(
+        &mut self,
+        make: impl FnOnce(CancellationToken) -> F,
+    ) {
+        self.graceful.push(tokio::spawn(make(self.stop.clone())));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.aborted.is_empty() && self.graceful.is_empty()
+    }
+
+    /// Stops every task and waits until each has ended.
+    async fn close(mut self) {
+        self.stop.cancel();
+        let aborted = std::mem::take(&mut self.aborted);
+        let graceful = std::mem::take(&mut self.graceful);
+        for t in &aborted {
+            t.abort();
+        }
+        for t in aborted.into_iter().chain(graceful) {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for AcceptTasks {
     fn drop(&mut self) {
         self.stop.cancel();
-        for t in &self.tasks {
+        for t in &self.aborted {
             t.abort();
         }
     }
@@ -341,7 +362,7 @@ impl Binder {
                 } else {
                     let task =
                         accept_stream(l, local, mptcp, self.security.clone(), self.accepting());
-                    self.tasks.push(tokio::spawn(task));
+                    self.tasks.spawn(task);
                 }
             }
             Err(e) => self.miss(stack, addr, e),
@@ -358,8 +379,8 @@ impl Binder {
                 let udp = l.local_addr();
                 let at = SocketAddr::new(udp.ip(), addr.port());
                 self.bound.push((stack, at));
-                let task = accept_sctp(l, self.accepting(), self.stop.clone());
-                self.graceful.push(tokio::spawn(task));
+                let acc = self.accepting();
+                self.tasks.spawn_graceful(|stop| accept_sctp(l, acc, stop));
             }
             Err(e) if e.to_string().contains("in use") => self.miss(
                 stack,
@@ -384,7 +405,7 @@ impl Binder {
             Ok(s) => {
                 self.bound.push((Stack::plain(p), s.local_addr()?));
                 let task = accept_datagrams(Arc::new(s), Stack::plain(p), self.accepting());
-                self.tasks.push(tokio::spawn(task));
+                self.tasks.spawn(task);
             }
             Err(e) => self.miss(Stack::plain(p), addr, e),
         }
@@ -401,9 +422,9 @@ impl Binder {
         // Accepted from in `Listener::accept` only when nothing else listens; otherwise
         // in a task feeding the channel like every other socket.
         let direct = match self.direct.take() {
-            Some(d) if !self.tasks.is_empty() || !self.graceful.is_empty() => {
+            Some(d) if !self.tasks.is_empty() => {
                 let task = accept_stream(d.listener, d.local, d.mptcp, None, d.acc);
-                self.tasks.push(tokio::spawn(task));
+                self.tasks.spawn(task);
                 None
             }
             d => d,
@@ -440,13 +461,10 @@ impl Binder {
         Ok(Listener {
             rx,
             direct,
-            tasks: std::mem::take(&mut self.tasks),
-            graceful: std::mem::take(&mut self.graceful),
-            // Taken, not cloned: the binder's Drop cancels what it still holds.
-            stop: std::mem::take(&mut self.stop),
-            bound: std::mem::take(&mut self.bound),
-            missing: std::mem::take(&mut self.missing),
-            live: self.live.clone(),
+            tasks: self.tasks,
+            bound: self.bound,
+            missing: self.missing,
+            live: self.live,
         })
     }
 }

@@ -18,9 +18,9 @@ use crate::sink::Progress;
 use crate::taps::Connect;
 
 /// Each path's rate.
-pub(super) const RATE_BPS: u64 = 10_000_000;
+const RATE_BPS: u64 = 10_000_000;
 /// Each path's one-way delay (RTT 20 ms).
-pub(super) const DELAY: Duration = Duration::from_millis(10);
+const DELAY: Duration = Duration::from_millis(10);
 /// Each path's queue, in packets (about 60 ms at 10 Mbit/s: 3 bandwidth-delay
 /// products).
 pub(super) const QUEUE_PACKETS: u32 = 50;

@@ -21,8 +21,8 @@ impl Binder {
         match crate::security::quic::listen(addr, security.quic()) {
             Ok(endpoint) => {
                 self.bound.push((stack, endpoint.local_addr()?));
-                self.tasks
-                    .push(tokio::spawn(accept_quic(endpoint, self.accepting())));
+                let acc = self.accepting();
+                self.tasks.spawn(accept_quic(endpoint, acc));
             }
             Err(e) => self.miss(stack, addr, e),
         }
@@ -56,14 +56,13 @@ impl Binder {
         self.bound.push((quic, local));
         self.bound.push((dtls, local));
         let accepting = self.accepting();
-        self.tasks
-            .push(tokio::spawn(accept_quic(port.endpoint, accepting)));
+        self.tasks.spawn(accept_quic(port.endpoint, accepting));
         let (atx, arx) = mpsc::channel((self.limits.backlog as usize).max(1));
         let inbound = crate::security::dtls::Inbound::Queue(port.dtls_inbound);
         let serve = crate::security::dtls::serve(port.dtls_socket, inbound, server, atx);
-        self.tasks.push(tokio::spawn(serve));
+        self.tasks.spawn(serve);
         let task = accept_dtls(arx, dtls, self.accepting());
-        self.tasks.push(tokio::spawn(task));
+        self.tasks.spawn(task);
         Ok(())
     }
 
@@ -87,9 +86,9 @@ impl Binder {
                 let (atx, arx) = mpsc::channel((self.limits.backlog as usize).max(1));
                 let inbound = crate::security::dtls::Inbound::Socket;
                 let serve = crate::security::dtls::serve(Arc::new(s), inbound, server, atx);
-                self.tasks.push(tokio::spawn(serve));
+                self.tasks.spawn(serve);
                 let task = accept_dtls(arx, stack, self.accepting());
-                self.tasks.push(tokio::spawn(task));
+                self.tasks.spawn(task);
             }
             Err(e) => self.miss(stack, addr, e),
         }

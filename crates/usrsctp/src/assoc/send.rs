@@ -21,7 +21,9 @@ impl AssocShared {
         &self,
         stream: u16,
         data: &[u8],
-        (ordered, ppid, path): (bool, u32, Option<usize>),
+        ordered: bool,
+        ppid: u32,
+        path: Option<usize>,
         eor: bool,
     ) -> Result<Option<usize>> {
         let mut acct = lock(&self.acct);
@@ -111,7 +113,7 @@ impl AssocShared {
             let eor = end == data.len();
             let mut writable = pin!(self.sock.wakers.writable.notified());
             writable.as_mut().enable();
-            match self.send_piece(stream, &data[off..end], (ordered, ppid, path), eor)? {
+            match self.send_piece(stream, &data[off..end], ordered, ppid, path, eor)? {
                 Some(n) => {
                     off += n;
                     partial.1 = off < data.len();
