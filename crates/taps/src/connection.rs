@@ -18,6 +18,7 @@
 //! Counters are plain integers updated in place: statistics cost nothing per call
 //! beyond an addition; RTT comes from `TCP_INFO` only when asked for.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -428,13 +429,27 @@ impl Connection {
     /// On SCTP, the last connection of an association shuts it down gracefully
     /// (SHUTDOWN after queued data); others release their stream. On DTLS, the session
     /// sends close_notify after the queued messages.
-    pub async fn close(self) -> Result<(), Error> {
-        match self.io {
-            Io::Stream(mut s) if !self.write_shut => s.shutdown().await?,
-            Io::Sctp(f) => f.close().await?,
-            _ => {}
+    ///
+    /// The returned future holds only the transport (the rest of the connection, its
+    /// info and race report, is freed at the call) and is a few hundred bytes; SCTP's
+    /// shutdown state is allocated only for an SCTP connection.
+    pub fn close(self) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+        let Connection {
+            io,
+            write_shut,
+            _slot: slot,
+            ..
+        } = self;
+        async move {
+            match io {
+                Io::Stream(mut s) if !write_shut => s.shutdown().await?,
+                Io::Sctp(f) => Box::pin(f.close()).await?,
+                _ => {}
+            }
+            // A listener's slot is freed once the connection has closed.
+            drop(slot);
+            Ok(())
         }
-        Ok(())
     }
 
     /// Aborts: on TCP, resets the connection (RST) instead of closing it; on SCTP,
