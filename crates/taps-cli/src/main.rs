@@ -86,21 +86,31 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The command runs as a task, not as block_on's own future: waking block_on's future
+    // writes to the runtime's eventfd (a syscall), and a command that joins many flow
+    // tasks would pay one per joined flow; task-to-task wake-ups cost no syscall.
     let result = runtime.block_on(async {
-        match cli.command {
-            Command::Candidates(args) => cmd::candidates::run(args).await,
-            Command::Connect(args) => cmd::connect::run(args).await,
-            Command::Listen(args) => cmd::listen::run(args).await,
-            Command::Bench(args) => cmd::bench::run(args).await,
-            Command::Pm(args) => cmd::pm::run(args).await,
-            Command::Completions { .. } | Command::Man { .. } => Ok(()),
-        }
+        tokio::spawn(async move {
+            match cli.command {
+                Command::Candidates(args) => cmd::candidates::run(args).await,
+                Command::Connect(args) => cmd::connect::run(args).await,
+                Command::Listen(args) => cmd::listen::run(args).await,
+                Command::Bench(args) => cmd::bench::run(args).await,
+                Command::Pm(args) => cmd::pm::run(args).await,
+                Command::Completions { .. } | Command::Man { .. } => Ok(()),
+            }
+        })
+        .await
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             eprintln!("taps: error: {e}");
             ExitCode::from(e.exit_code())
+        }
+        Err(e) => {
+            eprintln!("taps: error: the command failed: {e}");
+            ExitCode::FAILURE
         }
     }
 }
