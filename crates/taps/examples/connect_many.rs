@@ -3,7 +3,8 @@
 //! `cargo run --release -p taps --example connect_many -- taps|raw|size|context|contexts|sctp-dead N R` (size:
 //! prints the initiate future and Connection sizes; context: CPU and RSS of building a
 //! context, and of its first connection; contexts: N contexts built and dropped;
-//! sctp-dead: N SCTP attempts to a dead UDP port).
+//! sctp-dead: N SCTP attempts to a dead UDP port, one after another in a task). The runtime
+//! has two workers; `RUNTIME=current` runs on one thread instead.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,11 +17,19 @@ fn main() {
     let mode = args.get(1).map_or("taps", String::as_str).to_string();
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(256);
     let rounds: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(50);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    // RUNTIME=current: one thread (as `taps connect`); otherwise two workers.
+    let rt = if std::env::var("RUNTIME").as_deref() == Ok("current") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
     if mode == "context" {
         rt.block_on(context_cost());
         return;
@@ -28,27 +37,33 @@ fn main() {
     if mode == "sctp-dead" {
         // n SCTP attempts, one after another, to a UDP port nobody listens on (the kernel
         // answers ICMP port unreachable): what a Happy Eyeballs miss costs when SCTP is dead.
+        // In a task, as an application's connections run (not on the thread that blocks).
         rt.block_on(async move {
-            let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            let port = dead.local_addr().unwrap().port();
-            drop(dead);
-            let ctx = Context::builder().sctp_udp_port(port).build().unwrap();
-            let props = TransportProperties::new()
-                .protocols(Preference::Require, [Protocol::Sctp])
-                .compile()
-                .unwrap();
-            let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", 80));
-            let before = usage();
-            let t = Instant::now();
-            for _ in 0..n {
-                assert!(pre.initiate().await.is_err());
-            }
-            let cpu = usage().0 - before.0;
-            println!(
-                "{n} dead SCTP attempts: {:?} wall, {} us CPU each",
-                t.elapsed() / n as u32,
-                cpu / n as u64
-            );
+            tokio::spawn(async move {
+                let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                let port = dead.local_addr().unwrap().port();
+                drop(dead);
+                let ctx = Context::builder().sctp_udp_port(port).build().unwrap();
+                let props = TransportProperties::new()
+                    .protocols(Preference::Require, [Protocol::Sctp])
+                    .compile()
+                    .unwrap();
+                let pre =
+                    Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", 80));
+                let before = usage();
+                let t = Instant::now();
+                for _ in 0..n {
+                    assert!(pre.initiate().await.is_err());
+                }
+                let cpu = usage().0 - before.0;
+                println!(
+                    "{n} dead SCTP attempts: {:?} wall, {} us CPU each",
+                    t.elapsed() / n as u32,
+                    cpu / n as u64
+                );
+            })
+            .await
+            .unwrap();
         });
         return;
     }
