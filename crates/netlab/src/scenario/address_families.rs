@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::checks::{check_connected, millis_f64, millis_u64, show_connection};
 use super::runner::{Ctx, Outcome};
 use super::setup::{
-    answer_first, connect_tcp, describe_rules, rtt_rules, DNS_SKEW, RESOLUTION_DELAY,
+    answer_first, connect_tcp, describe_rules, rtt_rules, DNS_SKEW, RESOLUTION_DELAY, SLACK,
 };
 use crate::dns::RecordType;
 use crate::lab::Lab;
@@ -32,8 +32,8 @@ pub(super) fn rd(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> 
         "#1",
         r.flow(),
         Some("IPv6"),
-        rtt6 + Duration::from_millis(10),
-        "IPv6 RTT 40 + 10",
+        rtt6 + SLACK,
+        "IPv6 RTT 40 + 25",
     );
     Ok(())
 }
@@ -49,8 +49,8 @@ pub(super) fn r6(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> 
         "#1",
         r.flow(),
         Some("IPv6"),
-        rtt + Duration::from_millis(10),
-        "RTT 40 + 10",
+        rtt + SLACK,
+        "RTT 40 + 25",
     );
     Ok(())
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use super::checks::{check_connected, millis_f64, millis_u64, show_connection};
 use super::runner::{Ctx, Outcome};
-use super::setup::{answer_first, connect_tcp, describe_rules, rtt_rules, ATTEMPT_DELAY, DNS_SKEW};
+use super::setup::{
+    answer_first, connect_tcp, describe_rules, rtt_rules, ATTEMPT_DELAY, DNS_SKEW, SLACK,
+};
 use crate::dns::RecordType;
 use crate::lab::{addresses, fqdn, is_dead, Lab};
 use crate::taps::Connect;
@@ -68,8 +70,8 @@ fn dead_then_cached(
             label,
             again.flow(),
             Some("IPv4"),
-            rtt + Duration::from_millis(10),
-            "RTT 50 + 10, dead addresses skipped",
+            rtt + SLACK,
+            "RTT 50 + 25, dead addresses skipped",
         );
         let tried_dead: Vec<&str> = again
             .flow()

@@ -65,37 +65,37 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "rd",
-        summary: "TCP, both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 10 ms",
+        summary: "TCP, both families work, IPv4 RTT 50 ms, IPv6 RTT 40 ms: IPv6 wins within RTT + 25 ms",
         needs_taps: true,
         body: address_families::rd,
     },
     Scenario {
         name: "r6",
-        summary: "TCP, IPv6 only, RTT 40 ms: connects within RTT + 10 ms",
+        summary: "TCP, IPv6 only, RTT 40 ms: connects within RTT + 25 ms",
         needs_taps: true,
         body: address_families::r6,
     },
     Scenario {
         name: "rx",
-        summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+        summary: "TCP, IPv6 address dead, RTT 50 ms: connect within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 25 ms",
         needs_taps: true,
         body: dead_addresses::rx,
     },
     Scenario {
         name: "pm-rx",
-        summary: "TCP, IPv6 address dead, RTT 50 ms, taps pm running: a second taps connect process skips the dead address (RTT + 10 ms); with the daemon stopped both still connect, as first contacts",
+        summary: "TCP, IPv6 address dead, RTT 50 ms, taps pm running: a second taps connect process skips the dead address (RTT + 25 ms); with the daemon stopped both still connect, as first contacts",
         needs_taps: true,
         body: pm::pm_rx,
     },
     Scenario {
         name: "rxxx",
-        summary: "TCP, three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+        summary: "TCP, three dead IPv6, one live IPv4, RTT 50 ms: within attempt delay + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 25 ms",
         needs_taps: true,
         body: dead_addresses::rxxx,
     },
     Scenario {
         name: "rxz4",
-        summary: "TCP, one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 10 ms",
+        summary: "TCP, one dead IPv6, one dead and one live IPv4, RTT 50 ms: within 2 attempt delays + RTT + 20 ms; twice more (same CIB, either DNS order) within RTT + 25 ms",
         needs_taps: true,
         body: dead_addresses::rxz4,
     },
@@ -139,7 +139,7 @@ const ALL: &[Scenario] = &[
     // server on r4 (192.0.2.61), with SCTP preferred over TCP.
     Scenario {
         name: "sctp-blocked",
-        summary: "SCTP preferred but UDP 9899 blackholed, RTT 50 ms: TCP wins within attempt delay + RTT + 20 ms; again (same CIB) the CIB skips SCTP: within RTT + 10 ms",
+        summary: "SCTP preferred but UDP 9899 blackholed, RTT 50 ms: TCP wins within attempt delay + RTT + 20 ms; again (same CIB) the CIB skips SCTP: within RTT + 25 ms",
         needs_taps: true,
         body: sctp::sctp_blocked,
     },

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::checks::{check_connected, show_connection};
 use super::runner::{Ctx, Outcome};
-use super::setup::{answer_first, describe_rules, rtt_rules, tcp_to, ATTEMPT_DELAY};
+use super::setup::{answer_first, describe_rules, rtt_rules, tcp_to, ATTEMPT_DELAY, SLACK};
 use crate::dns::RecordType;
 use crate::lab::{fqdn, is_dead, Lab};
 use crate::taps::{taps_binary, ConnectReport};
@@ -124,8 +124,8 @@ pub(super) fn pm_rx(lab: &Lab, _ctx: &Ctx, out: &mut Outcome) -> Result<(), Stri
         "#2",
         second.flow(),
         Some("IPv4"),
-        rtt + Duration::from_millis(10),
-        "RTT 50 + 10: the daemon told it the IPv6 address is dead",
+        rtt + SLACK,
+        "RTT 50 + 25: the daemon told it the IPv6 address is dead",
     );
     let tried = dead_attempts(&second);
     out.check(

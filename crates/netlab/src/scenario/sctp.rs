@@ -11,7 +11,7 @@ use super::checks::{
     show_connection, show_timeline,
 };
 use super::runner::{Ctx, Outcome};
-use super::setup::{describe_rules, rtt_rules, ATTEMPT_DELAY};
+use super::setup::{describe_rules, rtt_rules, ATTEMPT_DELAY, SLACK};
 use crate::lab::{self, fqdn, Lab, SCTP_HOST, SCTP_UDP_PORT, SERVICE_PORT};
 use crate::packet::Proto;
 use crate::rules::{Match, Rule};
@@ -159,8 +159,8 @@ fn second_skips_sctp(lab: &Lab, ctx: &Ctx, out: &mut Outcome, rtt: Duration) -> 
         "#2",
         f,
         Some("IPv4"),
-        rtt + Duration::from_millis(10),
-        "RTT 50 + 10, SCTP skipped",
+        rtt + SLACK,
+        "RTT 50 + 25, SCTP skipped",
     );
     check_stack(out, "#2", f, "TCP");
     out.check(
