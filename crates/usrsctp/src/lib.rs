@@ -52,7 +52,10 @@
 //!   SCTP processing uses one CPU at a time, UDP I/O and everything else stay parallel.
 //!
 //! Cost per association: one usrsctp socket, one driver task, and for clients one UDP socket
-//! plus one reader task. Packets are as large as the path allows (the kernel route's MTU:
+//! plus one reader task. Once per process, one idle UDP socket with GRO on is kept open:
+//! the host's first GRO socket and the closing of its last one each flip a kernel static
+//! key (code patched on every CPU, ~130 us), which associations coming and going one at a
+//! time would otherwise pay twice each. Packets are as large as the path allows (the kernel route's MTU:
 //! 64 KiB on loopback, see [`SctpOptions::path_mtu`]). Every packet costs one `conninput`
 //! (our CRC32c check with the CPU's instruction; usrsctp's own is switched off). Outbound
 //! packets produced by one call into usrsctp leave together when the call returns: one
@@ -78,8 +81,11 @@
 //! * An INIT to an unreachable peer (no ICMP) retries per usrsctp defaults (8 attempts,
 //!   minutes): bound connects with a timeout (or lower [`SctpOptions::init_attempts`]). An
 //!   ICMP port unreachable (nothing on that UDP port) fails the attempt at once with
-//!   [`Error::Refused`], because the client's UDP socket is connected (ECONNREFUSED). After
-//!   establishment ICMP errors are ignored (SCTP's own retransmission limits apply).
+//!   [`Error::Refused`], because the client's UDP socket is connected (ECONNREFUSED): from
+//!   [`SctpStack::connect`] itself when the answer is already there as the INIT leaves (the
+//!   peer is this host: no task is spawned and the socket never joins the runtime's epoll
+//!   set), else from the [`Connecting`] when it arrives. After establishment ICMP errors
+//!   are ignored (SCTP's own retransmission limits apply).
 //! * usrsctp is never de-initialised (`usrsctp_finish` is not called).
 //!
 //! # Layout

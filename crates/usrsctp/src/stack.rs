@@ -45,6 +45,9 @@ impl SctpStack {
     /// encapsulation address `remote`. Binds a fresh UDP socket (ephemeral port, connected
     /// to `remote`), registers a conn address, creates a usrsctp socket and sends INIT.
     /// Returns at once; await the [`Connecting`] for the association. Needs a tokio runtime.
+    /// [`Error::Refused`] at once when the refusal is already known as the INIT leaves
+    /// (the peer is this host and nothing listens on its UDP port: the kernel answers
+    /// while sending); otherwise the [`Connecting`] reports it when the ICMP arrives.
     pub fn connect(
         &self,
         remote: SocketAddr,
@@ -57,14 +60,24 @@ impl SctpStack {
         opts.apply(&sock, true, link.path_mtu)?;
         sock.bind(link.addr.id, opts.local_port)?;
         let shared = AssocShared::new(sock.clone(), remote, opts, Progress::Connecting);
-        link.start(udp_recv, shared.clone());
-        let local = link.local;
-        let inner = AssocInner::start(shared, Link::Client(link), local, remote);
-        match sock.connect(inner.conn_id(), sctp_port) {
+        // The INIT leaves during this call. The tasks start after it: nothing reaches
+        // them before the INIT has left, and a refusal known by then (the peer is this
+        // host and nothing listens on its UDP port) ends the attempt here, with no task
+        // spawned and no wait for the network.
+        match sock.connect(link.addr.id, sctp_port) {
             Ok(()) => {}
             Err(Error::Sys { source, .. }) if would_block(&source) => {}
             Err(e) => return Err(e),
         }
+        if link.refused_already() {
+            // ABORT goes out while the conn address is still registered (`link` drops
+            // last).
+            sock.close(true);
+            return Err(Error::Refused(remote));
+        }
+        link.start(udp_recv, shared.clone())?;
+        let local = link.local;
+        let inner = AssocInner::start(shared, Link::Client(link), local, remote);
         Ok(Connecting::new(inner))
     }
 

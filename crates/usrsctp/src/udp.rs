@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdp};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -159,10 +159,29 @@ fn new_udp(bind: SocketAddr) -> Result<Socket> {
     s.set_nonblocking(true)
         .map_err(|e| Error::udp("set_nonblocking", e))?;
     s.bind(&bind.into()).map_err(|e| Error::udp("bind", e))?;
-    if GRO.load(Ordering::Relaxed) && !enable_gro(&s) {
-        GRO.store(false, Ordering::Relaxed);
+    if GRO.load(Ordering::Relaxed) {
+        if enable_gro(&s) {
+            keep_gro_on();
+        } else {
+            GRO.store(false, Ordering::Relaxed);
+        }
     }
     Ok(s)
+}
+
+/// Keeps one UDP socket with GRO on for the rest of the process (one unbound socket,
+/// made on the first GRO socket). Turning GRO on for the host's first such socket, and
+/// closing its last one, flips a kernel static key: the kernel rewrites its code and
+/// interrupts every CPU (~130 us of CPU each way here). Without this, a client whose
+/// associations come and go one at a time (each with its own UDP socket, e.g. attempts
+/// to a dead port) would pay that twice per association whenever no other GRO socket
+/// was open on the host.
+fn keep_gro_on() {
+    static KEEPER: OnceLock<Option<Socket>> = OnceLock::new();
+    KEEPER.get_or_init(|| {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).ok()?;
+        enable_gro(&s).then_some(s)
+    });
 }
 
 /// The address a socket is bound to.
@@ -188,6 +207,9 @@ pub(crate) struct ClientLink {
     /// The SCTP path MTU the kernel's route to the peer allows (see [`sctp_mtu`]).
     pub(crate) path_mtu: Option<u32>,
     pub(crate) task: Option<JoinHandle<()>>,
+    /// The socket's sending handle (the same kernel socket as the reader's), to ask for
+    /// an ICMP error before the reader runs ([`ClientLink::refused_already`]).
+    send: Arc<StdUdp>,
 }
 
 impl Drop for ClientLink {
@@ -207,7 +229,11 @@ pub(crate) trait ClientEvents: Send + Sync + 'static {
 }
 
 impl ClientLink {
-    pub(crate) fn open(remote: SocketAddr) -> Result<(ClientLink, UdpSocket)> {
+    /// A fresh UDP socket connected to `remote` and its conn address. The socket comes back
+    /// for [`ClientLink::start`] to register with tokio: not before, so that an attempt
+    /// refused at once never enters the runtime's epoll set (whose changes and readiness
+    /// would wake an idle worker for nothing).
+    pub(crate) fn open(remote: SocketAddr) -> Result<(ClientLink, Socket)> {
         let bind: SocketAddr = if remote.is_ipv4() {
             "0.0.0.0:0".parse()
         } else {
@@ -220,9 +246,9 @@ impl ClientLink {
         let local = local_of(&s)?;
         let path_mtu =
             connected_path_mtu(&s, remote.is_ipv6()).map(|m| sctp_mtu(m, remote.is_ipv6()));
-        let (send, recv) = split(s)?;
+        let send: Arc<StdUdp> = Arc::new(s.try_clone().map_err(|e| Error::udp("dup", e))?.into());
         let addr = ConnAddr::register(Route {
-            sock: send,
+            sock: send.clone(),
             remote: None,
             src: None,
         });
@@ -232,12 +258,29 @@ impl ClientLink {
                 local,
                 path_mtu,
                 task: None,
+                send,
             },
-            recv,
+            s,
         ))
     }
 
-    pub(crate) fn start(&mut self, sock: UdpSocket, events: Arc<dyn ClientEvents>) {
+    /// Whether the peer's host already refused what was sent (an ICMP port unreachable
+    /// taken from the connected socket: one `getsockopt(SO_ERROR)`). To the same host the
+    /// kernel answers while the sending call runs, so right after the INIT the answer is
+    /// known without waiting for the reader task; elsewhere the ICMP comes a round trip
+    /// later and the reader reports it. Another pending error is dropped, as the reader
+    /// drops it.
+    pub(crate) fn refused_already(&self) -> bool {
+        matches!(
+            self.send.take_error(),
+            Ok(Some(e)) if e.kind() == io::ErrorKind::ConnectionRefused
+        )
+    }
+
+    /// Registers `sock` (from [`ClientLink::open`]) with tokio and spawns its reader task.
+    pub(crate) fn start(&mut self, sock: Socket, events: Arc<dyn ClientEvents>) -> Result<()> {
+        let sock =
+            UdpSocket::from_std(sock.into()).map_err(|e| Error::udp("register with tokio", e))?;
         let id = self.addr.id;
         let count = UdpCount::new();
         self.task = Some(tokio::spawn(async move {
@@ -293,6 +336,7 @@ impl ClientLink {
                 }
             }
         }));
+        Ok(())
     }
 }
 

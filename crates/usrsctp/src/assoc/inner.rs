@@ -13,7 +13,9 @@ use crate::udp::{ClientLink, SharedUdp};
 
 /// How the association reaches the network.
 pub(crate) enum Link {
-    Client(ClientLink),
+    /// Held for what it owns (the UDP socket, its reader task, the conn address), which
+    /// its drop releases; nothing reads it.
+    Client(#[allow(dead_code)] ClientLink),
     Server {
         udp: Arc<SharedUdp>,
         remote: SocketAddr,
@@ -60,13 +62,5 @@ impl AssocInner {
             local,
             remote,
         })
-    }
-
-    /// The conn address of a client association (0 for server-side ones).
-    pub(crate) fn conn_id(&self) -> usize {
-        match &self.link {
-            Link::Client(l) => l.addr.id,
-            Link::Server { .. } => 0,
-        }
     }
 }
