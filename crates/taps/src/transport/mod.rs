@@ -304,13 +304,43 @@ async fn connect_stream(
     if let Some(l) = local {
         bind_local(&socket, l)?;
     }
-    let stream = TcpSocket::from_std_stream(socket.into())
-        .connect(remote)
-        .await?;
+    let stream = if remote.ip().to_canonical().is_loopback() {
+        connect_loopback(socket, remote).await?
+    } else {
+        TcpSocket::from_std_stream(socket.into())
+            .connect(remote)
+            .await?
+    };
     // A connected stream is not failed over a diagnostic: unknown answers count as
     // "not confirmed MPTCP".
     let mptcp_active = mptcp.then(|| sys::mptcp_info_available(&stream).unwrap_or(false));
     Ok(Established::Tcp(stream, TcpFlavor { mptcp_active }))
+}
+
+/// A TCP connect to this host. Over loopback the kernel runs the whole handshake (or
+/// the refusal) inside `connect()`, so one look at the socket afterwards (`SO_ERROR`,
+/// then `getpeername`: two syscalls) settles it without waiting for the runtime to report
+/// the socket writable: a wake-up and a poll of the race fewer per connection. If it is
+/// not settled yet (a backlog full at the listener), the attempt waits as any other.
+async fn connect_loopback(socket: Socket, remote: SocketAddr) -> io::Result<TcpStream> {
+    match socket.connect(&remote.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+            if let Some(e) = socket.take_error()? {
+                return Err(e);
+            }
+            if socket.peer_addr().is_err() {
+                let stream = TcpStream::from_std(socket.into())?;
+                stream.writable().await?;
+                if let Some(e) = stream.take_error()? {
+                    return Err(e);
+                }
+                return Ok(stream);
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    TcpStream::from_std(socket.into())
 }
 
 fn connect_datagram(

@@ -11,8 +11,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::transport::{
-    self, bind_udp, connect, is_mptcp, listen_tcp, tcp_info, AttemptError, DatagramKind,
-    Established, SocketOptions, TcpFlavor,
+    self, bind_udp, connect, is_mptcp, listen_tcp, listen_tcp_backlog, tcp_info, AttemptError,
+    DatagramKind, Established, SocketOptions, TcpFlavor,
 };
 use socket2::SockRef;
 use taps_core::candidates::{Candidate, LocalBinding, Security, Stack};
@@ -444,15 +444,20 @@ fn keepalive_and_user_timeout_are_applied() {
 fn dropping_a_connect_future_closes_its_socket() {
     run(async {
         let l = listen_tcp(addr(V4), false, &SocketOptions::default()).unwrap();
+        // A listener whose accept queue is full (backlog 0, one connection queued and
+        // never accepted): the kernel drops further SYNs, so an attempt to it stays
+        // pending. (To an open loopback port a connect is done inside `connect()`.)
+        let full = listen_tcp_backlog(addr(V4), false, &SocketOptions::default(), 0).unwrap();
+        let _queued = std::net::TcpStream::connect(full.local_addr().unwrap()).unwrap();
         let opts = SocketOptions::default();
         for proto in [Protocol::Tcp, Protocol::Mptcp] {
-            let c = cand(proto, l.local_addr().unwrap());
+            let c = cand(proto, full.local_addr().unwrap());
             let baseline = open_fds();
             {
                 let mut fut = pin!(connect(&c, &opts));
                 assert_eq!(open_fds(), baseline, "no socket before the first poll");
-                // One poll starts the non-blocking connect; the reactor has not run yet,
-                // so the attempt is still waiting for writability.
+                // One poll starts the non-blocking connect, which is not done: the
+                // attempt waits for writability.
                 let first = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
                 assert!(first, "{proto}: attempt finished on its first poll");
                 assert_eq!(
@@ -475,6 +480,34 @@ fn dropping_a_connect_future_closes_its_socket() {
         assert_eq!(open_fds(), baseline + 1);
         drop(est);
         assert_eq!(open_fds(), baseline);
+    });
+}
+
+#[test]
+fn loopback_connects_settle_on_the_first_poll() {
+    run(async {
+        let l = listen_tcp(addr(V4), false, &SocketOptions::default()).unwrap();
+        let opts = SocketOptions::default();
+        // Over loopback the handshake is done inside connect(): no wait for the reactor.
+        let c = cand(Protocol::Tcp, l.local_addr().unwrap());
+        let mut fut = pin!(connect(&c, &opts));
+        let first = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+        assert!(
+            matches!(first, Poll::Ready(Ok(Established::Tcp(..)))),
+            "not connected on the first poll"
+        );
+        // And so is a refusal.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let c = cand(Protocol::Tcp, dead);
+        let mut fut = pin!(connect(&c, &opts));
+        let first = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+        assert!(
+            matches!(first, Poll::Ready(Err(AttemptError::Refused))),
+            "not refused on the first poll"
+        );
     });
 }
 
