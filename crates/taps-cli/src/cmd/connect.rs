@@ -2,9 +2,9 @@
 //! message on each, then close; print the race as a trace or as JSON.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::{json, Value};
 use taps::taps_core::race::{AttemptOutcome, RaceReport};
 use taps::taps_core::Family;
@@ -72,40 +72,40 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     }
     let ctx = args.ctx.context()?;
     let props = args.ctx.properties(TransportProperties::new())?;
-    let pre = Arc::new(
-        Preconnection::new(&ctx, props)
-            .remote(RemoteEndpoint::new(&args.host, args.port))
-            .security(args.security.params()?),
-    );
+    let pre = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new(&args.host, args.port))
+        .security(args.security.params()?);
     // Fail fast on unsatisfiable properties or unusable security files before any flow.
     pre.prepare()?;
     let started = Instant::now();
-    // A task per flow, joined in the order they started (flow N is the Nth started): plain
-    // join handles cost less per flow than a JoinSet's completion-order bookkeeping.
-    let mut flows = Vec::with_capacity(args.flows);
-    for _ in 0..args.flows {
-        let pre = pre.clone();
-        let payload = Payload {
-            bytes: args.send_bytes,
-            message: args.message.clone(),
-            line: args.line.clone(),
-        };
-        let wants = Wants {
-            report: args.trace || args.json,
-            json: args.json,
-        };
-        flows.push(tokio::spawn(
-            async move { flow(&pre, payload, wants).await },
-        ));
-    }
-    let mut results = Vec::with_capacity(args.flows);
-    for joined in flows {
-        results.push(
-            joined
-                .await
-                .map_err(|e| CliError::usage(format!("flow task failed: {e}")))?,
-        );
-    }
+    let payload = Payload {
+        bytes: args.send_bytes,
+        message: args.message.as_deref(),
+        line: args.line.as_deref(),
+    };
+    let wants = Wants {
+        report: args.trace || args.json,
+        json: args.json,
+    };
+    // Every flow runs inside this task, started in order (flow N is the Nth started) and
+    // polled when its socket or timer wakes it. Not a task per flow: a spawned task is a
+    // cache-aligned allocation (glibc's slow `posix_memalign` path), a copy of the flow's
+    // future into it and the scheduler's bookkeeping, and its result is copied out
+    // through the join handle. Unconstrained: tokio's cooperative budget is per task, and
+    // this one task does the I/O of every flow.
+    let pre = &pre;
+    let mut running: FuturesUnordered<_> = (0..args.flows)
+        .map(|i| async move { (i, flow(pre, payload, wants).await) })
+        .collect();
+    let mut slots: Vec<Option<FlowResult>> =
+        std::iter::repeat_with(|| None).take(args.flows).collect();
+    tokio::task::unconstrained(async {
+        while let Some((i, r)) = running.next().await {
+            slots[i] = Some(r);
+        }
+    })
+    .await;
+    let results: Vec<FlowResult> = slots.into_iter().flatten().collect();
     let elapsed = started.elapsed();
     let _ = ctx.save_cib();
     // A short-lived program: let the outcomes reach the policy manager (if one runs)
@@ -186,14 +186,15 @@ struct Wants {
     json: bool,
 }
 
-/// What each flow sends.
-struct Payload {
+/// What each flow sends (the command's arguments, shared by every flow).
+#[derive(Clone, Copy)]
+struct Payload<'a> {
     bytes: Option<u64>,
-    message: Option<String>,
-    line: Option<String>,
+    message: Option<&'a str>,
+    line: Option<&'a str>,
 }
 
-async fn flow(pre: &Preconnection, payload: Payload, wants: Wants) -> FlowResult {
+async fn flow(pre: &Preconnection, payload: Payload<'_>, wants: Wants) -> FlowResult {
     let t0 = Instant::now();
     let mut r = FlowResult {
         report: None,
@@ -229,7 +230,7 @@ async fn flow(pre: &Preconnection, payload: Payload, wants: Wants) -> FlowResult
 }
 
 /// A connected flow: records its winner, exchanges the payload, closes.
-async fn connected(mut conn: Connection, payload: Payload, wants: Wants, r: &mut FlowResult) {
+async fn connected(mut conn: Connection, payload: Payload<'_>, wants: Wants, r: &mut FlowResult) {
     let race = conn.info().race.as_ref();
     r.total = race.and_then(|rep| rep.total);
     if wants.report {
@@ -250,7 +251,7 @@ async fn connected(mut conn: Connection, payload: Payload, wants: Wants, r: &mut
 
 async fn exchange(
     conn: &mut Connection,
-    payload: Payload,
+    payload: Payload<'_>,
     r: &mut FlowResult,
 ) -> Result<(), taps::Error> {
     let Payload {
@@ -258,7 +259,7 @@ async fn exchange(
         message,
         line,
     } = payload;
-    if let Some(line) = &line {
+    if let Some(line) = line {
         conn.write_all(format!("{line}\n").as_bytes()).await?;
         r.sent += line.len() as u64 + 1;
     }
@@ -273,7 +274,7 @@ async fn exchange(
         }
         r.sent = total;
     }
-    if let Some(m) = &message {
+    if let Some(m) = message {
         conn.send(m.as_bytes()).await?;
         r.sent += m.len() as u64;
     }
