@@ -18,7 +18,7 @@
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Instant;
 
@@ -33,7 +33,6 @@ use taps_core::Security;
 
 use smallvec::SmallVec;
 use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
-use tokio::sync::mpsc;
 use tracing::{Instrument, Span};
 
 use crate::context::Context;
@@ -160,12 +159,13 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// The channel on which attempts report milestones before they finish (SCTP's INIT-ACK,
-/// TCP up under TLS); only races with such stacks pay for it.
-struct Milestones {
-    tx: Option<mpsc::UnboundedSender<(AttemptId, Milestone)>>,
-    rx: Option<mpsc::UnboundedReceiver<(AttemptId, Milestone)>>,
-}
+/// Where attempts report milestones before they finish (SCTP's INIT-ACK, TCP up under
+/// TLS, a DTLS server's first answer); only races with such stacks have one. An attempt
+/// runs inside the race's own future (`next_outcome` polls it), so it reports during
+/// that poll and the driver takes the report right after, in the same pass: no channel
+/// and no wake-up. (A channel woke the race's own task from inside its poll, which tokio's
+/// multi-thread scheduler handles as a yield, waking an idle worker to share the work.)
+struct Milestones(Option<Arc<Mutex<SmallVec<[(AttemptId, Milestone); 2]>>>>);
 
 impl Milestones {
     fn for_plan(plan: &Plan) -> Milestones {
@@ -173,23 +173,18 @@ impl Milestones {
             s.unavailable.is_none()
                 && (s.stack.protocol == Protocol::Sctp || s.stack.security != Security::None)
         });
-        if reports {
-            let (tx, rx) = mpsc::unbounded_channel();
-            Milestones {
-                tx: Some(tx),
-                rx: Some(rx),
-            }
-        } else {
-            Milestones { tx: None, rx: None }
-        }
+        Milestones(reports.then(Default::default))
     }
 
-    /// The next milestone of any attempt (never, without a channel).
-    async fn next(&mut self) -> Option<(AttemptId, Milestone)> {
-        match &mut self.rx {
-            Some(rx) => rx.recv().await,
-            None => std::future::pending().await,
-        }
+    /// What an attempt reports through: a handle to the list (none without one).
+    fn sink(&self) -> Option<Arc<Mutex<SmallVec<[(AttemptId, Milestone); 2]>>>> {
+        self.0.clone()
+    }
+
+    /// The oldest milestone reported and not yet taken.
+    fn take(&self) -> Option<(AttemptId, Milestone)> {
+        let mut list = self.0.as_ref()?.lock().unwrap_or_else(|e| e.into_inner());
+        (!list.is_empty()).then(|| list.remove(0))
     }
 }
 
@@ -287,10 +282,13 @@ impl Driver<'_> {
                     ResolutionEvent::AddressesDone => Wake::Dns(None),
                     ResolutionEvent::Service(answer) => Wake::Service(answer),
                 }),
-                Some((id, m)) = self.milestones.next() => Some(Wake::Milestone(id, m)),
                 (id, r) = next_outcome(&mut self.attempts), if !self.attempts.is_empty() => {
                     Some(Wake::Attempt(id, r))
                 }
+                // What the attempts just reported while still running (polled after them:
+                // a report is only made during their poll, so nothing waits here unseen).
+                (id, m) = poll_fn(|_| self.milestones.take().map_or(Poll::Pending, Poll::Ready)),
+                    if self.milestones.0.is_some() => Some(Wake::Milestone(id, m)),
                 Some(list) = interfaces_changed(&mut self.interfaces), if self.watching => {
                     Some(Wake::Interfaces(list))
                 }
@@ -305,7 +303,12 @@ impl Driver<'_> {
             match wake {
                 Some(wake) => {
                     waiting = false;
-                    self.feed(wake, now());
+                    let now = now();
+                    // A milestone passed before the outcome that ended the same poll.
+                    while let Some((id, m)) = self.milestones.take() {
+                        self.feed(Wake::Milestone(id, m), now);
+                    }
+                    self.feed(wake, now);
                 }
                 None => waiting = true,
             }
@@ -336,10 +339,10 @@ impl Driver<'_> {
         self.watching |= !candidate.remote.ip().is_loopback();
         let opts = self.input.opts.clone();
         let security = self.input.security.clone();
-        let milestones = self.milestones.tx.clone();
+        let milestones = self.milestones.sink();
         let progress = move |m: Milestone| {
-            if let Some(tx) = &milestones {
-                let _ = tx.send((id, m));
+            if let Some(list) = &milestones {
+                list.lock().unwrap_or_else(|e| e.into_inner()).push((id, m));
             }
         };
         let span = tracing::info_span!(
