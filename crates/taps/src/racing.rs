@@ -165,7 +165,10 @@ impl<'a> Driver<'a> {
 /// that poll and the driver takes the report right after, in the same pass: no channel
 /// and no wake-up. (A channel woke the race's own task from inside its poll, which tokio's
 /// multi-thread scheduler handles as a yield, waking an idle worker to share the work.)
-struct Milestones(Option<Arc<Mutex<SmallVec<[(AttemptId, Milestone); 2]>>>>);
+struct Milestones(Option<Arc<Reports>>);
+
+/// The milestones reported and not yet taken, oldest first.
+type Reports = Mutex<SmallVec<[(AttemptId, Milestone); 2]>>;
 
 impl Milestones {
     fn for_plan(plan: &Plan) -> Milestones {
@@ -177,7 +180,7 @@ impl Milestones {
     }
 
     /// What an attempt reports through: a handle to the list (none without one).
-    fn sink(&self) -> Option<Arc<Mutex<SmallVec<[(AttemptId, Milestone); 2]>>>> {
+    fn sink(&self) -> Option<Arc<Reports>> {
         self.0.clone()
     }
 
