@@ -150,8 +150,8 @@ impl ClientSecurity {
                 "QUIC is not set up for this preconnection".into(),
             ));
         };
-        let endpoint = socket.endpoint().map_err(AttemptCause::other)?;
-        quic::connect(&endpoint, config.clone(), remote, &self.name).await
+        let (endpoint, local) = socket.endpoint().map_err(AttemptCause::other)?;
+        quic::connect((&endpoint, local), config.clone(), remote, &self.name).await
     }
 }
 

@@ -24,19 +24,22 @@ use super::SecurityInfo;
 
 /// The UDP socket a context initiates QUIC from: created on the first QUIC attempt
 /// (dual-stack `[::]:0` where the host allows, else `0.0.0.0:0`), then shared, like
-/// quinn's own `Endpoint`. Cheap to hold before use (no socket).
+/// quinn's own `Endpoint`, with its local address (asked once, not per connection).
+/// Cheap to hold before use (no socket).
 #[derive(Debug, Default)]
-pub(crate) struct QuicClientSocket(OnceLock<Endpoint>);
+pub(crate) struct QuicClientSocket(OnceLock<(Endpoint, SocketAddr)>);
 
 impl QuicClientSocket {
-    /// The endpoint, created on first use (needs the tokio runtime).
-    pub(crate) fn endpoint(&self) -> io::Result<Endpoint> {
+    /// The endpoint and its local address, created on first use (needs the tokio
+    /// runtime).
+    pub(crate) fn endpoint(&self) -> io::Result<(Endpoint, SocketAddr)> {
         if let Some(e) = self.0.get() {
             return Ok(e.clone());
         }
         let e = Endpoint::client(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)))
             .or_else(|_| Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))))?;
-        Ok(self.0.get_or_init(|| e).clone())
+        let local = e.local_addr()?;
+        Ok(self.0.get_or_init(|| (e, local)).clone())
     }
 }
 
@@ -107,7 +110,7 @@ pub(crate) fn bind_server_socket(addr: SocketAddr) -> io::Result<std::net::UdpSo
 impl QuicClientSocket {
     /// QUIC connections of this socket still open (0 before the first QUIC attempt).
     pub(crate) fn open_connections(&self) -> usize {
-        self.0.get().map_or(0, Endpoint::open_connections)
+        self.0.get().map_or(0, |(e, _)| e.open_connections())
     }
 }
 
@@ -164,10 +167,11 @@ impl QuicStream {
     }
 }
 
-/// Connects to `remote` with `config`, verifying `server_name`, and opens the stream.
-/// The handshake is the finish line: done when the peer's certificate verified.
+/// Connects to `remote` with `config` from `endpoint` (bound to `local`), verifying
+/// `server_name`, and opens the stream. The handshake is the finish line: done when the
+/// peer's certificate verified.
 pub(crate) async fn connect(
-    endpoint: &Endpoint,
+    (endpoint, local): (&Endpoint, SocketAddr),
     config: quinn::ClientConfig,
     remote: SocketAddr,
     server_name: &str,
@@ -183,7 +187,6 @@ pub(crate) async fn connect(
         .await
         .map_err(|e| connection_failure(e, server_name))?;
     let info = security_info(&conn);
-    let local = endpoint.local_addr().map_err(AttemptCause::other)?;
     let shared = Arc::new(SharedQuic {
         conn,
         info: info.clone(),
