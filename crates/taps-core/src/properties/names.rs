@@ -52,17 +52,27 @@ macro_rules! names {
             }
 
             /// Looks a name up by any of its spellings (canonical, NEAT, snake_case),
-            /// case-insensitively.
+            /// case-insensitively. Compares in place: no allocation.
             pub fn parse(s: &str) -> Option<Name> {
-                let key: String = s.chars().filter(|c| *c != '_' && *c != '-').collect::<String>().to_ascii_lowercase();
                 $(
-                    if key == $canon.to_ascii_lowercase().replace(['_', '-'], "") { return Some(Name::$var); }
-                    $( if key == $alias.to_ascii_lowercase().replace(['_', '-'], "") { return Some(Name::$var); } )*
+                    if same_name(s, $canon) { return Some(Name::$var); }
+                    $( if same_name(s, $alias) { return Some(Name::$var); } )*
                 )*
                 None
             }
         }
     };
+}
+
+/// Whether `a` and `b` spell the same name: equal once ASCII case, `_` and `-` are
+/// ignored (`preserveMsgBoundaries`, `preserve_msg_boundaries`, `PRESERVE-MSG-BOUNDARIES`).
+fn same_name(a: &str, b: &str) -> bool {
+    fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes()
+            .filter(|c| *c != b'_' && *c != b'-')
+            .map(|c| c.to_ascii_lowercase())
+    }
+    letters(a).eq(letters(b))
 }
 
 const MULTIPATH_WORDS: &[&str] = &["disabled", "active", "passive"];
