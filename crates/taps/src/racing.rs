@@ -275,9 +275,9 @@ impl Driver<'_> {
                     armed = deadline;
                 }
             }
-            // Biased, in causal order: an attempt's milestone (sent before it finished)
-            // is seen before its outcome, and answers before what they started; the timer
-            // after every event, as before.
+            // Biased, in causal order: answers before what they started, an attempt's
+            // milestone before its outcome (a milestone from the poll that also ended the
+            // attempt is fed first, below), the timer after every event.
             let wake = tokio::select! {
                 biased;
                 Some(event) = self.resolution.next_event(), if !self.dns_done => Some(match event {
