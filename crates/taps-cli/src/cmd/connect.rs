@@ -206,9 +206,9 @@ async fn flow(pre: &Preconnection, payload: Payload<'_>, wants: Wants) -> FlowRe
         elapsed: Duration::ZERO,
     };
     // Boxed: what a connected flow does (its connection, the exchange, the close) is
-    // allocated once it has connected, so the flow's task, alive while every flow races,
-    // stays small. (The initiate result ends with this statement: a `match` on it
-    // around the await would keep its 728 bytes in the task.)
+    // allocated once it has connected, so the flow's future, alive while every flow
+    // races, stays small. (The initiate result ends with this statement: a `match` on it
+    // around the await would keep its 728 bytes in the future.)
     {
         let connected_flow = match pre.initiate().await {
             Ok(conn) => Some(Box::pin(connected(conn, payload, wants, &mut r))),
