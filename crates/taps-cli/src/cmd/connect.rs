@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use serde_json::{json, Value};
 use taps::taps_core::race::{AttemptOutcome, RaceReport};
 use taps::taps_core::Family;
@@ -87,25 +87,15 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         report: args.trace || args.json,
         json: args.json,
     };
-    // Every flow runs inside this task, started in order (flow N is the Nth started) and
-    // polled when its socket or timer wakes it. Not a task per flow: a spawned task is a
-    // cache-aligned allocation (glibc's slow `posix_memalign` path), a copy of the flow's
-    // future into it and the scheduler's bookkeeping, and its result is copied out
-    // through the join handle. Unconstrained: tokio's cooperative budget is per task, and
-    // this one task does the I/O of every flow.
+    // Every flow runs inside this task, started in order and its result yielded in that
+    // order (flow N is the Nth started), polled when its socket or timer wakes it. Not a
+    // task per flow: a spawned task is a cache-aligned allocation (glibc's slow
+    // `posix_memalign` path), a copy of the flow's future into it and the scheduler's
+    // bookkeeping, and its result is copied out through the join handle. Unconstrained:
+    // tokio's cooperative budget is per task, and this one task does the I/O of every flow.
     let pre = &pre;
-    let mut running: FuturesUnordered<_> = (0..args.flows)
-        .map(|i| async move { (i, flow(pre, payload, wants).await) })
-        .collect();
-    let mut slots: Vec<Option<FlowResult>> =
-        std::iter::repeat_with(|| None).take(args.flows).collect();
-    tokio::task::unconstrained(async {
-        while let Some((i, r)) = running.next().await {
-            slots[i] = Some(r);
-        }
-    })
-    .await;
-    let results: Vec<FlowResult> = slots.into_iter().flatten().collect();
+    let running: FuturesOrdered<_> = (0..args.flows).map(|_| flow(pre, payload, wants)).collect();
+    let results: Vec<FlowResult> = tokio::task::unconstrained(running.collect()).await;
     let elapsed = started.elapsed();
     let _ = ctx.save_cib();
     // A short-lived program: let the outcomes reach the policy manager (if one runs)

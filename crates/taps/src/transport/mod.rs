@@ -30,7 +30,7 @@ use taps_core::failure::AttemptCause;
 
 use crate::security::{ClientSecurity, DtlsFlow, QuicStream, SecurityInfo};
 use taps_core::properties::Protocol;
-use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use tokio::net::{TcpStream, UdpSocket};
 
 /// Why one connection attempt failed; the race reports it per attempt.
 #[derive(Debug, thiserror::Error)]
@@ -304,43 +304,39 @@ async fn connect_stream(
     if let Some(l) = local {
         bind_local(&socket, l)?;
     }
-    let stream = if remote.ip().to_canonical().is_loopback() {
-        connect_loopback(socket, remote).await?
-    } else {
-        TcpSocket::from_std_stream(socket.into())
-            .connect(remote)
-            .await?
-    };
+    let stream = connect_tcp(socket, remote).await?;
     // A connected stream is not failed over a diagnostic: unknown answers count as
     // "not confirmed MPTCP".
     let mptcp_active = mptcp.then(|| sys::mptcp_info_available(&stream).unwrap_or(false));
     Ok(Established::Tcp(stream, TcpFlavor { mptcp_active }))
 }
 
-/// A TCP connect to this host. Over loopback the kernel runs the whole handshake (or
-/// the refusal) inside `connect()`, so one look at the socket afterwards (`SO_ERROR`,
-/// then `getpeername`: two syscalls) settles it without waiting for the runtime to report
-/// the socket writable: a wake-up and a poll of the race fewer per connection. If it is
-/// not settled yet (a backlog full at the listener), the attempt waits as any other.
-async fn connect_loopback(socket: Socket, remote: SocketAddr) -> io::Result<TcpStream> {
+/// Connects `socket` to `remote` and waits until the runtime reports it writable, as
+/// tokio's own connect does; to a loopback address not even that: over loopback the
+/// kernel runs the whole handshake (or the refusal) inside `connect()`, so one look at
+/// the socket afterwards (`SO_ERROR`, then `getpeername`: two syscalls, asked only there)
+/// settles it, a wake-up and a poll of the race fewer per connection. Not settled yet (a
+/// listener's accept queue full), it waits as any other.
+async fn connect_tcp(socket: Socket, remote: SocketAddr) -> io::Result<TcpStream> {
     match socket.connect(&remote.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
-            if let Some(e) = socket.take_error()? {
-                return Err(e);
-            }
-            if socket.peer_addr().is_err() {
-                let stream = TcpStream::from_std(socket.into())?;
-                stream.writable().await?;
-                if let Some(e) = stream.take_error()? {
-                    return Err(e);
-                }
-                return Ok(stream);
-            }
-        }
+        Ok(()) => return TcpStream::from_std(socket.into()),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
         Err(e) => return Err(e),
     }
-    TcpStream::from_std(socket.into())
+    if remote.ip().to_canonical().is_loopback() {
+        if let Some(e) = socket.take_error()? {
+            return Err(e);
+        }
+        if socket.peer_addr().is_ok() {
+            return TcpStream::from_std(socket.into());
+        }
+    }
+    let stream = TcpStream::from_std(socket.into())?;
+    stream.writable().await?;
+    match stream.take_error()? {
+        Some(e) => Err(e),
+        None => Ok(stream),
+    }
 }
 
 fn connect_datagram(
