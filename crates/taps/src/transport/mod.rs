@@ -314,9 +314,10 @@ async fn connect_stream(
 /// Connects `socket` to `remote` and waits until the runtime reports it writable, as
 /// tokio's own connect does; to a loopback address not even that: over loopback the
 /// kernel runs the whole handshake (or the refusal) inside `connect()`, so one look at
-/// the socket afterwards (`SO_ERROR`, then `getpeername`: two syscalls, asked only there)
-/// settles it, a wake-up and a poll of the race fewer per connection. Not settled yet (a
-/// listener's accept queue full), it waits as any other.
+/// the socket afterwards settles it, a wake-up and a poll of the race fewer per
+/// connection: `getpeername` succeeds on a connected socket (one syscall, the common
+/// case); otherwise `SO_ERROR` tells a refusal from a handshake still under way (a
+/// listener's accept queue full), which waits as any other.
 async fn connect_tcp(socket: Socket, remote: SocketAddr) -> io::Result<TcpStream> {
     match socket.connect(&remote.into()) {
         Ok(()) => return TcpStream::from_std(socket.into()),
@@ -324,11 +325,11 @@ async fn connect_tcp(socket: Socket, remote: SocketAddr) -> io::Result<TcpStream
         Err(e) => return Err(e),
     }
     if remote.ip().to_canonical().is_loopback() {
-        if let Some(e) = socket.take_error()? {
-            return Err(e);
-        }
         if socket.peer_addr().is_ok() {
             return TcpStream::from_std(socket.into());
+        }
+        if let Some(e) = socket.take_error()? {
+            return Err(e);
         }
     }
     let stream = TcpStream::from_std(socket.into())?;
