@@ -248,7 +248,10 @@ impl Preconnection {
         if let Some(shared) = slot.association.upgrade() {
             // Not taken (its last flow just closed it, or every stream is in use): race
             // for a new association below.
-            if let Ok(flow) = SctpFlow::open_sibling(&shared).await? {
+            // Boxed, like the sibling below: kept inline, the largest of these awaits
+            // would size every initiate future, the plain race's too (528 bytes, not
+            // about 180).
+            if let Ok(flow) = Box::pin(SctpFlow::open_sibling(&shared)).await? {
                 drop(slot);
                 return Ok(Connection::new(
                     Io::Sctp(flow),
@@ -261,7 +264,7 @@ impl Preconnection {
         }
         if let Some(shared) = slot.quic.upgrade() {
             // Closing, or no stream credit from the peer: race for a new connection below.
-            if let Some(conn) = Connection::quic_sibling(&shared).await? {
+            if let Some(conn) = Box::pin(Connection::quic_sibling(&shared)).await? {
                 return Ok(conn);
             }
         }
