@@ -12,34 +12,39 @@ use crate::common::CliError;
 pub(crate) struct Args {
     #[command(subcommand)]
     command: BenchCommand,
+    /// Options of every experiment, declared once (global: given after the experiment's
+    /// name, as in `taps bench connect --reps 7`). Declared per experiment, clap built
+    /// them eight times at every start of `taps`, whatever the command.
+    #[command(flatten)]
+    opts: Options,
 }
 
 #[derive(clap::Subcommand)]
 enum BenchCommand {
     /// 1: N concurrent flows (1 … 256): CPU, RSS growth, per-flow connect delay.
-    Connect(Options),
+    Connect,
     /// 2: 1 kB … 10 MB per flow × 1 … 8 flows: sender and receiver CPU.
-    Transfer(Options),
+    Transfer,
     /// 3: TCP+SCTP Happy Eyeballs race vs a single-protocol connect at CIB hit ratios
     /// 0 … 100 %.
-    He(Options),
+    He,
     /// 4: HTTP/1.0 keep-alive server on taps (TCP and SCTP) under Poisson load: server
     /// CPU load.
-    Http(Options),
+    Http,
     /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol at CIB hit ratios
     /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
     /// quinn used directly. Also `he --tls`.
-    Secure(Options),
+    Secure,
     /// 7: this `taps` command, whole process (`taps connect 127.0.0.1 P --flows N
     /// --send-bytes 1`, TCP), against a C epoll client doing the same work, N = 1, 256,
     /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc`.
-    ConnectCli(Options),
+    ConnectCli,
     /// The CMT-SCTP scheduling paper's three experiments on netlab (root), real usrsctp
     /// at both ends: round robin vs Fixed stream-to-path mapping over paths of different
     /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps`.
-    Multipath(Options),
+    Multipath,
     /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
-    All(Options),
+    All,
     /// A worker process of the benchmarks (started by `taps bench` itself).
     #[command(hide = true)]
     Worker {
@@ -53,33 +58,39 @@ enum BenchCommand {
 #[derive(clap::Args)]
 struct Options {
     /// The reduced matrix (for CI): fewer points, repetitions and connections.
-    #[arg(long)]
+    #[arg(long, global = true)]
     quick: bool,
     /// Repetitions per point (taps and raw interleaved; medians are reported).
-    #[arg(long, value_name = "N")]
+    #[arg(long, global = true, value_name = "N")]
     reps: Option<usize>,
     /// Flow counts for `connect` (repeatable; default 1, 2, 4 … 256) and `connect-cli`
     /// (default 1, 256, 1024).
-    #[arg(long, value_name = "N")]
+    #[arg(long, global = true, value_name = "N")]
     flows: Vec<usize>,
     /// Protocol of experiments 1 and 2: tcp, sctp or both [default: tcp; `all`: both].
     /// Experiments 3 and 4 always race TCP against SCTP.
-    #[arg(long, value_name = "PROTO")]
+    #[arg(long, global = true, value_name = "PROTO")]
     protocol: Option<String>,
     /// Directory for results.json, report.md and the SVG plots.
-    #[arg(long, default_value = "target/taps-bench", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "target/taps-bench",
+        value_name = "DIR"
+    )]
     out: PathBuf,
     /// No progress line on stderr.
-    #[arg(long)]
+    #[arg(long, global = true)]
     no_progress: bool,
     /// `he` only: its TLS variant (the same as `taps bench secure`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     tls: bool,
 }
 
 /// Runs the command.
 pub(crate) async fn run(args: Args) -> Result<(), CliError> {
-    let (experiment, opts) = match args.command {
+    let opts = args.opts;
+    let experiment = match args.command {
         BenchCommand::Worker { role, spec } => {
             // A worker builds its own runtime: run it on a thread outside this one.
             let code = std::thread::spawn(move || taps_bench::worker_main(&[role, spec]))
@@ -91,15 +102,15 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
                 Err(CliError::failure("bench worker failed"))
             };
         }
-        BenchCommand::Connect(o) => (Experiment::Connect, o),
-        BenchCommand::Transfer(o) => (Experiment::Transfer, o),
-        BenchCommand::He(o) if o.tls => (Experiment::Secure, o),
-        BenchCommand::He(o) => (Experiment::He, o),
-        BenchCommand::Secure(o) => (Experiment::Secure, o),
-        BenchCommand::Http(o) => (Experiment::Http, o),
-        BenchCommand::ConnectCli(o) => (Experiment::ConnectCli, o),
-        BenchCommand::All(o) => (Experiment::All, o),
-        BenchCommand::Multipath(o) => return multipath(o).await,
+        BenchCommand::Connect => Experiment::Connect,
+        BenchCommand::Transfer => Experiment::Transfer,
+        BenchCommand::He if opts.tls => Experiment::Secure,
+        BenchCommand::He => Experiment::He,
+        BenchCommand::Secure => Experiment::Secure,
+        BenchCommand::Http => Experiment::Http,
+        BenchCommand::ConnectCli => Experiment::ConnectCli,
+        BenchCommand::All => Experiment::All,
+        BenchCommand::Multipath => return multipath(opts).await,
     };
     if opts.tls && experiment != Experiment::Secure {
         return Err(CliError::usage("--tls applies to `taps bench he` only"));
