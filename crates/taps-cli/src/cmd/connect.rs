@@ -1,10 +1,12 @@
 //! `taps connect`: open N flows at once (each raced), optionally send bytes or a
 //! message on each, then close; print the race as a trace or as JSON.
 
+use std::future::Future;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::{json, Value};
 use taps::taps_core::race::{AttemptOutcome, RaceReport};
 use taps::taps_core::Family;
@@ -14,7 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::candidates::candidate_json;
 use crate::common::{CliError, ContextArgs, SecurityArgs};
 
-/// How long to wait for the peer to finish after we closed our side.
+/// How long the flows wait for their peers to finish after closing their side: the run
+/// gives up on its last flows once every one of them has waited this long since the
+/// last of them began waiting.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Arguments of `taps connect`.
@@ -53,15 +57,20 @@ pub(crate) struct Args {
 
 /// One flow's outcome: only what the chosen output prints (the race report is copied
 /// out of the connection only for `--trace` and `--json`; the winner's JSON only for
-/// `--json`).
+/// `--json`). Each flow writes into its own slot of the run's results, so that a flow
+/// the run gives up on leaves what it recorded.
+#[derive(Default)]
 struct FlowResult {
-    report: Option<RaceReport>,
+    /// Boxed: each flow has a slot, most runs print no report.
+    report: Option<Box<RaceReport>>,
     /// The race's total time (also without the report).
     total: Option<Duration>,
     winner: Option<Winner>,
     error: Option<String>,
     sent: u64,
     replies: Vec<String>,
+    /// From the flow's start to its race's end (connected or failed): the time shown
+    /// when the race has no total.
     elapsed: Duration,
 }
 
@@ -87,15 +96,21 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         report: args.trace || args.json,
         json: args.json,
     };
-    // Every flow runs inside this task, started in order and its result yielded in that
-    // order (flow N is the Nth started), polled when its socket or timer wakes it. Not a
-    // task per flow: a spawned task is a cache-aligned allocation (glibc's slow
-    // `posix_memalign` path), a copy of the flow's future into it and the scheduler's
-    // bookkeeping, and its result is copied out through the join handle. Unconstrained:
-    // tokio's cooperative budget is per task, and this one task does the I/O of every flow.
-    let pre = &pre;
-    let running: FuturesOrdered<_> = (0..args.flows).map(|_| flow(pre, payload, wants)).collect();
-    let results: Vec<FlowResult> = tokio::task::unconstrained(running.collect()).await;
+    // Every flow runs inside this task, polled when its socket wakes it, and writes its
+    // outcome into its slot of `results` (flow N is the Nth). Not a task per flow: a
+    // spawned task is a cache-aligned allocation (glibc's slow `posix_memalign` path), a
+    // copy of the flow's future into it and the scheduler's bookkeeping. Unconstrained:
+    // tokio's cooperative budget is per task, and this one task does the I/O of every
+    // flow.
+    let mut results: Vec<FlowResult> = std::iter::repeat_with(FlowResult::default)
+        .take(args.flows)
+        .collect();
+    let waiting = Waiting::new();
+    let running: FuturesUnordered<_> = results
+        .iter_mut()
+        .map(|r| flow(&pre, payload, wants, &waiting, r))
+        .collect();
+    tokio::task::unconstrained(run_flows(running, &waiting)).await;
     let elapsed = started.elapsed();
     let _ = ctx.save_cib();
     // A short-lived program: let the outcomes reach the policy manager (if one runs)
@@ -184,61 +199,153 @@ struct Payload<'a> {
     line: Option<&'a str>,
 }
 
-async fn flow(pre: &Preconnection, payload: Payload<'_>, wants: Wants) -> FlowResult {
+/// Flows waiting for their peers (after shutting down their sending side: draining,
+/// then closing), shared by the flows of one run. One timer watches them for the whole
+/// run (see [`run_flows`]): a timer per flow would be a registration with the runtime's
+/// timer wheel and, in a burst of flows, a wake-up of its driver (an eventfd write) per
+/// flow.
+struct Waiting {
+    /// The runtime's clock (virtual in tests).
+    started: tokio::time::Instant,
+    /// Flows waiting now.
+    count: AtomicUsize,
+    /// When the last of them began, µs after `started`.
+    last_began_us: AtomicU64,
+}
+
+impl Waiting {
+    fn new() -> Waiting {
+        Waiting {
+            started: tokio::time::Instant::now(),
+            count: AtomicUsize::new(0),
+            last_began_us: AtomicU64::new(0),
+        }
+    }
+
+    /// A flow begins waiting, until the guard is dropped.
+    fn begin(&self) -> WaitingFlow<'_> {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_began_us.fetch_max(us, Ordering::Relaxed);
+        WaitingFlow(self)
+    }
+
+    /// When the waiting flows time out: DRAIN_TIMEOUT after the last began.
+    fn deadline(&self) -> tokio::time::Instant {
+        self.started
+            + Duration::from_micros(self.last_began_us.load(Ordering::Relaxed))
+            + DRAIN_TIMEOUT
+    }
+}
+
+/// A flow counted as waiting in [`Waiting`].
+struct WaitingFlow<'a>(&'a Waiting);
+
+impl Drop for WaitingFlow<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs the flows to their ends, or gives up on the rest (drops them: their connections
+/// close, their slots keep what they recorded) once every flow still running is waiting
+/// for its peer and the last of them began [`DRAIN_TIMEOUT`] ago.
+async fn run_flows(mut running: FuturesUnordered<impl Future<Output = ()>>, waiting: &Waiting) {
+    let check = tokio::time::sleep(DRAIN_TIMEOUT);
+    tokio::pin!(check);
+    loop {
+        tokio::select! {
+            biased;
+            next = running.next() => if next.is_none() {
+                return;
+            },
+            () = &mut check => {
+                let now = tokio::time::Instant::now();
+                let deadline = waiting.deadline();
+                if waiting.count.load(Ordering::Relaxed) == running.len() && deadline <= now {
+                    return;
+                }
+                // Flows still connecting or sending: look again in a while.
+                check.as_mut().reset(deadline.max(now + DRAIN_TIMEOUT / 10));
+            }
+        }
+    }
+}
+
+async fn flow(
+    pre: &Preconnection,
+    payload: Payload<'_>,
+    wants: Wants,
+    waiting: &Waiting,
+    r: &mut FlowResult,
+) {
     let t0 = Instant::now();
-    let mut r = FlowResult {
-        report: None,
-        total: None,
-        winner: None,
-        error: None,
-        sent: 0,
-        replies: Vec::new(),
-        elapsed: Duration::ZERO,
-    };
     // Boxed: what a connected flow does (its connection, the exchange, the close) is
     // allocated once it has connected, so the flow's future, alive while every flow
-    // races, stays small. (The initiate result ends with this statement: a `match` on it
-    // around the await would keep its 728 bytes in the future.)
-    {
-        let connected_flow = match pre.initiate().await {
-            Ok(conn) => Some(Box::pin(connected(conn, payload, wants, &mut r))),
+    // races, stays small. (The initiate result ends with this block: kept until the
+    // await below, its 728 bytes would be part of the future.)
+    let connected_flow = {
+        let initiated = pre.initiate().await;
+        r.elapsed = t0.elapsed();
+        match initiated {
+            Ok(conn) => Some(Box::pin(connected(conn, payload, wants, waiting, r))),
             Err(e) => {
                 r.total = e.race().and_then(|race| race.report().total);
                 if wants.report {
-                    r.report = e.race().map(|race| race.report().clone());
+                    r.report = e.race().map(|race| Box::new(race.report().clone()));
                 }
                 r.error = Some(e.to_string());
                 None
             }
-        };
-        if let Some(flow) = connected_flow {
-            flow.await;
         }
+    };
+    if let Some(flow) = connected_flow {
+        flow.await;
     }
-    r.elapsed = t0.elapsed();
-    r
 }
 
-/// A connected flow: records its winner, exchanges the payload, closes.
-async fn connected(mut conn: Connection, payload: Payload<'_>, wants: Wants, r: &mut FlowResult) {
-    let race = conn.info().race.as_ref();
-    r.total = race.and_then(|rep| rep.total);
-    if wants.report {
-        r.report = race.cloned();
+/// A connected flow: records its winner, sends the payload and shuts down its sending
+/// side, waits for the peer to finish, closes. An async block, not an async fn: an
+/// async fn's future holds its arguments and the locals they are moved into, the
+/// 728-byte connection twice.
+// The async fn that clippy suggests is what this avoids (see above).
+#[allow(clippy::manual_async_fn)]
+fn connected<'a>(
+    mut conn: Connection,
+    payload: Payload<'a>,
+    wants: Wants,
+    waiting: &'a Waiting,
+    r: &'a mut FlowResult,
+) -> impl Future<Output = ()> + Send + 'a {
+    async move {
+        let race = conn.info().race.as_ref();
+        r.total = race.and_then(|rep| rep.total);
+        if wants.report {
+            r.report = race.cloned().map(Box::new);
+        }
+        r.winner = Some(if wants.json {
+            Winner::Json(winner_json(&conn))
+        } else {
+            winner_text(&conn)
+        });
+        // Waiting for the peer begins once the payload is out (or failed to go out).
+        let mut waited = None;
+        let talked = async {
+            exchange(&mut conn, payload, r).await?;
+            waited = Some(waiting.begin());
+            drain(&mut conn, payload, r).await
+        };
+        if let Err(e) = talked.await {
+            r.error = Some(format!("after connecting: {e}"));
+        }
+        let _waited = waited.unwrap_or_else(|| waiting.begin());
+        // A graceful close (SCTP: SHUTDOWN of the association once its last flow
+        // closes, instead of an ABORT on drop).
+        let _ = conn.close().await;
     }
-    r.winner = Some(if wants.json {
-        Winner::Json(winner_json(&conn))
-    } else {
-        winner_text(&conn)
-    });
-    if let Err(e) = exchange(&mut conn, payload, r).await {
-        r.error = Some(format!("after connecting: {e}"));
-    }
-    // A graceful close (SCTP: SHUTDOWN of the association once its last flow closes,
-    // instead of an ABORT on drop), bounded like the drain.
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn.close()).await;
 }
 
+/// Sends the payload and shuts down the sending side.
 async fn exchange(
     conn: &mut Connection,
     payload: Payload<'_>,
@@ -265,42 +372,63 @@ async fn exchange(
         r.sent = total;
     }
     if let Some(m) = message {
-        conn.send(m.as_bytes()).await?;
+        // Boxed: the message send's future is the largest await here and would size
+        // every flow's, the byte streams' too.
+        Box::pin(conn.send(m.as_bytes())).await?;
         r.sent += m.len() as u64;
     }
     conn.shutdown().await?;
-    // Wait for the peer to finish: read replies (messages if we sent one) until it closes.
-    let drain = async {
-        if line.is_some() {
-            let mut all = Vec::new();
-            conn.read_to_end(&mut all).await?;
-            let text = String::from_utf8_lossy(&all);
-            r.replies.extend(text.lines().map(str::to_owned));
-        } else if message.is_some() && !conn.info().stack.is_datagram() {
-            while let Some(reply) = conn.receive().await? {
-                r.replies.push(String::from_utf8_lossy(&reply).into_owned());
-            }
-        } else if message.is_some() {
-            let reply = tokio::time::timeout(Duration::from_secs(1), conn.receive()).await;
-            if let Ok(Ok(Some(reply))) = reply {
-                r.replies.push(String::from_utf8_lossy(&reply).into_owned());
-            }
-        } else if !conn.info().stack.is_datagram() {
-            // Most peers send nothing back and just close: wait with a small buffer, and
-            // take a bigger one only if data does come (1,024 flows waiting must not hold
-            // 16 MiB of buffers).
-            let mut first = [0u8; 64];
-            if conn.read(&mut first).await? > 0 {
-                let mut sink = vec![0u8; 16 * 1024];
-                while conn.read(&mut sink).await? > 0 {}
-            }
-        }
-        Ok::<(), taps::Error>(())
-    };
-    match tokio::time::timeout(DRAIN_TIMEOUT, drain).await {
-        Ok(r) => r,
-        Err(_) => Ok(()),
+    Ok(())
+}
+
+/// Waits for the peer to finish: reads replies (messages if we sent one) until it
+/// closes.
+async fn drain(
+    conn: &mut Connection,
+    payload: Payload<'_>,
+    r: &mut FlowResult,
+) -> Result<(), taps::Error> {
+    if payload.line.is_some() || payload.message.is_some() {
+        // Boxed: reading replies takes futures several times the size of the plain wait
+        // below, which would size every flow's future.
+        return Box::pin(read_replies(conn, payload.line.is_some(), r)).await;
     }
+    if !conn.info().stack.is_datagram() {
+        // Most peers send nothing back and just close: wait with a small buffer, and
+        // take a bigger one only if data does come (1,024 flows waiting must not hold
+        // 16 MiB of buffers).
+        let mut first = [0u8; 64];
+        if conn.read(&mut first).await? > 0 {
+            let mut sink = vec![0u8; 16 * 1024];
+            while conn.read(&mut sink).await? > 0 {}
+        }
+    }
+    Ok(())
+}
+
+/// Reads the replies to `--line` (lines until the peer closes) or to `--message`
+/// (messages until it closes; on a datagram flow, one within a second).
+async fn read_replies(
+    conn: &mut Connection,
+    lines: bool,
+    r: &mut FlowResult,
+) -> Result<(), taps::Error> {
+    if lines {
+        let mut all = Vec::new();
+        conn.read_to_end(&mut all).await?;
+        let text = String::from_utf8_lossy(&all);
+        r.replies.extend(text.lines().map(str::to_owned));
+    } else if !conn.info().stack.is_datagram() {
+        while let Some(reply) = conn.receive().await? {
+            r.replies.push(String::from_utf8_lossy(&reply).into_owned());
+        }
+    } else {
+        let reply = tokio::time::timeout(Duration::from_secs(1), conn.receive()).await;
+        if let Ok(Ok(Some(reply))) = reply {
+            r.replies.push(String::from_utf8_lossy(&reply).into_owned());
+        }
+    }
+    Ok(())
 }
 
 fn millis_f64(d: Duration) -> f64 {
@@ -542,6 +670,54 @@ fn send_pattern(len: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flow that begins waiting for its peer after `after` and never ends.
+    fn waits_forever(
+        waiting: &Waiting,
+        after: Duration,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            tokio::time::sleep(after).await;
+            let _w = waiting.begin();
+            std::future::pending::<()>().await;
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_run_gives_up_once_every_flow_has_waited_the_drain_timeout() {
+        let waiting = Waiting::new();
+        let t0 = tokio::time::Instant::now();
+        // One flow waits from the start, the other sends for 15 s first: the run ends
+        // DRAIN_TIMEOUT after the second began waiting, not after the first.
+        let running: FuturesUnordered<_> = [Duration::ZERO, Duration::from_secs(15)]
+            .into_iter()
+            .map(|after| waits_forever(&waiting, after))
+            .collect();
+        run_flows(running, &waiting).await;
+        assert_eq!(t0.elapsed(), Duration::from_secs(15) + DRAIN_TIMEOUT);
+        assert_eq!(
+            waiting.count.load(Ordering::Relaxed),
+            0,
+            "the flows were dropped"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_run_ends_when_its_flows_do() {
+        let waiting = Waiting::new();
+        let t0 = tokio::time::Instant::now();
+        let running: FuturesUnordered<_> = (1..=3)
+            .map(|s| {
+                let waiting = &waiting;
+                async move {
+                    let _w = waiting.begin();
+                    tokio::time::sleep(Duration::from_secs(s)).await;
+                }
+            })
+            .collect();
+        run_flows(running, &waiting).await;
+        assert_eq!(t0.elapsed(), Duration::from_secs(3));
+    }
 
     #[test]
     fn every_chunk_starts_at_phase_zero() {
