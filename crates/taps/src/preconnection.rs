@@ -247,10 +247,9 @@ impl Preconnection {
         let mut slot = slot.lock().await;
         if let Some(shared) = slot.association.upgrade() {
             // Not taken (its last flow just closed it, or every stream is in use): race
-            // for a new association below.
-            // Boxed, like the sibling below: kept inline, the largest of these awaits
-            // would size every initiate future, the plain race's too (528 bytes, not
-            // about 180).
+            // for a new association below. Boxed, like the QUIC sibling below: inline,
+            // the largest of these awaits would size every initiate future, the plain
+            // race's too (528 bytes instead of 176).
             if let Ok(flow) = Box::pin(SctpFlow::open_sibling(&shared)).await? {
                 drop(slot);
                 return Ok(Connection::new(
