@@ -283,7 +283,7 @@ async fn flow(
     // Boxed: what a connected flow does (its connection, the exchange, the close) is
     // allocated once it has connected, so the flow's future, alive while every flow
     // races, stays small. (The initiate result ends with this block: kept until the
-    // await below, its 728 bytes would be part of the future.)
+    // await below, the connection it holds would be part of the future.)
     let connected_flow = {
         let initiated = pre.initiate().await;
         r.elapsed = t0.elapsed();
@@ -307,7 +307,7 @@ async fn flow(
 /// A connected flow: records its winner, sends the payload and shuts down its sending
 /// side, waits for the peer to finish, closes. An async block, not an async fn: an
 /// async fn's future holds its arguments and the locals they are moved into, the
-/// 728-byte connection twice.
+/// connection twice.
 // The async fn that clippy suggests is what this avoids (see above).
 #[allow(clippy::manual_async_fn)]
 fn connected<'a>(
