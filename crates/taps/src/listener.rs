@@ -171,7 +171,11 @@ impl Listener {
     }
 
     /// Listens on `local` with every runnable stack of `plan` and both families when
-    /// `local` is unspecified.
+    /// `local` is unspecified. Port 0: the first socket bound picks the port and every
+    /// other stack and family listens on that same port, so a client can race them all
+    /// to it; if some other socket holds that port for one of the other protocols or
+    /// families, the listener is set up again on a new port (at most
+    /// [`PORT_ZERO_TRIES`] times).
     pub(crate) async fn start(
         local: SocketAddr,
         plan: &Plan,
@@ -179,6 +183,26 @@ impl Listener {
         security: Option<Arc<ServerSecurity>>,
         limits: &ListenerOptions,
     ) -> Result<Listener, Error> {
+        let mut tries = 1;
+        loop {
+            let (b, rx) = Listener::bind(local, plan, opts.clone(), security.clone(), limits)?;
+            if local.port() == 0 && b.port_in_use && tries < PORT_ZERO_TRIES {
+                // Dropped, the binder stops what it started and closes its sockets.
+                tries += 1;
+                continue;
+            }
+            return b.finish(plan, rx);
+        }
+    }
+
+    /// Binds every stack of one try of [`Listener::start`].
+    fn bind(
+        local: SocketAddr,
+        plan: &Plan,
+        opts: Arc<SocketOptions>,
+        security: Option<Arc<ServerSecurity>>,
+        limits: &ListenerOptions,
+    ) -> Result<(Binder, mpsc::Receiver<Result<Connection, Error>>), Error> {
         let addrs: Vec<SocketAddr> = if local.ip().is_unspecified() {
             vec![
                 SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), local.port()),
@@ -207,36 +231,47 @@ impl Listener {
             direct: None,
             bound: Vec::new(),
             missing: Vec::new(),
+            port_in_use: false,
         };
-        for (i, addr) in addrs.iter().enumerate() {
+        // The port every socket takes: `local`'s, or with port 0 the first one bound.
+        let mut port = local.port();
+        for (i, ip) in addrs.iter().map(SocketAddr::ip).enumerate() {
             // One MPTCP listener also accepts plain TCP clients.
             if has(Protocol::Tcp) || has(Protocol::Mptcp) {
-                b.stream(*addr, has(Protocol::Mptcp))?;
+                b.stream(SocketAddr::new(ip, port), has(Protocol::Mptcp))?;
+                port = b.port_taken(port);
             }
             // One dual-stack SCTP listener (its UDP socket takes IPv4 too).
             if has(Protocol::Sctp) && i == 0 {
-                b.sctp(*addr);
+                b.sctp(SocketAddr::new(ip, port));
             }
             // QUIC and DTLS over UDP share the port when both are allowed.
             let dtls_udp = runnable.contains(&Stack::new(Protocol::Udp, Security::Dtls));
             match (has(Protocol::Quic), dtls_udp) {
-                (true, true) => b.quic_and_dtls(*addr)?,
-                (true, false) => b.quic(*addr)?,
+                (true, true) => b.quic_and_dtls(SocketAddr::new(ip, port))?,
+                (true, false) => b.quic(SocketAddr::new(ip, port))?,
                 _ => {}
             }
+            port = b.port_taken(port);
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
                 if runnable.contains(&Stack::plain(p)) {
-                    b.datagrams(*addr, p, lite)?;
+                    b.datagrams(SocketAddr::new(ip, port), p, lite)?;
+                    port = b.port_taken(port);
                 }
                 let shared = p == Protocol::Udp && has(Protocol::Quic);
                 if runnable.contains(&Stack::new(p, Security::Dtls)) && !shared {
-                    b.dtls(*addr, p, lite)?;
+                    b.dtls(SocketAddr::new(ip, port), p, lite)?;
+                    port = b.port_taken(port);
                 }
             }
         }
-        b.finish(plan, rx)
+        Ok((b, rx))
     }
 }
+
+/// How many times [`Listener::start`] sets up a port-0 listener on a new port when the
+/// port its first socket got is taken for another protocol or family.
+const PORT_ZERO_TRIES: usize = 8;
 
 /// Binds one listener after another, collecting their accept tasks, what is bound where
 /// and why anything could not be bound.
@@ -254,6 +289,8 @@ struct Binder {
     direct: Option<DirectTcp>,
     bound: Vec<(Stack, SocketAddr)>,
     missing: Vec<MissingStack>,
+    /// A socket could not be bound because its address was in use.
+    port_in_use: bool,
 }
 
 /// A listener's accept tasks and how they stop. Dropped, it aborts the tasks that own
@@ -315,11 +352,28 @@ impl Drop for AcceptTasks {
 impl Binder {
     /// Records that `stack` could not listen on `addr`.
     fn miss(&mut self, stack: Stack, addr: SocketAddr, reason: impl std::fmt::Display) {
+        let reason = reason.to_string();
+        // EADDRINUSE ("Address in use") and SCTP's own message for its port.
+        self.port_in_use |= reason.contains("in use");
         self.missing.push(MissingStack {
             stack,
             addr,
-            reason: reason.to_string(),
+            reason,
         });
+    }
+
+    /// `port`, or when it is 0 the port of the first socket bound with a port of its
+    /// own (SCTP's listener has none: it is inside the encapsulation port).
+    fn port_taken(&self, port: u16) -> u16 {
+        if port != 0 {
+            return port;
+        }
+        self.bound
+            .iter()
+            .filter(|(stack, _)| stack.protocol != Protocol::Sctp)
+            .map(|(_, at)| at.port())
+            .next()
+            .unwrap_or(0)
     }
 
     /// What an accept task needs: the channel, the slots, the limits.

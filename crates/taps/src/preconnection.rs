@@ -311,6 +311,8 @@ impl Preconnection {
 
     /// Listens on the local endpoint with every stack and family the properties allow,
     /// with the default [`ListenerOptions`] (connection limit, backlog, handshake time).
+    /// With port 0 every stack and family listens on one port, the one the first socket
+    /// got ([`Listener::local_addrs`] says which).
     pub async fn listen(&self) -> Result<Listener, Error> {
         self.listen_with(&ListenerOptions::default()).await
     }
