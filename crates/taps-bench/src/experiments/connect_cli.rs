@@ -1,7 +1,7 @@
 //! The whole-process comparison (issue 14 §1): the `taps` command against a C client on
 //! epoll doing the same work (N TCP flows, 1 byte each, shut down, wait for the
-//! server's close, close), each a process of its own, alternately against the same
-//! server; whole-process CPU (user + system) and peak RSS from `wait4`.
+//! server's close, close), each a process of its own, alternately, each run against a
+//! sink server of its own; whole-process CPU (user + system) and peak RSS from `wait4`.
 
 #![forbid(unsafe_code)]
 
@@ -92,7 +92,7 @@ struct Run {
 }
 
 /// Runs the comparison: for every flow count and repetition, the `taps` command
-/// (`cfg.cli`) then the C client, each against the same raw tokio sink server. A run
+/// (`cfg.cli`) then the C client, each against a raw tokio sink server of its own. A run
 /// that fails, or after which the server did not count exactly N flows accepted, N
 /// closed and N bytes received, fails the phase: the two did not do the same work.
 pub(crate) fn run_connect_cli(
@@ -105,16 +105,13 @@ pub(crate) fn run_connect_cli(
         .clone()
         .ok_or("needs the `taps` command to measure (run it as `taps bench connect-cli`)")?;
     let tools = Tools::build()?;
-    let mut server = Server::start(
-        launcher,
-        ServerSpec {
-            imp: Impl::Raw,
-            mode: ServeMode::Sink,
-            dual: false,
-            listen: Listen::Tcp,
-            secure: None,
-        },
-    )?;
+    let spec = ServerSpec {
+        imp: Impl::Raw,
+        mode: ServeMode::Sink,
+        dual: false,
+        listen: Listen::Tcp,
+        secure: None,
+    };
     let reps = cli_reps(cfg);
     let mut points = Vec::new();
     for n in cli_flows(cfg) {
@@ -123,6 +120,13 @@ pub(crate) fn run_connect_cli(
             for (i, name) in ["taps", "C"].into_iter().enumerate() {
                 let label = format!("connect-cli {n} flows {name} rep {}/{reps}", rep + 1);
                 progress.step(&label);
+                // A server of its own, on a port of its own, for every run: the flows of
+                // earlier runs to one server port leave thousands of TIME_WAIT sockets
+                // with the same addresses and port, and the kernel then searches longer
+                // for a usable local port at every connect, in both programs alike (at
+                // 1,024 flows after the 256-flow runs C's CPU went from ~21 to ~34 ms),
+                // which measured the host's history more than the programs.
+                let mut server = Server::start(launcher, spec.clone())?;
                 let port = server.port.to_string();
                 let (program, args): (&Path, Vec<String>) = if i == 0 {
                     let args = ["connect", "127.0.0.1", &port, "--flows", &n.to_string()]

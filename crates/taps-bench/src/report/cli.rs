@@ -32,7 +32,9 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
          (`crates/taps-bench/c/epoll_client.c`: N non-blocking TCP sockets with \
          TCP_NODELAY connect at once; each writes 1 byte, shuts down its sending side, \
          waits for the server's close and closes), each a process of its own, taps then C \
-         in every repetition, against the same raw tokio sink server. Whole-process CPU \
+         in every repetition, each run against a raw tokio sink server of its own (a fresh \
+         server port: the TIME_WAIT sockets of earlier runs to one port made every connect \
+         search longer for a local port, in both programs). Whole-process CPU \
          (user + system, every thread) and peak RSS (`ru_maxrss`) come from `wait4` in a \
          small C runner (`c/rusage_run.c`: Linux carries a parent's RSS into a child's \
          `ru_maxrss` across exec, so the programs are forked from it rather than from the \
