@@ -354,8 +354,9 @@ impl Binder {
     /// Records that `stack` could not listen on `addr`.
     fn miss(&mut self, stack: Stack, addr: SocketAddr, reason: impl std::fmt::Display) {
         let reason = reason.to_string();
-        // EADDRINUSE ("Address in use") and SCTP's own message for its port.
-        self.port_in_use |= reason.contains("in use");
+        // EADDRINUSE ("Address in use"). Not SCTP's: its socket is the context's UDP
+        // encapsulation port, which a new port for the listener does not change.
+        self.port_in_use |= stack.protocol != Protocol::Sctp && reason.contains("in use");
         self.missing.push(MissingStack {
             stack,
             addr,
