@@ -234,35 +234,32 @@ impl Listener {
             missing: Vec::new(),
             port_in_use: false,
         };
-        // The port every socket takes: `local`'s, or with port 0 the first one bound.
-        let mut port = local.port();
         for (i, ip) in addrs.iter().map(SocketAddr::ip).enumerate() {
+            // Where the next socket binds: `local`'s port, or with port 0 the port the
+            // first socket got.
+            let at = |b: &Binder| SocketAddr::new(ip, b.port_taken(local.port()));
             // One MPTCP listener also accepts plain TCP clients.
             if has(Protocol::Tcp) || has(Protocol::Mptcp) {
-                b.stream(SocketAddr::new(ip, port), has(Protocol::Mptcp))?;
-                port = b.port_taken(port);
+                b.stream(at(&b), has(Protocol::Mptcp))?;
             }
             // One dual-stack SCTP listener (its UDP socket takes IPv4 too).
             if has(Protocol::Sctp) && i == 0 {
-                b.sctp(SocketAddr::new(ip, port));
+                b.sctp(at(&b));
             }
             // QUIC and DTLS over UDP share the port when both are allowed.
             let dtls_udp = runnable.contains(&Stack::new(Protocol::Udp, Security::Dtls));
             match (has(Protocol::Quic), dtls_udp) {
-                (true, true) => b.quic_and_dtls(SocketAddr::new(ip, port))?,
-                (true, false) => b.quic(SocketAddr::new(ip, port))?,
+                (true, true) => b.quic_and_dtls(at(&b))?,
+                (true, false) => b.quic(at(&b))?,
                 _ => {}
             }
-            port = b.port_taken(port);
             for (p, lite) in [(Protocol::Udp, false), (Protocol::UdpLite, true)] {
                 if runnable.contains(&Stack::plain(p)) {
-                    b.datagrams(SocketAddr::new(ip, port), p, lite)?;
-                    port = b.port_taken(port);
+                    b.datagrams(at(&b), p, lite)?;
                 }
                 let shared = p == Protocol::Udp && has(Protocol::Quic);
                 if runnable.contains(&Stack::new(p, Security::Dtls)) && !shared {
-                    b.dtls(SocketAddr::new(ip, port), p, lite)?;
-                    port = b.port_taken(port);
+                    b.dtls(at(&b), p, lite)?;
                 }
             }
         }
