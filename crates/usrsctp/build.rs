@@ -1,6 +1,8 @@
-//! Links Debian's libusrsctp (-lusrsctp) and, when usrsctp's internal headers of exactly the
-//! installed version are available, compiles the multihoming shim `c/multihome.c` and sets
-//! the cfg `usrsctp_multihome`.
+//! Compiles, when usrsctp's internal headers of exactly the installed version are available,
+//! the multihoming shim `c/multihome.c` and sets the cfg `usrsctp_multihome`. Nothing is
+//! linked against libusrsctp: the crate loads Debian's `libusrsctp.so.2` when SCTP is first
+//! used (`src/ffi/library.rs`), so a program that never uses SCTP does not pay for loading
+//! it at start-up, and runs where it is not installed.
 //!
 //! Where the headers come from: `$TAPS_USRSCTP_SRC` (an unpacked usrsctp source tree), else
 //! `${TAPS_CACHE_DIR:-/var/cache/taps}/usrsctp-src-<version>` as `scripts/deps.sh` leaves it,
@@ -14,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    println!("cargo:rustc-link-lib=usrsctp");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=c/multihome.c");
     for v in ["TAPS_USRSCTP_SRC", "TAPS_CACHE_DIR", "TAPS_NO_MULTIHOME"] {

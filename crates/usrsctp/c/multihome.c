@@ -9,7 +9,8 @@
  * is only valid for that build: the Rust side calls taps_mh_add_peer only after comparing
  * taps_mh_loaded_build_id with the build id recorded at compile time (TAPS_MH_BUILD_ID).
  *
- * Every call must hold the crate's process-wide usrsctp lock (one thread inside usrsctp).
+ * Every call must hold the crate's process-wide usrsctp lock (one thread inside usrsctp),
+ * and taps_mh_bind must have succeeded first.
  */
 #include <errno.h>
 #include <string.h>
@@ -24,6 +25,48 @@
 #include <netinet/sctp_output.h>
 #include <netinet/sctp_timer.h>
 #include <user_socketvar.h>
+
+/*
+ * The library's internal functions this file calls, looked up by taps_mh_bind in the handle
+ * the Rust side loaded libusrsctp with (programs load it only when SCTP is first used, so
+ * nothing here may refer to the library at link time). Each name below stands for its
+ * pointer from here on.
+ */
+#define TAPS_MH_FUNCTIONS(X) \
+	X(sctp_find_ifa_by_addr) \
+	X(sctp_add_local_addr_ep) \
+	X(sctp_del_local_addr_restricted) \
+	X(sctp_findnet) \
+	X(sctp_add_remote_addr) \
+	X(sctp_timer_start) \
+	X(sctp_send_hb) \
+	X(sctp_chunk_output)
+#define TAPS_MH_POINTER(f) static __typeof__(f) *taps_mh_p_##f;
+TAPS_MH_FUNCTIONS(TAPS_MH_POINTER)
+#define sctp_find_ifa_by_addr (*taps_mh_p_sctp_find_ifa_by_addr)
+#define sctp_add_local_addr_ep (*taps_mh_p_sctp_add_local_addr_ep)
+#define sctp_del_local_addr_restricted (*taps_mh_p_sctp_del_local_addr_restricted)
+#define sctp_findnet (*taps_mh_p_sctp_findnet)
+#define sctp_add_remote_addr (*taps_mh_p_sctp_add_remote_addr)
+#define sctp_timer_start (*taps_mh_p_sctp_timer_start)
+#define sctp_send_hb (*taps_mh_p_sctp_send_hb)
+#define sctp_chunk_output (*taps_mh_p_sctp_chunk_output)
+
+/*
+ * Looks up the functions above in `handle` (from dlopen of libusrsctp). Returns 0, or -1 when
+ * one is missing (then no other function of this file may be called). Called once, before
+ * any other.
+ */
+int taps_mh_bind(void *handle)
+{
+#define TAPS_MH_LOOKUP(f) \
+	taps_mh_p_##f = (__typeof__(taps_mh_p_##f))dlsym(handle, #f); \
+	if (taps_mh_p_##f == NULL) \
+		return -1;
+	TAPS_MH_FUNCTIONS(TAPS_MH_LOOKUP)
+#undef TAPS_MH_LOOKUP
+	return 0;
+}
 
 /* Most peer paths one association may get through this shim. */
 #define TAPS_MH_MAX_PATHS 8
@@ -165,7 +208,9 @@ int taps_mh_loaded_build_id(unsigned char *out, size_t cap)
 	Dl_info di;
 	struct taps_mh_find f;
 
-	if (dladdr((void *)&sctp_findnet, &di) == 0 || di.dli_fbase == NULL)
+	if (taps_mh_p_sctp_findnet == NULL)
+		return -1;
+	if (dladdr((void *)taps_mh_p_sctp_findnet, &di) == 0 || di.dli_fbase == NULL)
 		return -1;
 	/* dli_fbase is the load address; dl_iterate_phdr reports the load bias, which equals
 	 * it for shared objects linked at address 0 (all of Debian's). */

@@ -62,6 +62,10 @@ pub enum Error {
     /// The call needs a tokio runtime (it spawns tasks) and none is current.
     #[error("no tokio runtime: call from within a tokio runtime")]
     NoRuntime,
+    /// libusrsctp cannot be loaded (it is loaded when SCTP is first used); the text says
+    /// why and what to install.
+    #[error("{0}")]
+    Unavailable(String),
     /// A multihoming call (extra peer paths) cannot work in this build or process; the text
     /// says why and what to do (e.g. "SCTP multihoming needs usrsctp's source headers for
     /// version X; run scripts/deps.sh").

@@ -210,7 +210,7 @@ impl SctpPath {
             sock: send,
             remote: None,
             src: None,
-        });
+        })?;
         let shared = Arc::new(PathShared::default());
         let task = tokio::spawn(path_reader(recv, conn.id, shared.clone(), UdpCount::new()));
         Ok(SctpPath {

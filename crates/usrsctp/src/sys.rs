@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ffi;
 
 /// Locks a mutex, ignoring poisoning (no code path panics while holding our locks, and a
@@ -49,7 +49,8 @@ impl SockWakers {
 }
 
 pub(crate) struct Global {
-    lib: ffi::Usrsctp,
+    /// The initialised library, or why it could not be loaded.
+    lib: std::result::Result<ffi::Usrsctp, String>,
     routes: Mutex<HashMap<usize, Route>>,
     wakers: RwLock<HashMap<usize, Arc<SockWakers>>>,
     next_id: AtomicUsize,
@@ -101,6 +102,11 @@ pub(crate) fn global() -> &'static Global {
 }
 
 impl Global {
+    /// The initialised library; [`Error::Unavailable`] when it could not be loaded.
+    pub(crate) fn lib(&self) -> Result<ffi::Usrsctp> {
+        self.lib.clone().map_err(Error::Unavailable)
+    }
+
     pub(crate) fn next_id(&self) -> usize {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -138,7 +144,9 @@ impl Global {
                 .min(u128::from(u32::MAX)) as u32;
             if ms > 0 {
                 last += Duration::from_millis(u64::from(ms));
-                self.lib.handle_timers(ms);
+                if let Ok(lib) = self.lib {
+                    lib.handle_timers(ms);
+                }
             }
             if self.live() == 0 {
                 let since = *idle_since.get_or_insert(now);
@@ -285,15 +293,16 @@ pub(crate) struct ConnAddr {
 }
 
 impl ConnAddr {
-    pub(crate) fn register(route: Route) -> ConnAddr {
+    pub(crate) fn register(route: Route) -> Result<ConnAddr> {
         let g = global();
+        let lib = g.lib()?;
         let id = g.next_id();
         lock(&g.routes).insert(id, route);
         g.live_addrs.fetch_add(1, Ordering::SeqCst);
         g.kick_timer();
         // Called without holding the routing or upcall table locks.
-        g.lib.register_address(id);
-        ConnAddr { id }
+        lib.register_address(id);
+        Ok(ConnAddr { id })
     }
 
     /// Changes the source address replies to this conn address are sent from.
@@ -307,8 +316,11 @@ impl ConnAddr {
 impl Drop for ConnAddr {
     fn drop(&mut self) {
         let g = global();
-        // Neither the routing nor the upcall table lock is held.
-        g.lib.deregister_address(self.id);
+        // Neither the routing nor the upcall table lock is held. (A registered address
+        // means the library is loaded.)
+        if let Ok(lib) = g.lib {
+            lib.deregister_address(self.id);
+        }
         lock(&g.routes).remove(&self.id);
         g.live_addrs.fetch_sub(1, Ordering::SeqCst);
     }
@@ -316,7 +328,9 @@ impl Drop for ConnAddr {
 
 /// Feeds one received SCTP packet (UDP payload) to usrsctp as coming from conn address `id`.
 pub(crate) fn conninput(id: usize, pkt: &[u8]) {
-    global().lib.conninput(id, pkt);
+    if let Ok(lib) = global().lib {
+        lib.conninput(id, pkt);
+    }
 }
 
 /// One usrsctp socket ([`ffi::Socket`], whose calls it derefs to) with its wakers, counted in
@@ -339,7 +353,8 @@ impl Sock {
     /// Creates an AF_CONN one-to-one socket, non-blocking, with our upcall.
     pub(crate) fn new_stream() -> Result<Arc<Sock>> {
         let g = global();
-        Sock::register(g, |id| ffi::Socket::stream(g.lib, id))
+        let lib = g.lib()?;
+        Sock::register(g, |id| ffi::Socket::stream(lib, id))
     }
 
     /// Takes ownership of a socket from `accept`.

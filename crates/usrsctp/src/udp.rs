@@ -251,7 +251,7 @@ impl ClientLink {
             sock: send.clone(),
             remote: None,
             src: None,
-        });
+        })?;
         Ok((
             ClientLink {
                 addr,
@@ -605,11 +605,13 @@ fn lookup_or_create(
     } else {
         None
     };
+    // A listener's socket exists, so the library is loaded: this cannot fail.
     let addr = ConnAddr::register(Route {
         sock: send.clone(),
         remote: Some(from),
         src: dst,
-    });
+    })
+    .ok()?;
     let id = addr.id;
     t.by_id.insert(id, from);
     t.by_addr.insert(

@@ -3,6 +3,8 @@
 //! the layout tests at the bottom pin the sizes and offsets checked against the header.
 #![allow(non_camel_case_types, dead_code)]
 
+use std::sync::OnceLock;
+
 use libc::{c_char, c_int, c_void, size_t, sockaddr, socklen_t, ssize_t};
 
 /// `typedef uint32_t sctp_assoc_t;`
@@ -261,13 +263,126 @@ pub(super) type ReceiveCb = unsafe extern "C" fn(
 pub(super) type SendCb =
     unsafe extern "C" fn(so: *mut socket, sb_free: u32, ulp: *mut c_void) -> c_int;
 
-extern "C" {
-    pub(super) fn usrsctp_init_nothreads(
+/// What an entry point returns when the library is not loaded: what a failed call returns
+/// (-1, a null socket, 0), so a call can never reach a missing function. Unreachable in
+/// practice (every call needs a [`super::Usrsctp`], which exists only once the library is
+/// loaded); it keeps the wrappers total without a panic path.
+pub(super) trait NotLoaded {
+    /// The failure value.
+    fn not_loaded() -> Self;
+}
+impl NotLoaded for () {
+    fn not_loaded() {}
+}
+impl NotLoaded for c_int {
+    fn not_loaded() -> c_int {
+        -1
+    }
+}
+impl NotLoaded for ssize_t {
+    fn not_loaded() -> ssize_t {
+        -1
+    }
+}
+impl NotLoaded for u32 {
+    fn not_loaded() -> u32 {
+        0
+    }
+}
+impl NotLoaded for *mut socket {
+    fn not_loaded() -> *mut socket {
+        std::ptr::null_mut()
+    }
+}
+
+/// libusrsctp once loaded (by `library::load`, once per process), or why it could not be.
+pub(super) static LOADED: OnceLock<Result<Loaded, String>> = OnceLock::new();
+
+/// The loaded library.
+pub(super) struct Loaded {
+    /// Its entry points.
+    pub(super) api: Api,
+    /// Its `dlopen` handle (never closed), as an integer so that it can be shared.
+    pub(super) handle: usize,
+}
+
+/// The entry points, if the library is loaded (one atomic load).
+pub(super) fn api() -> Option<&'static Api> {
+    Some(&LOADED.get()?.as_ref().ok()?.api)
+}
+
+/// The library's `dlopen` handle, if it is loaded.
+pub(super) fn handle() -> Option<*mut c_void> {
+    Some(LOADED.get()?.as_ref().ok()?.handle as *mut c_void)
+}
+
+/// Declares the library's entry points: a table of function pointers filled by
+/// [`Api::lookup`] from the loaded library, and for each entry point an `unsafe fn` of the
+/// same name and signature that calls through the table (one load of a pointer more than a
+/// direct call).
+macro_rules! usrsctp_api {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*) => {
+        /// libusrsctp's entry points, looked up once when it is loaded.
+        pub(super) struct Api {
+            $($name: unsafe extern "C" fn($($ty),*) $(-> $ret)?,)*
+        }
+
+        impl Api {
+            /// Looks every entry point up in `handle` (from `dlopen`); the error names the
+            /// first one missing.
+            ///
+            /// # Safety
+            /// `handle` is a live handle of a library that has these functions with these
+            /// signatures (libusrsctp 0.9.5's `usrsctp.h`).
+            pub(super) unsafe fn lookup(handle: *mut c_void) -> Result<Api, &'static str> {
+                Ok(Api {
+                    $($name: {
+                        let name = concat!(stringify!($name), "\0");
+                        // SAFETY: `handle` is live (the caller's contract); the name is a
+                        // NUL-terminated string.
+                        let f = unsafe { libc::dlsym(handle, name.as_ptr().cast()) };
+                        if f.is_null() {
+                            return Err(stringify!($name));
+                        }
+                        // SAFETY: the symbol is the function of that name, whose C signature
+                        // is the one declared here (the caller's contract).
+                        unsafe {
+                            std::mem::transmute::<
+                                *mut c_void,
+                                unsafe extern "C" fn($($ty),*) $(-> $ret)?,
+                            >(f)
+                        }
+                    },)*
+                })
+            }
+        }
+
+        $(
+            /// Calls libusrsctp's function of the same name (see `usrsctp.h`); returns the
+            /// failure value of [`NotLoaded`] if the library is not loaded.
+            ///
+            /// # Safety
+            /// As for the C function.
+            #[allow(clippy::too_many_arguments)] // the C function's
+            pub(super) unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+                match api() {
+                    // SAFETY: the pointer is the library's function of this signature
+                    // (`Api::lookup`); the caller upholds the C function's contract.
+                    Some(api) => unsafe { (api.$name)($($arg),*) },
+                    None => NotLoaded::not_loaded(),
+                }
+            }
+        )*
+    };
+}
+
+usrsctp_api! {
+    fn usrsctp_init_nothreads(
         port: u16,
         conn_output: Option<ConnOutput>,
         debug_printf: Option<DebugPrintf>,
     );
-    pub(super) fn usrsctp_socket(
+    fn usrsctp_socket(
         domain: c_int,
         type_: c_int,
         protocol: c_int,
@@ -276,21 +391,21 @@ extern "C" {
         sb_threshold: u32,
         ulp_info: *mut c_void,
     ) -> *mut socket;
-    pub(super) fn usrsctp_setsockopt(
+    fn usrsctp_setsockopt(
         so: *mut socket,
         level: c_int,
         option_name: c_int,
         option_value: *const c_void,
         option_len: socklen_t,
     ) -> c_int;
-    pub(super) fn usrsctp_getsockopt(
+    fn usrsctp_getsockopt(
         so: *mut socket,
         level: c_int,
         option_name: c_int,
         option_value: *mut c_void,
         option_len: *mut socklen_t,
     ) -> c_int;
-    pub(super) fn usrsctp_sendv(
+    fn usrsctp_sendv(
         so: *mut socket,
         data: *const c_void,
         len: size_t,
@@ -301,7 +416,7 @@ extern "C" {
         infotype: u32,
         flags: c_int,
     ) -> ssize_t;
-    pub(super) fn usrsctp_recvv(
+    fn usrsctp_recvv(
         so: *mut socket,
         dbuf: *mut c_void,
         len: size_t,
@@ -312,55 +427,39 @@ extern "C" {
         infotype: *mut u32,
         msg_flags: *mut c_int,
     ) -> ssize_t;
-    pub(super) fn usrsctp_getpaddrs(
-        so: *mut socket,
-        id: sctp_assoc_t,
-        raddrs: *mut *mut sockaddr,
-    ) -> c_int;
-    pub(super) fn usrsctp_freepaddrs(addrs: *mut sockaddr);
-    pub(super) fn usrsctp_bind(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
-    pub(super) fn usrsctp_listen(so: *mut socket, backlog: c_int) -> c_int;
-    pub(super) fn usrsctp_accept(
-        so: *mut socket,
-        aname: *mut sockaddr,
-        anamelen: *mut socklen_t,
-    ) -> *mut socket;
-    pub(super) fn usrsctp_connect(
-        so: *mut socket,
-        name: *mut sockaddr,
-        namelen: socklen_t,
-    ) -> c_int;
-    pub(super) fn usrsctp_close(so: *mut socket);
-    pub(super) fn usrsctp_shutdown(so: *mut socket, how: c_int) -> c_int;
-    pub(super) fn usrsctp_conninput(
-        addr: *mut c_void,
-        buffer: *const c_void,
-        length: size_t,
-        ecn_bits: u8,
-    );
-    pub(super) fn usrsctp_set_non_blocking(so: *mut socket, onoff: c_int) -> c_int;
-    pub(super) fn usrsctp_register_address(addr: *mut c_void);
-    pub(super) fn usrsctp_deregister_address(addr: *mut c_void);
-    pub(super) fn usrsctp_set_upcall(
-        so: *mut socket,
-        upcall: Option<Upcall>,
-        arg: *mut c_void,
-    ) -> c_int;
-    pub(super) fn usrsctp_handle_timers(elapsed_milliseconds: u32);
+    fn usrsctp_getpaddrs(so: *mut socket, id: sctp_assoc_t, raddrs: *mut *mut sockaddr) -> c_int;
+    fn usrsctp_freepaddrs(addrs: *mut sockaddr);
+    fn usrsctp_bind(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
+    fn usrsctp_listen(so: *mut socket, backlog: c_int) -> c_int;
+    fn usrsctp_accept(so: *mut socket, aname: *mut sockaddr, anamelen: *mut socklen_t) -> *mut socket;
+    fn usrsctp_connect(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
+    fn usrsctp_close(so: *mut socket);
+    fn usrsctp_shutdown(so: *mut socket, how: c_int) -> c_int;
+    fn usrsctp_conninput(addr: *mut c_void, buffer: *const c_void, length: size_t, ecn_bits: u8);
+    fn usrsctp_set_non_blocking(so: *mut socket, onoff: c_int) -> c_int;
+    fn usrsctp_register_address(addr: *mut c_void);
+    fn usrsctp_deregister_address(addr: *mut c_void);
+    fn usrsctp_set_upcall(so: *mut socket, upcall: Option<Upcall>, arg: *mut c_void) -> c_int;
+    fn usrsctp_handle_timers(elapsed_milliseconds: u32);
 
-    pub(super) fn usrsctp_sysctl_set_sctp_sendspace(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_get_sctp_sendspace() -> u32;
-    pub(super) fn usrsctp_sysctl_set_sctp_recvspace(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_get_sctp_recvspace() -> u32;
-    pub(super) fn usrsctp_sysctl_set_sctp_rto_min_default(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_rto_initial_default(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_default_cc_module(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_initial_cwnd(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_max_burst_default(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_fr_max_burst_default(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_delayed_sack_time_default(value: u32) -> c_int;
-    pub(super) fn usrsctp_sysctl_set_sctp_sack_freq_default(value: u32) -> c_int;
-    pub(super) fn usrsctp_enable_crc32c_offload();
+    fn usrsctp_sysctl_set_sctp_sendspace(value: u32) -> c_int;
+    fn usrsctp_sysctl_get_sctp_sendspace() -> u32;
+    fn usrsctp_sysctl_set_sctp_recvspace(value: u32) -> c_int;
+    fn usrsctp_sysctl_get_sctp_recvspace() -> u32;
+    fn usrsctp_sysctl_set_sctp_rto_min_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_rto_initial_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_default_cc_module(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_initial_cwnd(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_max_burst_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_fr_max_burst_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_delayed_sack_time_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_sack_freq_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_cmt_on_off(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_cmt_use_dac(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_buffer_splitting(value: u32) -> c_int;
+    fn usrsctp_sysctl_get_sctp_cmt_on_off() -> u32;
+    fn usrsctp_sysctl_set_sctp_peer_chunk_oh(value: u32) -> c_int;
+    fn usrsctp_enable_crc32c_offload();
 }
 
 #[cfg(test)]

@@ -65,14 +65,6 @@ unsafe impl Plain for sctp_paddrthlds {}
 // SAFETY: integers and a `sockaddr_storage`.
 unsafe impl Plain for raw::sctp_paddrinfo {}
 
-extern "C" {
-    fn usrsctp_sysctl_set_sctp_cmt_on_off(value: u32) -> c_int;
-    fn usrsctp_sysctl_set_sctp_cmt_use_dac(value: u32) -> c_int;
-    fn usrsctp_sysctl_set_sctp_buffer_splitting(value: u32) -> c_int;
-    fn usrsctp_sysctl_get_sctp_cmt_on_off() -> u32;
-    fn usrsctp_sysctl_set_sctp_peer_chunk_oh(value: u32) -> c_int;
-}
-
 /// Sets the sysctl `sctp_peer_chunk_oh`: bytes charged against the peer's receive window
 /// per chunk in flight (usrsctp's default 256). Process-wide; one call under the usrsctp
 /// lock. Fails if usrsctp is not initialised yet.
@@ -84,7 +76,7 @@ pub(crate) fn set_peer_chunk_oh(value: u32) -> Result<()> {
     }
     // SAFETY: a plain setter of a global tunable (range-checked by usrsctp), valid after
     // init; under the usrsctp lock.
-    let rc = serial(|| unsafe { usrsctp_sysctl_set_sctp_peer_chunk_oh(value) });
+    let rc = serial(|| unsafe { raw::usrsctp_sysctl_set_sctp_peer_chunk_oh(value) });
     if rc != 0 {
         return Err(Error::Sys {
             op: "usrsctp_sysctl_set_sctp_peer_chunk_oh",
@@ -101,11 +93,14 @@ pub(crate) fn cmt_sysctl_on() -> bool {
         return false;
     }
     // SAFETY: a plain getter of a global tunable, valid after init; under the usrsctp lock.
-    serial(|| unsafe { usrsctp_sysctl_get_sctp_cmt_on_off() }) != 0
+    serial(|| unsafe { raw::usrsctp_sysctl_get_sctp_cmt_on_off() }) != 0
 }
 
 #[cfg(usrsctp_multihome)]
 extern "C" {
+    /// c/multihome.c: looks up the library's internal functions the shim calls in `handle`;
+    /// 0, or -1 when one is missing.
+    fn taps_mh_bind(handle: *mut c_void) -> c_int;
     /// c/multihome.c: adds AF_CONN peer `conn` to the association of `so`; 0 or an errno.
     fn taps_mh_add_peer(so: *mut raw::socket, conn: *mut c_void) -> c_int;
     /// c/multihome.c: the loaded libusrsctp's GNU build id; its length or -1.
@@ -154,6 +149,18 @@ fn check_library() -> std::result::Result<(), String> {
 #[cfg(usrsctp_multihome)]
 fn check_library() -> std::result::Result<(), String> {
     let _ = UNAVAILABLE;
+    let Some(handle) = raw::handle() else {
+        return Err("usrsctp is not loaded yet (call SctpStack::global first)".into());
+    };
+    // SAFETY: `handle` is the live handle of the loaded libusrsctp (never closed); the shim
+    // only looks symbols up in it and keeps the pointers. Called once (`multihome_ready`).
+    if unsafe { taps_mh_bind(handle) } != 0 {
+        return Err(format!(
+            "SCTP multihoming disabled: the loaded libusrsctp lacks the internal functions \
+             the shim was compiled for (usrsctp {BUILT_VERSION}); run scripts/deps.sh and \
+             rebuild"
+        ));
+    }
     let want = env!("TAPS_MH_BUILD_ID");
     let mut id = [0u8; 64];
     // SAFETY: `id` is a writable buffer of the given size; the function only reads the
@@ -341,9 +348,9 @@ pub(crate) fn set_cmt_sysctls(cmt_on_off: u32, use_dac: bool, buffer_splitting: 
         // init; under the usrsctp lock.
         unsafe {
             [
-                usrsctp_sysctl_set_sctp_cmt_on_off(cmt_on_off),
-                usrsctp_sysctl_set_sctp_cmt_use_dac(u32::from(use_dac)),
-                usrsctp_sysctl_set_sctp_buffer_splitting(buffer_splitting),
+                raw::usrsctp_sysctl_set_sctp_cmt_on_off(cmt_on_off),
+                raw::usrsctp_sysctl_set_sctp_cmt_use_dac(u32::from(use_dac)),
+                raw::usrsctp_sysctl_set_sctp_buffer_splitting(buffer_splitting),
             ]
         }
     });
