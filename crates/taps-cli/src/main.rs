@@ -5,6 +5,7 @@ mod common;
 mod logs;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
@@ -23,15 +24,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Rank the candidates for a remote endpoint and say why, without connecting.
-    Candidates(cmd::candidates::Args),
+    Candidates(Deferred<cmd::candidates::Args>),
     /// Race a connection (or N flows) to a remote endpoint; optionally send data.
-    Connect(cmd::connect::Args),
+    Connect(Deferred<cmd::connect::Args>),
     /// Listen on every allowed protocol and family; echo or discard.
-    Listen(cmd::listen::Args),
+    Listen(Deferred<cmd::listen::Args>),
     /// Benchmark taps against raw tokio sockets: connect, transfer, he, http, all.
-    Bench(cmd::bench::Args),
+    Bench(Deferred<cmd::bench::Args>),
     /// Run the host-wide policy manager: one CIB for every taps program of this user.
-    Pm(cmd::pm::Args),
+    Pm(Deferred<cmd::pm::Args>),
     /// Print a shell completion script: `taps completions bash > /etc/bash_completion.d/taps`.
     Completions {
         /// The shell to complete for.
@@ -46,6 +47,73 @@ enum Command {
     },
 }
 
+/// A subcommand's arguments, added to the parser only when that subcommand is the one
+/// parsed (clap's `Command::defer`). Built eagerly, every subcommand's arguments cost each
+/// start of `taps` ~0.15 M instructions, most of them for subcommands that were not run.
+struct Deferred<T>(T);
+
+/// Whether [`Deferred`] adds its arguments at once: for a completion script or a man page,
+/// which walk the whole tree (clap mirrors the subcommands into `help`'s before deferred
+/// parts are built).
+static EAGER: AtomicBool = AtomicBool::new(false);
+
+/// `augment` applied to `cmd`, keeping the about text the subcommand's variant gave it (the
+/// arguments' own doc comment would replace it, being applied after).
+fn keeping_about(cmd: clap::Command, augment: fn(clap::Command) -> clap::Command) -> clap::Command {
+    let about = cmd.get_about().cloned();
+    let long_about = cmd.get_long_about().cloned();
+    let mut cmd = augment(cmd);
+    if let Some(a) = about {
+        cmd = cmd.about(a);
+    }
+    if let Some(a) = long_about {
+        cmd = cmd.long_about(a);
+    }
+    cmd
+}
+
+impl<T: clap::Args> clap::Args for Deferred<T> {
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        if EAGER.load(Ordering::Relaxed) {
+            return T::augment_args(cmd);
+        }
+        cmd.defer(|cmd| keeping_about(cmd, T::augment_args))
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        if EAGER.load(Ordering::Relaxed) {
+            return T::augment_args_for_update(cmd);
+        }
+        cmd.defer(|cmd| keeping_about(cmd, T::augment_args_for_update))
+    }
+}
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+    fn update_from_arg_matches_mut(
+        &mut self,
+        matches: &mut clap::ArgMatches,
+    ) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
+}
+
+/// The whole command tree, every subcommand's arguments built (see [`EAGER`]).
+fn full_command() -> clap::Command {
+    EAGER.store(true, Ordering::Relaxed);
+    Cli::command()
+}
+
 fn main() -> ExitCode {
     // Output piped into `head` and closed early ends the process quietly, like other Unix
     // tools, instead of a panic in println!. Sockets are unaffected: Rust's socket writes
@@ -57,8 +125,8 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
-        Command::Completions { shell } => return cmd::docs::completions(shell, Cli::command()),
-        Command::Man { dir } => return cmd::docs::man(Cli::command(), dir.as_deref()),
+        Command::Completions { shell } => return cmd::docs::completions(shell, full_command()),
+        Command::Man { dir } => return cmd::docs::man(full_command(), dir.as_deref()),
         _ => {}
     }
     if let Err(e) = logs::init(cli.verbose) {
@@ -92,11 +160,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         tokio::spawn(async move {
             match cli.command {
-                Command::Candidates(args) => cmd::candidates::run(args).await,
-                Command::Connect(args) => cmd::connect::run(args).await,
-                Command::Listen(args) => cmd::listen::run(args).await,
-                Command::Bench(args) => cmd::bench::run(args).await,
-                Command::Pm(args) => cmd::pm::run(args).await,
+                Command::Candidates(Deferred(args)) => cmd::candidates::run(args).await,
+                Command::Connect(Deferred(args)) => cmd::connect::run(args).await,
+                Command::Listen(Deferred(args)) => cmd::listen::run(args).await,
+                Command::Bench(Deferred(args)) => cmd::bench::run(args).await,
+                Command::Pm(Deferred(args)) => cmd::pm::run(args).await,
                 Command::Completions { .. } | Command::Man { .. } => Ok(()),
             }
         })
@@ -112,5 +180,41 @@ fn main() -> ExitCode {
             eprintln!("taps: error: the command failed: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `taps ARGS` prints for a help or usage error, from `cmd`.
+    fn rendered(cmd: clap::Command, args: &[&str]) -> String {
+        let argv = std::iter::once("taps").chain(args.iter().copied());
+        match cmd.try_get_matches_from(argv) {
+            Ok(_) => String::from("(parsed)"),
+            Err(e) => e.render().to_string(),
+        }
+    }
+
+    #[test]
+    fn deferred_subcommands_read_as_built_at_once() {
+        let cases: &[&[&str]] = &[
+            &["--help"],
+            &["connect", "--help"],
+            &["connect", "--flws", "2", "h", "1"],
+            &["candidates", "--help"],
+            &["listen", "--help"],
+            &["bench", "--help"],
+            &["bench", "connect-cli", "--help"],
+            &["pm", "--help"],
+            &["help", "bench", "all"],
+        ];
+        // Deferred first (EAGER only ever turns on, in this one test).
+        let deferred: Vec<String> = cases.iter().map(|a| rendered(Cli::command(), a)).collect();
+        let eager: Vec<String> = cases.iter().map(|a| rendered(full_command(), a)).collect();
+        for ((args, d), e) in cases.iter().zip(&deferred).zip(&eager) {
+            assert_eq!(d, e, "taps {}", args.join(" "));
+        }
+        full_command().debug_assert();
     }
 }
