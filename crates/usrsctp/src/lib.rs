@@ -20,8 +20,10 @@
 //! drop the replies. A socket bound to a specific address uses plain `recv_from`/`send_to`.
 //!
 //! # Loading
-//! Nothing links against libusrsctp: the first use of SCTP in a process (a connect or a
-//! listen) loads Debian's `libusrsctp.so.2` with `dlopen` and looks its functions up, so a
+//! Nothing links against libusrsctp: the first use of the stack in a process
+//! ([`SctpStack::global`], which every connect and listen goes through; not
+//! [`SctpStack::stats`]) loads Debian's `libusrsctp.so.2` with `dlopen` and looks its
+//! functions up, so a
 //! program that never uses SCTP does not load it at start-up (0.3 M instructions of the
 //! dynamic linker, 0.5 MB of RSS) and runs where it is not installed. Where it cannot be
 //! loaded every call that needs it returns [`Error::Unavailable`], naming the file and what

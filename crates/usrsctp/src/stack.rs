@@ -7,7 +7,7 @@ use crate::assoc::{AssocInner, AssocShared, Connecting, Link, Progress};
 use crate::error::{Error, Result};
 use crate::listener::SctpListener;
 use crate::options::SctpOptions;
-use crate::sys::{global, would_block, Sock};
+use crate::sys::{global, started, would_block, Sock};
 use crate::udp::ClientLink;
 
 /// Counts of what the stack holds, for leak checks. Plain integers.
@@ -34,8 +34,10 @@ fn require_runtime() -> Result<()> {
 }
 
 impl SctpStack {
-    /// Returns the process-wide stack, initialising usrsctp on first use (once per process;
-    /// the timer thread starts with the first socket). Later calls: one atomic load.
+    /// Returns the process-wide stack, loading and initialising usrsctp on first use (once
+    /// per process; a library that cannot be loaded makes connect and listen fail with
+    /// [`Error::Unavailable`]; the timer thread starts with the first socket). Later calls:
+    /// one atomic load.
     pub fn global() -> SctpStack {
         let _ = global();
         SctpStack { _private: () }
@@ -101,9 +103,12 @@ impl SctpStack {
         s.sctp_sockets + s.conn_addrs + s.udp_sockets
     }
 
-    /// What the stack currently holds. Three atomic loads.
+    /// What the stack currently holds. Three atomic loads (all zero, and nothing loaded,
+    /// before the first connect or listen).
     pub fn stats(&self) -> StackStats {
-        let g = global();
+        let Some(g) = started() else {
+            return StackStats::default();
+        };
         StackStats {
             sctp_sockets: g.live_socks.load(Ordering::SeqCst),
             conn_addrs: g.live_addrs.load(Ordering::SeqCst),

@@ -81,6 +81,12 @@ fn tuning() -> ffi::Tuning {
     }
 }
 
+/// The process-wide state if something already made it (no library loading): what the
+/// counters read.
+pub(crate) fn started() -> Option<&'static Global> {
+    GLOBAL.get()
+}
+
 pub(crate) fn global() -> &'static Global {
     GLOBAL.get_or_init(|| Global {
         lib: ffi::Usrsctp::init(
