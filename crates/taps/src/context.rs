@@ -38,6 +38,9 @@ struct Inner {
     /// The host's policy manager, when one answered at build.
     pm: Option<PmClient>,
     availability: Availability,
+    /// `availability` with SCTP's library checked (loaded): made by the first plan
+    /// that would run SCTP.
+    availability_sctp_checked: std::sync::OnceLock<Availability>,
     sctp_udp_port: u16,
     flow_mapping: bool,
     flows: FlowMap,
@@ -199,6 +202,7 @@ impl ContextBuilder {
             cib_file: self.cib_file,
             pm,
             availability: availability(),
+            availability_sctp_checked: std::sync::OnceLock::new(),
             sctp_udp_port: self.sctp_udp_port.unwrap_or(usrsctp::DEFAULT_UDP_PORT),
             flow_mapping: !self.no_flow_mapping,
             flows: FlowMap::default(),
@@ -308,9 +312,30 @@ impl Context {
         self.inner.quic.open_connections()
     }
 
-    /// Which stacks this build can run.
+    /// Which stacks this build can run. SCTP is listed as available here without its
+    /// library being loaded; see [`Context::availability_checked`].
     pub fn availability(&self) -> &Availability {
         &self.inner.availability
+    }
+
+    /// Which stacks this process can run: [`Context::availability`], with SCTP marked
+    /// unavailable when libusrsctp cannot be loaded. Loads libusrsctp on the first call
+    /// in the process (~0.3 M instructions; what SCTP's first use would cost anyway);
+    /// later calls of this context: one atomic load. Used by every plan that would run
+    /// SCTP, so such a plan neither offers nor races a stack that cannot start.
+    pub fn availability_checked(&self) -> &Availability {
+        self.inner.availability_sctp_checked.get_or_init(|| {
+            match usrsctp::SctpStack::global().availability() {
+                Ok(()) => self.inner.availability.clone(),
+                Err(e) => {
+                    tracing::debug!("SCTP unavailable: {e}");
+                    self.inner.availability.clone().without(
+                        Stack::plain(Protocol::Sctp),
+                        "libusrsctp cannot be loaded (install libusrsctp2, or name the library in TAPS_USRSCTP_LIB)",
+                    )
+                }
+            }
+        })
     }
 
     /// Learns what a race found out: into this context's CIB at once, and to the

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use taps_core::candidates::{Gathered, Plan, Unsatisfiable};
+use taps_core::candidates::{Gathered, Plan, Stack, Unsatisfiable};
 use taps_core::properties::Properties;
 use taps_core::Family;
 
@@ -145,8 +145,28 @@ impl Preconnection {
     pub fn plan(&self) -> Result<Arc<Plan>, Error> {
         self.plan
             .get_or_init(|| {
-                Plan::new(&self.props, self.ctx.pib().clone(), self.ctx.availability())
-                    .map(Arc::new)
+                let plan = Plan::new(&self.props, self.ctx.pib().clone(), self.ctx.availability())?;
+                // SCTP's library is loaded on first use: a plan that would run SCTP finds
+                // out now whether it can, and is made again without it if not.
+                let runs_sctp = plan
+                    .stacks()
+                    .iter()
+                    .any(|s| s.unavailable.is_none() && s.stack == Stack::plain(Protocol::Sctp));
+                if runs_sctp
+                    && self
+                        .ctx
+                        .availability_checked()
+                        .reason(Stack::plain(Protocol::Sctp))
+                        .is_some()
+                {
+                    return Plan::new(
+                        &self.props,
+                        self.ctx.pib().clone(),
+                        self.ctx.availability_checked(),
+                    )
+                    .map(Arc::new);
+                }
+                Ok(Arc::new(plan))
             })
             .clone()
             .map_err(Error::from)

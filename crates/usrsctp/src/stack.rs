@@ -43,6 +43,14 @@ impl SctpStack {
         SctpStack { _private: () }
     }
 
+    /// Whether the stack can run: `Ok` once libusrsctp is loaded and initialised,
+    /// [`Error::Unavailable`] (saying which library could not be loaded and why) when it
+    /// cannot be. Loads the library on first call, as [`SctpStack::global`] does; later
+    /// calls: one atomic load and a clone of the error.
+    pub fn availability(&self) -> Result<()> {
+        global().lib().map(|_| ())
+    }
+
     /// Starts an association to the SCTP endpoint on `sctp_port` behind the UDP
     /// encapsulation address `remote`. Binds a fresh UDP socket (ephemeral port, connected
     /// to `remote`), registers a conn address, creates a usrsctp socket and sends INIT.

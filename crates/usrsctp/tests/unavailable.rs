@@ -14,6 +14,10 @@ async fn a_missing_library_is_an_error_that_says_what_to_install() {
     // The only test of this process, so no other thread reads the environment meanwhile.
     std::env::set_var("TAPS_USRSCTP_LIB", missing);
     let stack = SctpStack::global();
+    let Err(Error::Unavailable(why)) = stack.availability() else {
+        panic!("the stack must say it is unavailable");
+    };
+    assert!(why.contains(missing), "{why}");
     let opts = SctpOptions::default();
 
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
