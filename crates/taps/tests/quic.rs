@@ -347,3 +347,63 @@ async fn quic_gives_up_after_conn_timeout_when_the_path_dies() {
         "gave up only after {waited:?}"
     );
 }
+
+/// A QUIC connection dropped with data still queued delivers it (the stream lingers
+/// until the peer acknowledged it); one dropped after everything was acknowledged ends
+/// at once. Both leave no connection open.
+#[tokio::test]
+async fn a_dropped_quic_connection_delivers_what_it_queued() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BYTES: usize = 4 << 20;
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let props = TransportProperties::for_listener()
+        .require(Name::Security)
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .compile()
+        .unwrap();
+    let mut listener = Preconnection::new(&ctx, props)
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
+        .listen()
+        .await
+        .unwrap();
+    let server = tokio::spawn(async move {
+        let mut counts = Vec::new();
+        for _ in 0..2 {
+            let mut conn = listener.accept().await.unwrap().unwrap();
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).await.unwrap();
+            assert!(got.iter().all(|&b| b == 7));
+            counts.push(got.len());
+        }
+        counts
+    });
+    let client = secure().protocols(taps::Preference::Require, [Protocol::Quic]);
+    let pre = Preconnection::new(&ctx, client.compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(trusting(&pki));
+    // Written and dropped at once: most of it is still queued in the stream.
+    let mut conn = pre.initiate().await.unwrap();
+    conn.write_all(&vec![7u8; BYTES]).await.unwrap();
+    drop(conn);
+    // A small write, acknowledged before the drop.
+    let mut conn = pre.initiate().await.unwrap();
+    conn.write_all(&[7u8; 10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(conn);
+    let counts = tokio::time::timeout(Duration::from_secs(20), server)
+        .await
+        .expect("the server read both streams to their ends")
+        .unwrap();
+    assert_eq!(counts, vec![BYTES, 10]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while ctx.open_quic_connections() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "QUIC connections left open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -8,6 +8,7 @@
 //! its streams is done. QUIC makes a stream known to the peer only when data crosses it,
 //! so a listener hands out each accepted stream when the client first sends on it.
 
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
@@ -345,18 +346,25 @@ impl Drop for QuicStream {
     /// Like a TCP socket closed with data still queued: the stream is finished and the
     /// connection kept (in a task) until the peer acknowledged everything, or for
     /// [`LINGER`] at most; then this stream's hold on the connection ends (the last one
-    /// closes it). Closing at once would discard what was queued.
+    /// closes it). Closing at once would discard what was queued. When the peer has
+    /// acknowledged everything already (the usual end of a request and its answer), it
+    /// ends at once: no task, timer or wake-up (one look at the stream's state).
     fn drop(&mut self) {
         let Some(mut send) = self.send.take() else {
             return;
         };
+        // Finished already if the application closed gracefully.
+        let _ = send.finish();
+        let mut stopped = std::pin::pin!(send.stopped());
+        let mut look = Context::from_waker(std::task::Waker::noop());
+        if stopped.as_mut().poll(&mut look).is_ready() {
+            return;
+        }
         let shared = self.shared.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            // Finished already if the application closed gracefully.
-            let _ = send.finish();
             let _ = tokio::time::timeout(LINGER, send.stopped()).await;
             drop(shared);
         });
