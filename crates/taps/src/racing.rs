@@ -94,8 +94,8 @@ static RACE_IDS: AtomicU64 = AtomicU64::new(1);
 /// a subscriber listens (the span's fields are built only then).
 ///
 /// Not an `async fn`: the driver is built here and moved once into the returned future,
-/// which holds it, the span and `drive`'s state (an `async fn` would also keep its
-/// arguments and every moved-from local beside them: 2.5 KB instead of 1.7 KB).
+/// which holds it (boxed), the span and `drive`'s state (an `async fn` would also keep
+/// its arguments and every moved-from local beside them).
 pub(crate) fn race<'a>(input: RaceInput<'a>) -> impl Future<Output = Result<Won, Error>> + 'a {
     let span = tracing::info_span!(
         "race",
@@ -103,7 +103,11 @@ pub(crate) fn race<'a>(input: RaceInput<'a>) -> impl Future<Output = Result<Won,
         remote = %input.remote,
     );
     let start = now();
-    let mut driver = span.in_scope(|| Driver::new(input, start));
+    // Boxed on its own: the driver (984 bytes) and the future awaiting `drive` (~0.6
+    // KB) are each a small block for glibc's malloc (under 1 KiB: small bins, and its
+    // per-thread cache), where one 1.6 KB block went through its large bins: 340
+    // instructions fewer per race (callgrind, `connect_many taps 256 8`).
+    let mut driver = Box::new(span.in_scope(|| Driver::new(input, start)));
     async move {
         match driver.drive(start).await {
             Decided::Won(id) => driver.finish_won(id),
