@@ -264,6 +264,7 @@ impl Preconnection {
             .ctx
             .flows()
             .slot(&self.remote_key(remote), self.props.id());
+        let waiting_since = Instant::now();
         let mut slot = slot.lock().await;
         if let Some(shared) = slot.association.upgrade() {
             // Not taken (its last flow just closed it, or every stream is in use): race
@@ -287,11 +288,22 @@ impl Preconnection {
                 return Ok(conn);
             }
         }
-        if slot.unmappable {
+        // A race for this key failed while this flow waited for it: race now, beside the
+        // other flows that waited, not after them one by one (each would wait for the
+        // previous one's failure: N flows to a peer that never answers took N
+        // establishment timeouts).
+        let failed_meanwhile = slot.failed_at.is_some_and(|t| t >= waiting_since);
+        if slot.unmappable || failed_meanwhile {
             drop(slot);
             return self.race(remote, &plan).await;
         }
-        let conn = self.race(remote, &plan).await?;
+        let conn = match self.race(remote, &plan).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                slot.failed_at = Some(Instant::now());
+                return Err(e);
+            }
+        };
         match (conn.sctp_flow(), conn.quic_shared()) {
             (Some(flow), _) => slot.association = Arc::downgrade(flow.shared()),
             (None, Some(quic)) => slot.quic = Arc::downgrade(quic),

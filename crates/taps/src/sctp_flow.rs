@@ -419,6 +419,9 @@ pub(crate) struct Slot {
     /// The last race for this key picked a stack without streams (TCP, TLS, UDP):
     /// later flows race on their own.
     pub(crate) unmappable: bool,
+    /// When the last race for this key failed: the flows that were waiting for it race
+    /// at once, side by side (a flow that comes later races first, alone, as usual).
+    pub(crate) failed_at: Option<std::time::Instant>,
 }
 
 impl FlowMap {

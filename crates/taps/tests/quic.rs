@@ -407,3 +407,58 @@ async fn a_dropped_quic_connection_delivers_what_it_queued() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Flows mapped onto one QUIC connection wait for the race that makes it; when that
+/// race fails, the flows that waited race at once, side by side, instead of one after
+/// another (8 flows to a peer that never answers took 8 establishment timeouts).
+#[tokio::test]
+async fn flows_waiting_on_a_failed_race_do_not_fail_one_after_another() {
+    const FLOWS: usize = 8;
+    const TIMEOUT: Duration = Duration::from_millis(300);
+    let ctx = Context::builder().build().unwrap();
+    // A UDP port nobody answers on (QUIC does not act on the ICMP error).
+    let port = free_port();
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .timeout(TIMEOUT);
+    let pre = Preconnection::new(&ctx, props.compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(SecurityParameters::new().server_name("localhost"));
+    let started = std::time::Instant::now();
+    let flows = (0..FLOWS).map(|_| pre.initiate());
+    let results = futures_like_join_all(flows).await;
+    let took = started.elapsed();
+    assert!(results.iter().all(Result::is_err));
+    // The first race's timeout, then the waiting flows' races together: about two
+    // timeouts, never eight.
+    assert!(
+        took < TIMEOUT * 3,
+        "{FLOWS} failing flows took {took:?} (establishment timeout {TIMEOUT:?})"
+    );
+}
+
+/// Polls every future to its end, concurrently, in this task.
+async fn futures_like_join_all<F: std::future::Future>(
+    futs: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut futs: Vec<_> = futs.map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(Option::unwrap).collect()
+}
