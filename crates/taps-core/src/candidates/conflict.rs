@@ -4,7 +4,7 @@ use super::evaluate::evaluate_stack;
 use super::reasons::Unsatisfiable;
 use crate::policy::pib::PropertySet;
 use crate::policy::MergeConflict;
-use crate::properties::{Entry, Name, Origin, Precedence};
+use crate::properties::{Entry, Name, Origin, Precedence, Preference};
 use crate::stack::{Security, Stack};
 
 /// Finds which explicit properties make the set unsatisfiable: a single one no stack
@@ -52,6 +52,37 @@ pub(super) fn explain_conflict(
             .collect::<Vec<_>>()
             .join("; ")
     };
+    // Every explicit property can be met, but only by a secure stack, and security was
+    // not asked for: without it only unsecured stacks run (stacks of different security
+    // are never raced), so say that, not which plain stack lacks what.
+    let security_asked = entries
+        .get(&Name::Security)
+        .and_then(Entry::as_preference)
+        .is_some_and(|p| matches!(p, Preference::Require | Preference::Prefer));
+    if !security_asked && !hard.is_empty() && meets(&hard) {
+        let set: PropertySet = hard.iter().map(|(n, e)| (*n, (*e).clone())).collect();
+        let meeting: Vec<&Stack> = Stack::ALL
+            .iter()
+            .filter(|s| evaluate_stack(&set, **s, true).is_ok())
+            .collect();
+        if meeting.iter().all(|s| s.security != Security::None) {
+            let names: Vec<String> = meeting.iter().map(|s| s.to_string()).collect();
+            return Unsatisfiable {
+                properties: hard
+                    .iter()
+                    .map(describe)
+                    .chain(["security (not requested)".to_string()])
+                    .collect(),
+                detail: format!(
+                    "only {} can meet them, and {} always secured: require (or prefer) security to use {}; {}",
+                    names.join(", "),
+                    if names.len() == 1 { "it is" } else { "they are" },
+                    if names.len() == 1 { "it" } else { "them" },
+                    why(&hard)
+                ),
+            };
+        }
+    }
     for h in &hard {
         if !meets(std::slice::from_ref(h)) {
             return Unsatisfiable {

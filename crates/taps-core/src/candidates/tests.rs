@@ -122,6 +122,23 @@ fn conflict_names_both_properties() {
 }
 
 #[test]
+fn a_secure_only_protocol_without_security_says_to_ask_for_security() {
+    // QUIC is always secured; without security asked for only plain stacks run.
+    let err = plan_json(r#"{"transport":{"value":"QUIC","precedence":2}}"#).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("transport=QUIC"), "{text}");
+    assert!(text.contains("security (not requested)"), "{text}");
+    assert!(text.contains("only QUIC can meet them"), "{text}");
+    assert!(text.contains("require (or prefer) security"), "{text}");
+    // Asked for, it plans.
+    let plan = plan_json(
+        r#"{"transport":{"value":"QUIC","precedence":2},"security":{"value":true,"precedence":2}}"#,
+    )
+    .unwrap();
+    assert_eq!(plan.stacks()[0].stack.to_string(), "QUIC");
+}
+
+#[test]
 fn defaults_yield_to_an_explicit_protocol() {
     // RFC 9622 defaults require reliability; an application asking for UDP gets UDP.
     let plan = plan_json(r#"{"transport":{"value":"UDP","precedence":2}}"#).unwrap();
