@@ -73,8 +73,8 @@ impl SetupError {
     }
 }
 
-/// Establishing a connection failed.
-#[derive(Debug, thiserror::Error)]
+/// Establishing a connection failed. Cloning copies the race's report.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum EstablishError {
     /// The name did not resolve to any address: each family's cause.

@@ -288,19 +288,30 @@ impl Preconnection {
                 return Ok(conn);
             }
         }
-        // A race for this key failed while this flow waited for it: race now, beside the
-        // other flows that waited, not after them one by one (each would wait for the
-        // previous one's failure: N flows to a peer that never answers took N
-        // establishment timeouts).
-        let failed_meanwhile = slot.failed_at.is_some_and(|t| t >= waiting_since);
-        if slot.unmappable || failed_meanwhile {
+        // The race this flow waited for failed: it tried the candidates this flow would
+        // try, so the flow fails with its error at once (racing again, one waiting flow
+        // after another, made N flows to a peer that never answers take N establishment
+        // timeouts). A failure that was not the race's: race now, side by side.
+        match &slot.failed {
+            Some((at, Some(e))) if *at >= waiting_since => return Err(e.clone().into()),
+            Some((at, None)) if *at >= waiting_since => {
+                drop(slot);
+                return self.race(remote, &plan).await;
+            }
+            _ => {}
+        }
+        if slot.unmappable {
             drop(slot);
             return self.race(remote, &plan).await;
         }
         let conn = match self.race(remote, &plan).await {
             Ok(conn) => conn,
             Err(e) => {
-                slot.failed_at = Some(Instant::now());
+                let shared = match &e {
+                    Error::Establish(e) => Some(e.clone()),
+                    _ => None,
+                };
+                slot.failed = Some((Instant::now(), shared));
                 return Err(e);
             }
         };

@@ -419,9 +419,10 @@ pub(crate) struct Slot {
     /// The last race for this key picked a stack without streams (TCP, TLS, UDP):
     /// later flows race on their own.
     pub(crate) unmappable: bool,
-    /// When the last race for this key failed: the flows that were waiting for it race
-    /// at once, side by side (a flow that comes later races first, alone, as usual).
-    pub(crate) failed_at: Option<std::time::Instant>,
+    /// When the last race for this key failed, and its error: the flows that were
+    /// waiting for it fail with that error at once (`None`: a failure after the race,
+    /// for which they race side by side); a flow that comes later races anew.
+    pub(crate) failed: Option<(std::time::Instant, Option<crate::error::EstablishError>)>,
 }
 
 impl FlowMap {

@@ -409,8 +409,8 @@ async fn a_dropped_quic_connection_delivers_what_it_queued() {
 }
 
 /// Flows mapped onto one QUIC connection wait for the race that makes it; when that
-/// race fails, the flows that waited race at once, side by side, instead of one after
-/// another (8 flows to a peer that never answers took 8 establishment timeouts).
+/// race fails, the flows that waited fail with its error at once, instead of racing one
+/// after another (8 flows to a peer that never answers took 8 establishment timeouts).
 #[tokio::test]
 async fn flows_waiting_on_a_failed_race_do_not_fail_one_after_another() {
     const FLOWS: usize = 8;
@@ -428,11 +428,14 @@ async fn flows_waiting_on_a_failed_race_do_not_fail_one_after_another() {
     let flows = (0..FLOWS).map(|_| pre.initiate());
     let results = futures_like_join_all(flows).await;
     let took = started.elapsed();
-    assert!(results.iter().all(Result::is_err));
-    // The first race's timeout, then the waiting flows' races together: about two
-    // timeouts, never eight.
+    let errors: Vec<String> = results
+        .into_iter()
+        .map(|r| r.expect_err("no flow connects").to_string())
+        .collect();
+    assert!(errors.iter().all(|e| e == &errors[0]), "{errors:?}");
+    // One race's timeout, never eight.
     assert!(
-        took < TIMEOUT * 3,
+        took < TIMEOUT * 2,
         "{FLOWS} failing flows took {took:?} (establishment timeout {TIMEOUT:?})"
     );
 }
