@@ -312,18 +312,18 @@ impl Context {
         self.inner.quic.open_connections()
     }
 
-    /// Which stacks this build can run. SCTP is listed as available here without its
-    /// library being loaded; see [`Context::availability_checked`].
+    /// Which stacks this build can run. SCTP is listed without its library being loaded
+    /// (a plan that would run SCTP checks that it loads, and leaves SCTP out if not).
     pub fn availability(&self) -> &Availability {
         &self.inner.availability
     }
 
-    /// Which stacks this process can run: [`Context::availability`], with SCTP marked
+    /// Which stacks this process can run: `availability`, with SCTP marked
     /// unavailable when libusrsctp cannot be loaded. Loads libusrsctp on the first call
     /// in the process (~0.3 M instructions; what SCTP's first use would cost anyway);
     /// later calls of this context: one atomic load. Used by every plan that would run
     /// SCTP, so such a plan neither offers nor races a stack that cannot start.
-    pub fn availability_checked(&self) -> &Availability {
+    pub(crate) fn availability_checked(&self) -> &Availability {
         self.inner.availability_sctp_checked.get_or_init(|| {
             match usrsctp::SctpStack::global().availability() {
                 Ok(()) => self.inner.availability.clone(),

@@ -291,14 +291,11 @@ impl Preconnection {
         // The race this flow waited for failed: it tried the candidates this flow would
         // try, so the flow fails with its error at once (racing again, one waiting flow
         // after another, made N flows to a peer that never answers take N establishment
-        // timeouts). A failure that was not the race's: race now, side by side.
-        match &slot.failed {
-            Some((at, Some(e))) if *at >= waiting_since => return Err(e.clone().into()),
-            Some((at, None)) if *at >= waiting_since => {
-                drop(slot);
-                return self.race(remote, &plan).await;
+        // timeouts).
+        if let Some((at, e)) = &slot.failed {
+            if *at >= waiting_since {
+                return Err(e.clone().into());
             }
-            _ => {}
         }
         if slot.unmappable {
             drop(slot);
@@ -307,11 +304,11 @@ impl Preconnection {
         let conn = match self.race(remote, &plan).await {
             Ok(conn) => conn,
             Err(e) => {
-                let shared = match &e {
-                    Error::Establish(e) => Some(e.clone()),
-                    _ => None,
-                };
-                slot.failed = Some((Instant::now(), shared));
+                // Only the race's own failures: a setup or socket error is not news about
+                // the remote (and fails at once for each flow anyway).
+                if let Error::Establish(failure) = &e {
+                    slot.failed = Some((Instant::now(), failure.clone()));
+                }
                 return Err(e);
             }
         };

@@ -420,9 +420,8 @@ pub(crate) struct Slot {
     /// later flows race on their own.
     pub(crate) unmappable: bool,
     /// When the last race for this key failed, and its error: the flows that were
-    /// waiting for it fail with that error at once (`None`: a failure after the race,
-    /// for which they race side by side); a flow that comes later races anew.
-    pub(crate) failed: Option<(std::time::Instant, Option<crate::error::EstablishError>)>,
+    /// waiting for it fail with that error at once; a flow that comes later races anew.
+    pub(crate) failed: Option<(std::time::Instant, crate::error::EstablishError)>,
 }
 
 impl FlowMap {

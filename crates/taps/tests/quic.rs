@@ -19,18 +19,25 @@ use taps::{
 };
 use taps_testkit::{free_port, TestPki};
 
-/// A secure listener (QUIC and TLS/TCP) on 127.0.0.1, echoing messages.
-async fn secure_echo(ctx: &Context, pki: &TestPki, port: u16) -> Listener {
-    let props = TransportProperties::for_listener()
-        .require(Name::Security)
-        .compile()
-        .unwrap();
-    let mut listener = Preconnection::new(ctx, props)
+/// A listener on 127.0.0.1:`port` with `props`, presenting `pki`'s certificate.
+async fn secure_listener(
+    ctx: &Context,
+    pki: &TestPki,
+    port: u16,
+    props: TransportProperties,
+) -> Listener {
+    Preconnection::new(ctx, props.compile().unwrap())
         .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
         .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
         .listen()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A secure listener (QUIC and TLS/TCP) on 127.0.0.1, echoing messages.
+async fn secure_echo(ctx: &Context, pki: &TestPki, port: u16) -> Listener {
+    let props = TransportProperties::for_listener().require(Name::Security);
+    let mut listener = secure_listener(ctx, pki, port, props).await;
     let stacks: Vec<String> = listener
         .local_addrs()
         .iter()
@@ -360,15 +367,8 @@ async fn a_dropped_quic_connection_delivers_what_it_queued() {
     let port = free_port();
     let props = TransportProperties::for_listener()
         .require(Name::Security)
-        .protocols(taps::Preference::Require, [Protocol::Quic])
-        .compile()
-        .unwrap();
-    let mut listener = Preconnection::new(&ctx, props)
-        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
-        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
-        .listen()
-        .await
-        .unwrap();
+        .protocols(taps::Preference::Require, [Protocol::Quic]);
+    let mut listener = secure_listener(&ctx, &pki, port, props).await;
     let server = tokio::spawn(async move {
         let mut counts = Vec::new();
         for _ in 0..2 {
@@ -421,47 +421,26 @@ async fn flows_waiting_on_a_failed_race_do_not_fail_one_after_another() {
     let props = secure()
         .protocols(taps::Preference::Require, [Protocol::Quic])
         .timeout(TIMEOUT);
-    let pre = Preconnection::new(&ctx, props.compile().unwrap())
-        .remote(RemoteEndpoint::new("127.0.0.1", port))
-        .security(SecurityParameters::new().server_name("localhost"));
+    let pre = std::sync::Arc::new(
+        Preconnection::new(&ctx, props.compile().unwrap())
+            .remote(RemoteEndpoint::new("127.0.0.1", port))
+            .security(SecurityParameters::new().server_name("localhost")),
+    );
     let started = std::time::Instant::now();
-    let flows = (0..FLOWS).map(|_| pre.initiate());
-    let results = futures_like_join_all(flows).await;
+    let mut flows = tokio::task::JoinSet::new();
+    for _ in 0..FLOWS {
+        let pre = pre.clone();
+        flows.spawn(async move { pre.initiate().await.map(drop) });
+    }
+    let mut errors = Vec::new();
+    while let Some(r) = flows.join_next().await {
+        errors.push(r.unwrap().expect_err("no flow connects").to_string());
+    }
     let took = started.elapsed();
-    let errors: Vec<String> = results
-        .into_iter()
-        .map(|r| r.expect_err("no flow connects").to_string())
-        .collect();
     assert!(errors.iter().all(|e| e == &errors[0]), "{errors:?}");
     // One race's timeout, never eight.
     assert!(
         took < TIMEOUT * 2,
         "{FLOWS} failing flows took {took:?} (establishment timeout {TIMEOUT:?})"
     );
-}
-
-/// Polls every future to its end, concurrently, in this task.
-async fn futures_like_join_all<F: std::future::Future>(
-    futs: impl Iterator<Item = F>,
-) -> Vec<F::Output> {
-    let mut futs: Vec<_> = futs.map(Box::pin).collect();
-    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
-            if o.is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *o = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter().map(Option::unwrap).collect()
 }

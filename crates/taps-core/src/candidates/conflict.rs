@@ -28,14 +28,17 @@ pub(super) fn explain_conflict(
         Some(p) => format!("{n} ({p})"),
         None => format!("{n}={} (required)", e.value),
     };
+    let set_of = |subset: &[(Name, &Entry)]| -> PropertySet {
+        subset.iter().map(|(n, e)| (*n, (*e).clone())).collect()
+    };
     let meets = |subset: &[(Name, &Entry)]| {
-        let set: PropertySet = subset.iter().map(|(n, e)| (*n, (*e).clone())).collect();
+        let set = set_of(subset);
         Stack::ALL
             .iter()
             .any(|s| evaluate_stack(&set, *s, true).is_ok())
     };
     let why = |subset: &[(Name, &Entry)]| {
-        let set: PropertySet = subset.iter().map(|(n, e)| (*n, (*e).clone())).collect();
+        let set = set_of(subset);
         Stack::ALL
             .iter()
             .filter(|s| s.security == Security::None)
@@ -59,13 +62,13 @@ pub(super) fn explain_conflict(
         .get(&Name::Security)
         .and_then(Entry::as_preference)
         .is_some_and(|p| matches!(p, Preference::Require | Preference::Prefer));
-    if !security_asked && !hard.is_empty() && meets(&hard) {
-        let set: PropertySet = hard.iter().map(|(n, e)| (*n, (*e).clone())).collect();
+    if !security_asked && !hard.is_empty() {
+        let set = set_of(&hard);
         let meeting: Vec<&Stack> = Stack::ALL
             .iter()
             .filter(|s| evaluate_stack(&set, **s, true).is_ok())
             .collect();
-        if meeting.iter().all(|s| s.security != Security::None) {
+        if !meeting.is_empty() && meeting.iter().all(|s| s.security != Security::None) {
             let names: Vec<String> = meeting.iter().map(|s| s.to_string()).collect();
             return Unsatisfiable {
                 properties: hard
