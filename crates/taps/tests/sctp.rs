@@ -108,6 +108,99 @@ async fn sctp_wins_against_tcp_when_both_listen_on_the_port() {
     server.abort();
 }
 
+/// Whether the SCTP packet `pkt` (12-byte common header, then chunks of type, flags,
+/// length, padded to 4 bytes) holds a chunk of type `ty`.
+fn has_chunk(pkt: &[u8], ty: u8) -> bool {
+    let mut off = 12;
+    while off + 4 <= pkt.len() {
+        if pkt[off] == ty {
+            return true;
+        }
+        let len = u16::from_be_bytes([pkt[off + 2], pkt[off + 3]]) as usize;
+        if len < 4 {
+            return false;
+        }
+        off += (len + 3) & !3;
+    }
+    false
+}
+
+/// A UDP relay on loopback in front of `server` (an SCTP encapsulation port) that drops
+/// every client packet holding a COOKIE ECHO (chunk type 10): the server answers INIT,
+/// so a race commits to SCTP, but the handshake never completes. Returns its port.
+async fn cookie_dropping_relay(server: SocketAddr) -> u16 {
+    use std::sync::{Arc, Mutex};
+    let outer = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let inner = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    inner.connect(server).await.unwrap();
+    let inner = Arc::new(inner);
+    let port = outer.local_addr().unwrap().port();
+    let client = Arc::new(Mutex::new(None::<SocketAddr>));
+    let (o, i, c) = (outer.clone(), inner.clone(), client.clone());
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = o.recv_from(&mut buf).await {
+            *c.lock().unwrap() = Some(from);
+            if !has_chunk(&buf[..n], 10) {
+                let _ = i.send(&buf[..n]).await;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = inner.recv(&mut buf).await {
+            let to = *client.lock().unwrap();
+            if let Some(to) = to {
+                let _ = outer.send_to(&buf[..n], to).await;
+            }
+        }
+    });
+    port
+}
+
+/// The server answers SCTP's INIT but never its COOKIE ECHO: the race commits to SCTP
+/// when the INIT ACK arrives, and when the handshake has not completed by the end of
+/// the commitment (the attempt delay here) TCP starts and wins, long before the
+/// establishment timeout (30 s) the race used to wait for.
+#[tokio::test]
+async fn a_stalled_sctp_handshake_lets_tcp_win_when_the_commitment_lapses() {
+    let server_ctx = sctp_context(false);
+    let port = free_port();
+    let server = echo(listen(&server_ctx, sctp_then_tcp(), port).await);
+    let encapsulation = SocketAddr::from((Ipv4Addr::LOCALHOST, server_ctx.sctp_udp_port()));
+    let relay = cookie_dropping_relay(encapsulation).await;
+    let ctx = Context::builder()
+        .name_servers(vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9))])
+        .sctp_udp_port(relay)
+        .flow_mapping(false)
+        .build()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, sctp_then_tcp().compile().unwrap())
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
+    let started = std::time::Instant::now();
+    let c = tokio::time::timeout(Duration::from_secs(5), pre.initiate())
+        .await
+        .expect("the race waited for its establishment timeout")
+        .unwrap();
+    let took = started.elapsed();
+    let report = c.info().race.clone().unwrap();
+    assert_eq!(c.info().stack.protocol, Protocol::Tcp, "{}", report.trace());
+    let timeline = &report.timeline;
+    let committed = timeline
+        .iter()
+        .any(|(_, e)| matches!(e, RaceEvent::Reachable(_)));
+    let lapsed = timeline
+        .iter()
+        .any(|(_, e)| matches!(e, RaceEvent::CommitmentLapsed { .. }));
+    assert!(committed && lapsed, "{}", report.trace());
+    assert!(
+        took < Duration::from_secs(2),
+        "{took:?}: {}",
+        report.trace()
+    );
+    server.abort();
+}
+
 async fn flows(ctx: &Context, port: u16, n: usize) -> Vec<taps::Connection> {
     let pre = Preconnection::new(ctx, only(Protocol::Sctp).compile().unwrap())
         .remote(RemoteEndpoint::new("127.0.0.1", port));

@@ -26,7 +26,10 @@
 //!   every other attempt and starts nothing more. Without this, SCTP (two round trips to
 //!   COOKIE-ACK) loses to any TCP attempt started less than one round trip after it
 //!   (thesis ch. 7). If the committed attempt then fails, the cancelled candidates are
-//!   queued again in front and the race resumes at once.
+//!   queued again in front and the race resumes at once; if it has not connected
+//!   `max(2 × its answer time + 10 ms, attempt delay)` after its peer answered, they
+//!   start again by the usual rules beside it (a stalled handshake costs that, not the
+//!   establishment timeout).
 //! - For a secure stack the finish line is the end of the security handshake, not the
 //!   transport's (HEv3: a middlebox can complete TCP while TLS never answers). When an
 //!   attempt's transport is up but its handshake still runs
@@ -40,7 +43,9 @@
 //!   alive, or when the establishment timeout expires; the error lists every cause.
 //! - Candidates with `unavailable` set are never started; the report lists them as skipped.
 
+mod commit;
 mod config;
+mod gate;
 #[cfg(test)]
 mod proptests;
 mod report;
@@ -59,7 +64,7 @@ pub use report::{
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::candidates::{order, Candidate};
 use crate::failure::{AttemptCause, DnsFailure};
@@ -145,6 +150,9 @@ pub struct Race {
     /// The attempt the race committed to when its peer answered (see
     /// [`Race::on_attempt_reachable`]); nothing starts while it is alive.
     leader: Option<AttemptId>,
+    /// Until when the commitment holds, and how long that was after the peer answered
+    /// (see [`commit_grace`]).
+    leader_until: Option<(Instant, Duration)>,
     alive: usize,
     next_id: u32,
     finished: bool,
@@ -182,6 +190,7 @@ impl Race {
             next_start: None,
             owed: 0,
             leader: None,
+            leader_until: None,
             alive: 0,
             next_id: 1,
             finished: false,
@@ -376,34 +385,6 @@ impl Race {
         self.drive(now);
     }
 
-    /// Attempt `id`'s peer answered one round trip in, before its handshake completed
-    /// (SCTP INIT-ACK). The race commits to it: every other alive attempt is cancelled
-    /// and its candidate queued again in front (restarted only if `id` fails), and
-    /// nothing starts while `id` is alive. Ignored for unknown or ended ids and when the
-    /// race already committed. Cost: O(attempts).
-    pub fn on_attempt_reachable(&mut self, id: AttemptId, now: Instant) {
-        if self.finished || !self.is_alive(id) || self.leader.is_some() {
-            return;
-        }
-        self.leader = Some(id);
-        self.report.log(now, RaceEvent::Reachable(id));
-        let mut requeue = Vec::new();
-        for other in self.pending() {
-            if other == id {
-                continue;
-            }
-            self.end(other, AttemptOutcome::Cancelled, now);
-            self.report.log(now, RaceEvent::Cancelled(other));
-            self.actions.push_back(Action::Cancel { id: other });
-            if let Some(a) = self.report.attempt(other) {
-                requeue.push(a.candidate.clone());
-            }
-        }
-        requeue.append(&mut self.queue);
-        self.queue = requeue;
-        self.drive(now);
-    }
-
     /// Attempt `id`'s transport is up (TCP connected) but its security handshake still
     /// runs: it has not won yet. If the next staggered start is due before the handshake
     /// can be expected to finish, it is pushed back to `now + clamp(2 × t + 10 ms, 10 ms,
@@ -487,9 +468,15 @@ impl Race {
             if let Some(at) = self.gate_deadline() {
                 t = t.min(at);
             }
-        } else if self.alive < self.config.max_alive && self.leader.is_none() {
-            if let Some(next) = self.next_start {
-                t = t.min(next);
+        } else if self.alive < self.config.max_alive {
+            match (self.leader, self.leader_until) {
+                (None, _) => {
+                    if let Some(next) = self.next_start {
+                        t = t.min(next);
+                    }
+                }
+                (Some(_), Some((until, _))) => t = t.min(until),
+                (Some(_), None) => {}
             }
         }
         Some(t)
@@ -586,63 +573,8 @@ impl Race {
         }
         if self.leader == Some(id) {
             self.leader = None;
+            self.leader_until = None;
         }
-    }
-
-    /// What the start gate waits for: the awaited family (when the other answered
-    /// first) and the service answer (when candidates are in), each since when.
-    fn gate_waits(&self) -> (Option<Instant>, Option<Instant>) {
-        let family = self
-            .other_answered_at
-            .filter(|_| self.awaited_pending() && !self.dns_complete);
-        let service = self
-            .first_candidates_at
-            .filter(|_| self.service == Lookup::Pending && !self.dns_complete);
-        (family, service)
-    }
-
-    fn awaited_pending(&self) -> bool {
-        match self.awaited {
-            Family::V6 => self.v6 == Lookup::Pending,
-            Family::V4 => self.v4 == Lookup::Pending,
-        }
-    }
-
-    /// When the Resolution Delay ends the gate's wait, if it waits.
-    fn gate_deadline(&self) -> Option<Instant> {
-        let (family, service) = self.gate_waits();
-        let since = match (family, service) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
-        Some(since + self.config.resolution_delay)
-    }
-
-    /// Opens the start gate when nothing is awaited any more or the Resolution Delay
-    /// since the first wait is over (HEv3: addresses in, and the preferred family and
-    /// the service answer in, or the delay passed).
-    fn update_gate(&mut self, now: Instant) {
-        if self.gate_open || self.queue.is_empty() {
-            return;
-        }
-        let (family, service) = self.gate_waits();
-        let Some(deadline) = self.gate_deadline() else {
-            self.gate_open = true;
-            return;
-        };
-        if now < deadline {
-            return;
-        }
-        let after = self.config.resolution_delay;
-        if family.is_some() {
-            let family = self.awaited;
-            self.report
-                .log(now, RaceEvent::ResolutionDelayOver { family, after });
-        }
-        if service.is_some() {
-            self.report.log(now, RaceEvent::ServiceDelayOver { after });
-        }
-        self.gate_open = true;
     }
 
     /// Applies every rule at `now`: timeout, gate, starts, exhaustion.
@@ -655,6 +587,7 @@ impl Race {
             return;
         }
         self.update_gate(now);
+        self.lapse_commitment(now);
         while self.gate_open
             && self.leader.is_none()
             && !self.queue.is_empty()

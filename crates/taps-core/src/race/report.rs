@@ -210,6 +210,14 @@ pub enum RaceEvent {
     },
     /// The attempt's peer answered (SCTP INIT-ACK): the race commits to it.
     Reachable(AttemptId),
+    /// The attempt the race committed to had not connected `after` its peer answered:
+    /// the other candidates start again (it stays in the race).
+    CommitmentLapsed {
+        /// The attempt.
+        id: AttemptId,
+        /// How long the commitment held.
+        after: Duration,
+    },
     /// The attempt's transport is up and its security handshake runs; `extended`: the
     /// next start was pushed back to leave the handshake this long.
     TransportUp {
@@ -257,26 +265,7 @@ impl fmt::Display for EventText<'_> {
                 index,
                 candidates,
                 waiting_for,
-            } => {
-                let Some(event) = r.dns.get(*index) else {
-                    return f.write_str("DNS event");
-                };
-                write!(f, "{event}")?;
-                if let Ok(addresses) = event.result {
-                    if *candidates > addresses {
-                        write!(f, " ({candidates} candidates)")?;
-                    }
-                }
-                if let Some((family, delay)) = waiting_for {
-                    write!(
-                        f,
-                        "; waiting up to {} for {}",
-                        Ms(*delay),
-                        record_type(*family)
-                    )?;
-                }
-                Ok(())
-            }
+            } => write_dns(f, r, *index, *candidates, *waiting_for),
             RaceEvent::DnsComplete => f.write_str("DNS complete"),
             RaceEvent::PathRttFromDns { rtt, delay } => write!(
                 f,
@@ -323,6 +312,11 @@ impl fmt::Display for EventText<'_> {
             RaceEvent::Reachable(id) => {
                 write!(f, "{id} reachable (peer answered): committing to it")
             }
+            RaceEvent::CommitmentLapsed { id, after } => write!(
+                f,
+                "{id} not connected {} after its peer answered: the others start again",
+                Ms(*after)
+            ),
             RaceEvent::TransportUp { id, extended } => {
                 write!(f, "{id} transport up, security handshake running")?;
                 if let Some(d) = extended {
@@ -343,6 +337,35 @@ impl fmt::Display for EventText<'_> {
             }
         }
     }
+}
+
+/// A DNS event of the timeline: the answer, the candidates made of it if more than its
+/// addresses, and what the race still waits for.
+fn write_dns(
+    f: &mut fmt::Formatter<'_>,
+    r: &RaceReport,
+    index: usize,
+    candidates: usize,
+    waiting_for: Option<(Family, Duration)>,
+) -> fmt::Result {
+    let Some(event) = r.dns.get(index) else {
+        return f.write_str("DNS event");
+    };
+    write!(f, "{event}")?;
+    if let Ok(addresses) = event.result {
+        if candidates > addresses {
+            write!(f, " ({candidates} candidates)")?;
+        }
+    }
+    if let Some((family, delay)) = waiting_for {
+        write!(
+            f,
+            "; waiting up to {} for {}",
+            Ms(delay),
+            record_type(family)
+        )?;
+    }
+    Ok(())
 }
 
 impl RaceReport {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use super::commit::commit_grace;
 use super::*;
 use crate::candidates::{LocalBinding, Stack};
 use crate::policy::{Cib, History};
@@ -180,8 +181,10 @@ struct Watch {
     dns: Vec<(Duration, DnsIn)>,
     /// Started and not yet ended, in start order.
     alive: Vec<AttemptId>,
-    /// The attempt the race committed to (reachable) while it is alive.
+    /// The attempt the race committed to (reachable) while it is alive and committed.
     leader: Option<AttemptId>,
+    /// When that commitment lapses (`commit_grace` after the peer answered).
+    leader_until: Option<Duration>,
     /// Attempts cancelled because the race committed to another one.
     commit_cancelled: HashSet<AttemptId>,
     /// The latest start: its time and candidate.
@@ -223,6 +226,16 @@ impl Watch {
         self.ended.insert(id, now);
         if self.leader == Some(id) {
             self.leader = None;
+            self.leader_until = None;
+        }
+    }
+
+    /// The commitment ends at its time if candidates wait (checked where the race
+    /// would: when it starts one, or with candidates still queued).
+    fn lapse(&mut self, now: Duration, waiting: bool) {
+        if waiting && self.leader_until.is_some_and(|u| now >= u) {
+            self.leader = None;
+            self.leader_until = None;
         }
     }
 }
@@ -388,6 +401,7 @@ impl Sim {
                                 trace()
                             );
                         }
+                        w.lapse(now, true);
                         assert!(w.leader.is_none(), "{id} started while committed");
                         started += 1;
                         assert_eq!(started, 1, "two starts at once: {}", trace());
@@ -490,16 +504,18 @@ impl Sim {
             if w.dns_done() && race.queued() == 0 {
                 assert!(race.alive() > 0, "nothing left: {}", race.report().trace());
             }
+            w.lapse(now, race.queued() > 0);
             if let Some((t, c)) = &w.last_start {
                 assert!(
                     race.queued() == 0 || race.alive() > 0,
                     "queued but nothing alive: {}",
                     race.report().trace()
                 );
-                let may_start = race.queued() > 0 && race.alive() < max && w.leader.is_none();
-                let expected = match may_start {
-                    true => (*t + config.delay_after(c)).min(deadline),
-                    false => deadline,
+                let may_start = race.queued() > 0 && race.alive() < max;
+                let expected = match (may_start, w.leader_until) {
+                    (true, None) => (*t + config.delay_after(c)).min(deadline),
+                    (true, Some(until)) => until.min(deadline),
+                    (false, _) => deadline,
                 };
                 assert_eq!(timer, expected, "timer: {}", race.report().trace());
             }
@@ -540,6 +556,10 @@ impl Sim {
                         Input::Reachable(id) => {
                             if w.leader.is_none() && w.alive.contains(&id) {
                                 w.leader = Some(id);
+                                let started = run.starts.iter().find(|(_, a, _)| *a == id);
+                                let reached = now - started.map_or(now, |(t, _, _)| *t);
+                                let grace = commit_grace(reached, config.attempt_delay);
+                                w.leader_until = Some(now + grace);
                                 let mut others: Vec<AttemptId> =
                                     w.alive.iter().copied().filter(|a| *a != id).collect();
                                 others.sort();
@@ -1214,30 +1234,74 @@ fn reachable_attempt_wins_the_race_against_a_later_connect() {
 
 #[test]
 fn reachable_attempt_holds_the_next_start() {
+    // Answered at 30 ms, connected at 200: within the commitment (until 30 + max(2 x 30
+    // + 10, 250) = 280 ms), so nothing else starts.
     let run = sim()
         .path(
             "2001:db8::1",
-            Path::Reachable(30, Box::new(Path::Connects(400))),
+            Path::Reachable(30, Box::new(Path::Connects(200))),
         )
         .path("192.0.2.1", Path::Connects(50))
         .aaaa(0, cands(&["2001:db8::1"]))
         .a(0, cands(&["192.0.2.1"]))
         .run();
     assert_eq!(run.start_times(), [0]);
-    assert_eq!(run.won_at(), (400, "2001:db8::1".into()));
+    assert_eq!(run.won_at(), (200, "2001:db8::1".into()));
 
     // If it then fails, the next starts at once.
     let run = sim()
         .path(
             "2001:db8::1",
-            Path::Reachable(30, Box::new(Path::Refused(300))),
+            Path::Reachable(30, Box::new(Path::Refused(200))),
         )
         .path("192.0.2.1", Path::Connects(50))
         .aaaa(0, cands(&["2001:db8::1"]))
         .a(0, cands(&["192.0.2.1"]))
         .run();
-    assert_eq!(run.start_times(), [0, 300]);
-    assert_eq!(run.won_at(), (350, "192.0.2.1".into()));
+    assert_eq!(run.start_times(), [0, 200]);
+    assert_eq!(run.won_at(), (250, "192.0.2.1".into()));
+}
+
+#[test]
+fn a_commitment_lapses_when_the_handshake_stalls() {
+    // Answered at 30 ms but never completes (a lost COOKIE-ECHO, a server that never
+    // answers it): at 280 ms the commitment lapses and IPv4 starts beside it and wins,
+    // instead of the race waiting for the establishment timeout.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(30, Box::new(Path::Blackhole)),
+        )
+        .path("192.0.2.1", Path::Connects(50))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 280]);
+    assert_eq!(run.won_at(), (330, "192.0.2.1".into()));
+    let lapsed = run.race.report().timeline.iter().any(|(at, e)| {
+        *at == ms(280)
+            && *e
+                == RaceEvent::CommitmentLapsed {
+                    id: AttemptId(1),
+                    after: ms(250),
+                }
+    });
+    assert!(lapsed, "{}", run.race.report().trace());
+
+    // A slow path gets twice its answer time: answered at 400 ms (cancelling IPv4,
+    // started at 250), the commitment holds until 1,210 ms, and the handshake done at
+    // 800 ms wins without IPv4 starting again.
+    let run = sim()
+        .path(
+            "2001:db8::1",
+            Path::Reachable(400, Box::new(Path::Connects(800))),
+        )
+        .path("192.0.2.1", Path::Connects(600))
+        .aaaa(0, cands(&["2001:db8::1"]))
+        .a(0, cands(&["192.0.2.1"]))
+        .run();
+    assert_eq!(run.start_times(), [0, 250]);
+    assert_eq!(run.won_at(), (800, "2001:db8::1".into()));
 }
 
 #[test]
@@ -1269,16 +1333,19 @@ fn a_late_answer_keeps_the_candidates_a_commit_requeued() {
 }
 
 #[test]
-fn reachable_hold_removes_the_stagger_wakeup() {
+fn reachable_hold_replaces_the_stagger_wakeup_with_the_commitments_end() {
     let base = Instant::now();
     let mut race = Race::new(RaceConfig::default(), base);
     race.on_candidates(Family::V6, cands(&["2001:db8::1"]), base);
     race.on_candidates(Family::V4, cands(&["192.0.2.1"]), base);
     assert_eq!(race.poll_timeout(), Some(base + ms(250)));
     race.on_attempt_reachable(AttemptId(1), base + ms(30));
-    assert_eq!(race.poll_timeout(), Some(base + DEFAULT_TIMEOUT));
+    // Committed at 30 ms for max(2 x 30 + 10, 250) ms: no wake-up at the stagger.
+    assert_eq!(race.poll_timeout(), Some(base + ms(280)));
     race.handle_timeout(base + ms(250));
     assert_eq!(race.alive(), 1);
+    race.handle_timeout(base + ms(280));
+    assert_eq!(race.alive(), 2);
 }
 
 #[test]
