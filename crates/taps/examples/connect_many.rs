@@ -1,9 +1,10 @@
 //! Opens N concurrent TCP flows to a local listener, R rounds, with taps or raw tokio;
 //! a harness for profiling the per-flow cost of `initiate` (`perf record`).
-//! `cargo run --release -p taps --example connect_many -- taps|raw|size|context|contexts|sctp-dead N R` (size:
+//! `cargo run --release -p taps --example connect_many -- taps|raw|race-hit|size|context|contexts|sctp-dead N R` (size:
 //! prints the initiate future and Connection sizes; context: CPU and RSS of building a
 //! context, and of its first connection; contexts: N contexts built and dropped;
-//! sctp-dead: N SCTP attempts to a dead UDP port, one after another in a task). The runtime
+//! sctp-dead: N SCTP attempts to a dead UDP port, one after another in a task; race-hit:
+//! as taps, but racing SCTP (dead) before TCP with the CIB seeded). The runtime
 //! has two workers; `RUNTIME=current` runs on one thread instead.
 
 use std::sync::Arc;
@@ -90,14 +91,33 @@ fn main() {
                 }
             }
         });
-        let ctx = Context::builder().build().unwrap();
+        // race-hit: SCTP preferred, TCP allowed, SCTP dead (a UDP port nobody listens
+        // on), the CIB seeded by one connection: every flow's race is a cache hit that
+        // ends on TCP, what a race costs over `taps` (TCP required) when history works.
+        let race_hit = mode == "race-hit";
+        let ctx = if race_hit {
+            let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let udp = dead.local_addr().unwrap().port();
+            drop(dead);
+            Context::builder().sctp_udp_port(udp).build().unwrap()
+        } else {
+            Context::builder().build().unwrap()
+        };
+        let protocols = if race_hit {
+            vec![Protocol::Sctp, Protocol::Tcp]
+        } else {
+            vec![Protocol::Tcp]
+        };
         let props = TransportProperties::new()
-            .protocols(Preference::Require, [Protocol::Tcp])
+            .protocols(Preference::Require, protocols)
             .compile()
             .unwrap();
         let pre = Arc::new(
             Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port)),
         );
+        if race_hit {
+            drop(pre.initiate().await.unwrap());
+        }
         if mode == "size" {
             println!(
                 "initiate future: {} bytes",
