@@ -151,21 +151,31 @@ impl Drop for UdpCount {
     }
 }
 
-fn new_udp(bind: SocketAddr) -> Result<Socket> {
-    let s = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))
-        .map_err(|e| Error::udp("socket", e))?;
+/// A non-blocking UDP socket of `domain` (one `socket` call).
+fn udp_socket(domain: Domain) -> Result<Socket> {
+    Socket::new(domain, Type::DGRAM.nonblocking(), Some(Protocol::UDP))
+        .map_err(|e| Error::udp("socket", e))
+}
+
+/// What a socket carrying associations' data gets: large buffers and, where the kernel
+/// has it, UDP GRO (three `setsockopt`s).
+fn tune_for_data(s: &Socket) {
     let _ = s.set_recv_buffer_size(UDP_BUFFER);
     let _ = s.set_send_buffer_size(UDP_BUFFER);
-    s.set_nonblocking(true)
-        .map_err(|e| Error::udp("set_nonblocking", e))?;
-    s.bind(&bind.into()).map_err(|e| Error::udp("bind", e))?;
     if GRO.load(Ordering::Relaxed) {
-        if enable_gro(&s) {
+        if enable_gro(s) {
             keep_gro_on();
         } else {
             GRO.store(false, Ordering::Relaxed);
         }
     }
+}
+
+/// A UDP socket bound to `bind`, tuned for data.
+fn new_udp(bind: SocketAddr) -> Result<Socket> {
+    let s = udp_socket(Domain::for_address(bind))?;
+    tune_for_data(&s);
+    s.bind(&bind.into()).map_err(|e| Error::udp("bind", e))?;
     Ok(s)
 }
 
@@ -229,18 +239,18 @@ pub(crate) trait ClientEvents: Send + Sync + 'static {
 }
 
 impl ClientLink {
-    /// A fresh UDP socket connected to `remote` and its conn address. The socket comes back
-    /// for [`ClientLink::start`] to register with tokio: not before, so that an attempt
-    /// refused at once never enters the runtime's epoll set (whose changes and readiness
-    /// would wake an idle worker for nothing).
+    /// A fresh UDP socket connected to `remote` (bound by the connect) and its conn
+    /// address. The socket comes back for [`ClientLink::start`] to register with tokio
+    /// and to tune for data: not before, so that an attempt refused at once never enters
+    /// the runtime's epoll set (whose changes and readiness would wake an idle worker for
+    /// nothing) nor pays for buffers it never uses. Eight syscalls.
     pub(crate) fn open(remote: SocketAddr) -> Result<(ClientLink, Socket)> {
-        let bind: SocketAddr = if remote.is_ipv4() {
-            "0.0.0.0:0".parse()
+        let domain = if remote.is_ipv4() {
+            Domain::IPV4
         } else {
-            "[::]:0".parse()
-        }
-        .map_err(|_| Error::udp("bind", io::Error::other("bad wildcard")))?;
-        let s = new_udp(bind)?;
+            Domain::IPV6
+        };
+        let s = udp_socket(domain)?;
         s.connect(&remote.into())
             .map_err(|e| Error::udp("connect", e))?;
         let local = local_of(&s)?;
@@ -277,8 +287,10 @@ impl ClientLink {
         )
     }
 
-    /// Registers `sock` (from [`ClientLink::open`]) with tokio and spawns its reader task.
+    /// Tunes `sock` (from [`ClientLink::open`]) for data, registers it with tokio and
+    /// spawns its reader task.
     pub(crate) fn start(&mut self, sock: Socket, events: Arc<dyn ClientEvents>) -> Result<()> {
+        tune_for_data(&sock);
         let sock =
             UdpSocket::from_std(sock.into()).map_err(|e| Error::udp("register with tokio", e))?;
         let id = self.addr.id;
