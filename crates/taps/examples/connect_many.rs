@@ -92,14 +92,19 @@ fn main() {
             }
         });
         // race-hit: SCTP preferred, TCP allowed, SCTP dead (a UDP port nobody listens
-        // on), the CIB seeded by one connection: every flow's race is a cache hit that
-        // ends on TCP, what a race costs over `taps` (TCP required) when history works.
+        // on), the CIB seeded by one connection, flow mapping off (as in `taps bench
+        // he`): every flow's race is a cache hit that ends on TCP, what a race costs over
+        // `taps` (TCP required) when history works.
         let race_hit = mode == "race-hit";
         let ctx = if race_hit {
             let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let udp = dead.local_addr().unwrap().port();
             drop(dead);
-            Context::builder().sctp_udp_port(udp).build().unwrap()
+            Context::builder()
+                .sctp_udp_port(udp)
+                .flow_mapping(false)
+                .build()
+                .unwrap()
         } else {
             Context::builder().build().unwrap()
         };
