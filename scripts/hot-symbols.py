@@ -4,8 +4,7 @@
 crates/taps-cli/build.rs).
 
 It runs the release `taps` under valgrind's callgrind (names not demangled) against a
-small TCP sink on 127.0.0.1 and lists every function that executed, in the order
-callgrind first reports it. Run from the repository root after `cargo build --release -p
+small TCP sink on 127.0.0.1 and lists every function that executed (sorted by name). Run from the repository root after `cargo build --release -p
 taps-cli`; needs valgrind and nm (binutils). A stale list costs nothing but locality: names that no longer
 exist are ignored by the linker.
 
@@ -103,7 +102,9 @@ def main():
     # Only what the binary defines (libc's and the dynamic linker's functions ran too).
     nm = subprocess.run(["nm", "--defined-only", taps], check=True, capture_output=True, text=True)
     defined = {line.split()[-1] for line in nm.stdout.splitlines() if len(line.split()) == 3}
-    symbols = [s for s in symbols if s in defined]
+    # Sorted: what counts is which functions share the hot pages, not their order, and a
+    # sorted list changes by the names that changed only.
+    symbols = sorted(s for s in symbols if s in defined)
     with open(OUT, "w", encoding="utf-8") as f:
         f.write("\n".join(symbols) + "\n")
     print(f"{OUT}: {len(symbols)} functions")
