@@ -132,3 +132,20 @@ fn quic_failures_back_off_doubling_and_clear_on_a_new_network() {
     forgetful.record_failure(quic.clone(), AttemptCause::TimedOut { after: None }, t0);
     assert_eq!(forgetful.history(&quic, t0), History::Unknown);
 }
+
+/// The RTT median: zero without samples, the upper one of an even count, only the last
+/// `RTT_SAMPLES` counted.
+#[test]
+fn median_of_the_last_samples() {
+    let ms = Duration::from_millis;
+    assert_eq!(median(&[]), Duration::ZERO);
+    assert_eq!(median(&[ms(7)]), ms(7));
+    assert_eq!(median(&[ms(5), ms(1), ms(3), ms(2)]), ms(3));
+    assert_eq!(
+        median(&[ms(2), Duration::from_micros(1500), ms(1)]),
+        Duration::from_micros(1500)
+    );
+    let many: Vec<Duration> = (1..=20).map(ms).collect();
+    // The last eight are 13..=20: upper median 17.
+    assert_eq!(median(&many), ms(17));
+}
