@@ -21,14 +21,15 @@ pub fn order(cands: &mut [Candidate], first_family_count: usize) {
         History::Succeeded { rtt, .. } => rtt,
         _ => Default::default(),
     };
+    // `then_with`: each later key is computed only when the earlier ones tie.
     cands.sort_by(|a, b| {
         (class(a) == 2)
             .cmp(&(class(b) == 2))
-            .then(b.score.total_cmp(&a.score))
-            .then(a.stack.index().cmp(&b.stack.index()))
-            .then(class(a).cmp(&class(b)))
-            .then(rtt(a).cmp(&rtt(b)))
-            .then(rfc6724::sort_key(&a.remote.ip()).cmp(&rfc6724::sort_key(&b.remote.ip())))
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.stack.index().cmp(&b.stack.index()))
+            .then_with(|| class(a).cmp(&class(b)))
+            .then_with(|| rtt(a).cmp(&rtt(b)))
+            .then_with(|| rfc6724::sort_key(&a.remote.ip()).cmp(&rfc6724::sort_key(&b.remote.ip())))
     });
     // Interleave families and interfaces within each run of equal group and class.
     let same_run = |a: &Candidate, b: &Candidate| {
