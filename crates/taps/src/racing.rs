@@ -29,7 +29,7 @@ use taps_core::properties::{Properties, Protocol};
 use taps_core::race::{
     Action, AttemptId, DnsSource, FailureKind, Race, RaceConfig, RaceError, RaceReport,
 };
-use taps_core::Security;
+use taps_core::{Security, Stack};
 
 use smallvec::SmallVec;
 use taps_core::{DnsFailure, Family, Interface, InterfaceKind, ServiceInfo};
@@ -154,7 +154,7 @@ impl<'a> Driver<'a> {
             dns_causes: Vec::new(),
             pruned: Vec::new(),
             any_address: false,
-            milestones: Milestones::for_plan(input.plan),
+            milestones: Milestones(None),
             interfaces: input.ctx.interface_changes(),
             watching: false,
             spans: Vec::new(),
@@ -164,28 +164,30 @@ impl<'a> Driver<'a> {
 }
 
 /// Where attempts report milestones before they finish (SCTP's INIT-ACK, TCP up under
-/// TLS, a DTLS server's first answer); only races with such stacks have one. An attempt
+/// TLS, a DTLS server's first answer); made when the first attempt of such a stack
+/// starts (a race that ends on a plain TCP attempt allocates none). An attempt
 /// runs inside the race's own future (`next_outcome` polls it), so it reports during
 /// that poll and the driver takes the report right after, in the same pass: no channel
 /// and no wake-up. (A channel woke the race's own task from inside its poll, which tokio's
 /// multi-thread scheduler handles as a yield, waking an idle worker to share the work.)
 struct Milestones(Option<Arc<Reports>>);
 
+/// Whether an attempt of `stack` reports milestones.
+fn reports_milestones(stack: &Stack) -> bool {
+    stack.protocol == Protocol::Sctp || stack.security != Security::None
+}
+
 /// The milestones reported and not yet taken, oldest first.
 type Reports = Mutex<SmallVec<[(AttemptId, Milestone); 2]>>;
 
 impl Milestones {
-    fn for_plan(plan: &Plan) -> Milestones {
-        let reports = plan.stacks().iter().any(|s| {
-            s.unavailable.is_none()
-                && (s.stack.protocol == Protocol::Sctp || s.stack.security != Security::None)
-        });
-        Milestones(reports.then(Default::default))
-    }
-
-    /// What an attempt reports through: a handle to the list (none without one).
-    fn sink(&self) -> Option<Arc<Reports>> {
-        self.0.clone()
+    /// What an attempt of `stack` reports through: a handle to the list, made on the
+    /// first such attempt (none for a stack that reports nothing).
+    fn sink(&mut self, stack: &Stack) -> Option<Arc<Reports>> {
+        if !reports_milestones(stack) {
+            return None;
+        }
+        Some(self.0.get_or_insert_with(Default::default).clone())
     }
 
     /// The oldest milestone reported and not yet taken.
@@ -346,7 +348,7 @@ impl Driver<'_> {
         self.watching |= !candidate.remote.ip().is_loopback();
         let opts = self.input.opts.clone();
         let security = self.input.security.clone();
-        let milestones = self.milestones.sink();
+        let milestones = self.milestones.sink(&candidate.stack);
         let progress = move |m: Milestone| {
             if let Some(list) = &milestones {
                 list.lock().unwrap_or_else(|e| e.into_inner()).push((id, m));
