@@ -9,8 +9,9 @@ impl Race {
     /// Attempt `id`'s peer answered one round trip in, before its handshake completed
     /// (SCTP INIT-ACK). The race commits to it: every other alive attempt is cancelled
     /// and its candidate queued again in front, and nothing starts until `id` fails or
-    /// the commitment lapses ([`commit_grace`] after the answer). Ignored for unknown or
-    /// ended ids and when the race is already committed. Cost: O(attempts).
+    /// the commitment lapses, `max(2 × the answer time + 10 ms, attempt delay)` after the
+    /// answer. Ignored for unknown or ended ids and when the race is already committed.
+    /// Cost: O(attempts).
     pub fn on_attempt_reachable(&mut self, id: AttemptId, now: Instant) {
         if self.finished || !self.is_alive(id) || self.leader.is_some() {
             return;
