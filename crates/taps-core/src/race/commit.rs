@@ -5,6 +5,15 @@ use std::time::{Duration, Instant};
 
 use super::{Action, AttemptId, AttemptOutcome, Race, RaceEvent, MIN_ATTEMPT_DELAY};
 
+/// The race's commitment to attempt `id`, which holds until `until` (`grace` after its
+/// peer answered).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Commitment {
+    pub(super) id: AttemptId,
+    pub(super) until: Instant,
+    pub(super) grace: Duration,
+}
+
 impl Race {
     /// Attempt `id`'s peer answered one round trip in, before its handshake completed
     /// (SCTP INIT-ACK). The race commits to it: every other alive attempt is cancelled
@@ -16,14 +25,17 @@ impl Race {
         if self.finished || !self.is_alive(id) || self.leader.is_some() {
             return;
         }
-        self.leader = Some(id);
         let reached_after = self
             .report
             .attempt(id)
             .map(|a| now.saturating_duration_since(a.started_at))
             .unwrap_or_default();
         let grace = commit_grace(reached_after, self.config.attempt_delay);
-        self.leader_until = Some((now + grace, grace));
+        self.leader = Some(Commitment {
+            id,
+            until: now + grace,
+            grace,
+        });
         self.report.log(now, RaceEvent::Reachable(id));
         let mut requeue = Vec::new();
         for other in self.pending() {
@@ -48,16 +60,18 @@ impl Race {
     /// lost COOKIE-ECHO, a server that never completes) then costs the grace, not the
     /// establishment timeout.
     pub(super) fn lapse_commitment(&mut self, now: Instant) {
-        let (Some(id), Some((until, grace))) = (self.leader, self.leader_until) else {
-            return;
-        };
-        if now < until || self.queue.is_empty() {
+        let Some(c) = self.leader else { return };
+        if now < c.until || self.queue.is_empty() {
             return;
         }
         self.leader = None;
-        self.leader_until = None;
-        self.report
-            .log(now, RaceEvent::CommitmentLapsed { id, after: grace });
+        self.report.log(
+            now,
+            RaceEvent::CommitmentLapsed {
+                id: c.id,
+                after: c.grace,
+            },
+        );
     }
 }
 

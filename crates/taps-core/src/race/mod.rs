@@ -44,6 +44,7 @@
 //! - Candidates with `unavailable` set are never started; the report lists them as skipped.
 
 mod commit;
+use commit::Commitment;
 mod config;
 mod gate;
 #[cfg(test)]
@@ -64,7 +65,7 @@ pub use report::{
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::candidates::{order, Candidate};
 use crate::failure::{AttemptCause, DnsFailure};
@@ -148,11 +149,8 @@ pub struct Race {
     /// Starts owed at once because attempts failed.
     owed: usize,
     /// The attempt the race committed to when its peer answered (see
-    /// [`Race::on_attempt_reachable`]); nothing starts while it is alive.
-    leader: Option<AttemptId>,
-    /// Until when the commitment holds, and how long that was after the peer answered
-    /// (see [`commit_grace`]).
-    leader_until: Option<(Instant, Duration)>,
+    /// [`Race::on_attempt_reachable`]); nothing starts while the commitment holds.
+    leader: Option<Commitment>,
     alive: usize,
     next_id: u32,
     finished: bool,
@@ -190,7 +188,6 @@ impl Race {
             next_start: None,
             owed: 0,
             leader: None,
-            leader_until: None,
             alive: 0,
             next_id: 1,
             finished: false,
@@ -469,14 +466,13 @@ impl Race {
                 t = t.min(at);
             }
         } else if self.alive < self.config.max_alive {
-            match (self.leader, self.leader_until) {
-                (None, _) => {
+            match self.leader {
+                None => {
                     if let Some(next) = self.next_start {
                         t = t.min(next);
                     }
                 }
-                (Some(_), Some((until, _))) => t = t.min(until),
-                (Some(_), None) => {}
+                Some(c) => t = t.min(c.until),
             }
         }
         Some(t)
@@ -571,9 +567,8 @@ impl Race {
             a.ended_at = Some(now);
             self.alive -= 1;
         }
-        if self.leader == Some(id) {
+        if self.leader.is_some_and(|c| c.id == id) {
             self.leader = None;
-            self.leader_until = None;
         }
     }
 
