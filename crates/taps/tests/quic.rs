@@ -286,33 +286,9 @@ async fn flows_map_onto_streams_of_one_quic_connection() {
 /// everything (a path that dies). Returns its port and the switch.
 async fn relay_to(server: SocketAddr) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let outer = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let inner = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    inner.connect(server).await.unwrap();
-    let port = outer.local_addr().unwrap().port();
-    let dead = Arc::new(AtomicBool::new(false));
-    let client = Arc::new(std::sync::Mutex::new(None::<SocketAddr>));
-    let (o, i, d, c) = (outer.clone(), inner.clone(), dead.clone(), client.clone());
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 65536];
-        while let Ok((n, from)) = o.recv_from(&mut buf).await {
-            *c.lock().unwrap() = Some(from);
-            if !d.load(Ordering::Relaxed) {
-                let _ = i.send(&buf[..n]).await;
-            }
-        }
-    });
+    let dead = std::sync::Arc::new(AtomicBool::new(false));
     let d = dead.clone();
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 65536];
-        while let Ok(n) = inner.recv(&mut buf).await {
-            let to = *client.lock().unwrap();
-            if let (Some(to), false) = (to, d.load(Ordering::Relaxed)) {
-                let _ = outer.send_to(&buf[..n], to).await;
-            }
-        }
-    });
+    let port = common::udp_relay(server, move |_, _| !d.load(Ordering::Relaxed)).await;
     (port, dead)
 }
 

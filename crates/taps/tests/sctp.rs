@@ -129,33 +129,10 @@ fn has_chunk(pkt: &[u8], ty: u8) -> bool {
 /// every client packet holding a COOKIE ECHO (chunk type 10): the server answers INIT,
 /// so a race commits to SCTP, but the handshake never completes. Returns its port.
 async fn cookie_dropping_relay(server: SocketAddr) -> u16 {
-    use std::sync::{Arc, Mutex};
-    let outer = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let inner = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    inner.connect(server).await.unwrap();
-    let inner = Arc::new(inner);
-    let port = outer.local_addr().unwrap().port();
-    let client = Arc::new(Mutex::new(None::<SocketAddr>));
-    let (o, i, c) = (outer.clone(), inner.clone(), client.clone());
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 65536];
-        while let Ok((n, from)) = o.recv_from(&mut buf).await {
-            *c.lock().unwrap() = Some(from);
-            if !has_chunk(&buf[..n], 10) {
-                let _ = i.send(&buf[..n]).await;
-            }
-        }
-    });
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 65536];
-        while let Ok(n) = inner.recv(&mut buf).await {
-            let to = *client.lock().unwrap();
-            if let Some(to) = to {
-                let _ = outer.send_to(&buf[..n], to).await;
-            }
-        }
-    });
-    port
+    common::udp_relay(server, |from_client, pkt| {
+        !(from_client && has_chunk(pkt, 10))
+    })
+    .await
 }
 
 /// The server answers SCTP's INIT but never its COOKIE ECHO: the race commits to SCTP

@@ -40,3 +40,44 @@ pub(crate) fn spawn_echo(mut listener: Listener) {
         }
     });
 }
+
+/// A UDP relay on loopback in front of `server`: what a client sends to the returned
+/// port goes to `server` and back, each datagram only if `forward(from_client, bytes)`
+/// says so (a path that drops some packets, or dies).
+pub(crate) async fn udp_relay(
+    server: SocketAddr,
+    forward: impl Fn(bool, &[u8]) -> bool + Send + Sync + 'static,
+) -> u16 {
+    use std::sync::{Arc, Mutex};
+    let outer = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let inner = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    inner.connect(server).await.unwrap();
+    let port = outer.local_addr().unwrap().port();
+    let forward = Arc::new(forward);
+    let client = Arc::new(Mutex::new(None::<SocketAddr>));
+    let (o, i, c, f) = (
+        outer.clone(),
+        inner.clone(),
+        client.clone(),
+        forward.clone(),
+    );
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = o.recv_from(&mut buf).await {
+            *c.lock().unwrap() = Some(from);
+            if f(true, &buf[..n]) {
+                let _ = i.send(&buf[..n]).await;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = inner.recv(&mut buf).await {
+            let to = *client.lock().unwrap();
+            if let (Some(to), true) = (to, forward(false, &buf[..n])) {
+                let _ = outer.send_to(&buf[..n], to).await;
+            }
+        }
+    });
+    port
+}
