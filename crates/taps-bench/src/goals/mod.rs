@@ -199,7 +199,10 @@ fn marginal(q: &ConnectPoint, p: &ConnectPoint) -> (usize, f64, f64, f64, f64) {
 /// The connection-establishment goals at the largest TCP flow count measured (`n`
 /// planned).
 fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
-    const CPU: &str = "≤ 1.15 × raw";
+    // Issue 14's targets (the earlier 1.15 for the client was tightened to 1.1 there,
+    // and the listener's accept path given one of its own).
+    const CPU: &str = "≤ 1.1 × raw";
+    const SERVER: &str = "≤ 1.1 × raw";
     const RSS: &str = "≤ 2 KiB";
     const DELAY: &str = "within 0.1 ms of raw";
     let tcp: Vec<&ConnectPoint> = r
@@ -211,8 +214,10 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
         g.push(not_measured(
             format!("client CPU, {n} TCP flows"),
             CPU,
-            1.15,
+            1.1,
         ));
+        let server = format!("server CPU (listener accept path), {n} TCP flows");
+        g.push(not_measured(server, SERVER, 1.1));
         let rss = format!("client RSS growth per flow above raw, {n} TCP flows");
         g.push(not_measured(rss, RSS, 2.0));
         let delay = format!("median per-flow connect delay, {n} TCP flows");
@@ -236,7 +241,7 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
     g.push(cpu.goal(
         format!("client CPU, {n} TCP flows"),
         CPU,
-        1.15,
+        1.1,
         p.client_cpu_ratio,
         format!(
             "{:.2} × raw ({:.2} ms vs {:.2} ms){}",
@@ -247,6 +252,25 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
                 "; per added flow (slope from {f} flow(s)) {cpu:.2} × raw; \
                  one-time extra at {f} flow(s) {fixed:.2} ms"
             ))
+        ),
+    ));
+    let mut server = Judge {
+        problems: base.problems.clone(),
+    };
+    server
+        .samples("taps server CPU", &p.taps.server_cpu_us, true)
+        .samples("raw server CPU", &p.raw.server_cpu_us, true);
+    g.push(server.goal(
+        format!("server CPU (listener accept path), {n} TCP flows"),
+        SERVER,
+        1.1,
+        p.server_cpu_ratio,
+        format!(
+            "{:.2} × raw ({:.2} ms vs {:.2} ms; a taps `Listener` against a tokio \
+             `TcpListener`, from the client's start to the last flow accepted)",
+            p.server_cpu_ratio,
+            p.taps.server_cpu_us.median / 1e3,
+            p.raw.server_cpu_us.median / 1e3,
         ),
     ));
     let mut rss = Judge {
