@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::experiments::{
     self, human_bytes, pairwise, CliPoint, Config, ConnectPoint, Failures, Faults, HeVariant,
-    Proto, Selection, Summary, TransferPoint,
+    HotSymbols, Proto, Selection, Summary, TransferPoint,
 };
 use crate::measure::ratio;
 use crate::Results;
@@ -211,11 +211,7 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
         .filter(|p| p.protocol == Proto::Tcp)
         .collect();
     let Some(p) = tcp.iter().copied().max_by_key(|p| p.flows) else {
-        g.push(not_measured(
-            format!("client CPU, {n} TCP flows"),
-            CPU,
-            1.1,
-        ));
+        g.push(not_measured(format!("client CPU, {n} TCP flows"), CPU, 1.1));
         let server = format!("server CPU (listener accept path), {n} TCP flows");
         g.push(not_measured(server, SERVER, 1.1));
         let rss = format!("client RSS growth per flow above raw, {n} TCP flows");
@@ -455,13 +451,30 @@ fn cli_goals(r: &Results, flows: &[usize], g: &mut Vec<Goal>) {
                 2048.0,
                 p.peak_rss_diff_kib,
                 format!(
-                    "{:+.0} KiB ({:.1} MiB vs {:.1} MiB)",
+                    "{:+.0} KiB ({:.1} MiB vs {:.1} MiB; {})",
                     p.peak_rss_diff_kib,
                     p.taps.peak_rss_kib.median / 1024.0,
-                    p.c.peak_rss_kib.median / 1024.0
+                    p.c.peak_rss_kib.median / 1024.0,
+                    hot_symbols_words(p.hot_symbols),
                 ),
             ));
         }
+    }
+}
+
+/// How the measured binary's code layout followed its list, for the RSS goal.
+pub(crate) fn hot_symbols_words(h: Option<HotSymbols>) -> String {
+    match h {
+        None => "code-layout list not checked".into(),
+        Some(h) if h.stale() => format!(
+            "code-layout list stale: {} of its {} names missing from the binary, \
+             so code of a connect is scattered; regenerate with scripts/hot-symbols.py",
+            h.missing, h.listed
+        ),
+        Some(h) => format!(
+            "code-layout list current: {} of {} names missing",
+            h.missing, h.listed
+        ),
     }
 }
 

@@ -3,7 +3,7 @@
 //! that is missing) is not met, with the reason shown.
 
 use super::*;
-use crate::experiments::{CliSide, ConnectSide, HePoint, TransferSide};
+use crate::experiments::{CliSide, ConnectSide, HePoint, HotSymbols, TransferSide};
 use crate::{Meta, Results};
 
 fn s(v: &[f64]) -> Summary {
@@ -295,6 +295,10 @@ fn cli_point(flows: usize, taps_cpu: &[f64], c_cpu: &[f64], rss: (f64, f64)) -> 
         cpu_ratio: pairwise(&taps.cpu_us, &c.cpu_us, ratio),
         peak_rss_diff_kib: pairwise(&taps.peak_rss_kib, &c.peak_rss_kib, |a, b| a - b),
         server_cpu_ratio: 1.0,
+        hot_symbols: Some(HotSymbols {
+            listed: 900,
+            missing: 3,
+        }),
         taps,
         c,
     }
@@ -322,6 +326,19 @@ fn whole_process_goals_at_256_and_1024_flows() {
     assert!(g[0].name.contains("256") && g[0].met && (g[0].value - 1.4).abs() < 1e-9);
     assert!(g[1].name.contains("1024") && g[1].met);
     assert!(g[2].name.contains("RSS") && g[2].met && g[2].value == 1500.0);
+    assert!(
+        g[2].measured.contains("list current: 3 of 900"),
+        "{}",
+        g[2].measured
+    );
+    // A stale layout list is said beside the RSS figure (it can only make RSS worse, so
+    // it does not by itself fail the goal).
+    r.connect_cli[2].hot_symbols = Some(HotSymbols {
+        listed: 900,
+        missing: 40,
+    });
+    let g = goals(&r, &e);
+    assert!(g[2].met && g[2].measured.contains("stale: 40 of its 900"));
     r.connect_cli[2] = cli_point(1024, &[40.0; 5], &[0.0; 5], (4000.0, 1500.0));
     let g = goals(&r, &e);
     assert!(!g[1].met && g[1].value.is_nan(), "zero baseline");

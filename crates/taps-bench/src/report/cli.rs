@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use crate::experiments::{Summary, TAPS_PROPS};
+use crate::goals::hot_symbols_words;
 use crate::Results;
 
 /// A summary of µs as `median (min–max)` in ms.
@@ -65,6 +66,14 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
             p.server_cpu_ratio,
             p.taps.wall_us.median / 1e3,
             p.c.wall_us.median / 1e3,
+        );
+    }
+    if let Some(p) = r.connect_cli.first() {
+        let _ = writeln!(
+            s,
+            "\nThe measured `taps` binary's code layout (`crates/taps-cli/hot-symbols.txt`, \
+             the functions of a connect placed together by the linker): {}.",
+            hot_symbols_words(p.hot_symbols)
         );
     }
     s.push('\n');
