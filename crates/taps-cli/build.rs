@@ -4,6 +4,10 @@
 //! it first runs; spread over 10 MiB of code, the ~900 functions of a connect touched
 //! ~67 such windows (4.2 MiB resident, a page fault each); packed, they fill ~11.
 //!
+//! The list names symbols verbatim; our crates build in one codegen unit each in release
+//! (the workspace's Cargo.toml says why) so that editing code does not rename the rest.
+//! `taps bench connect-cli` says how many listed names the binary lacks.
+//!
 //! Only where the linker is lld: Rust's own (the default on x86_64 Linux since Rust
 //! 1.90). Elsewhere, or with `TAPS_NO_SYMBOL_ORDERING` set, the binary links as before.
 
