@@ -17,6 +17,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Logs are [`tracing`] events and spans (races, attempts, causes); install a `tracing`
+//! subscriber to see them. taps does not turn on `tracing`'s `log` feature (every span
+//! entered and left would also consult the `log` logger, ~700 instructions per
+//! connection); an application that wants them as `log` records enables it.
+//!
 //! With the cargo feature `http` (off by default: it pulls in hyper), `http::Connector`
 //! gives hyper-util's legacy HTTP client the same races, CIB and reports.
 
