@@ -329,17 +329,16 @@ impl Preconnection {
         // Boxed: the race's state (driver, timer, attempts: about 1.7 KB) lives on the heap
         // for the race only, so a caller's future (and the task it is spawned in) stays
         // small, and moving or spawning it copies a few hundred bytes, not kilobytes.
-        let won = Box::pin(racing::race(RaceInput {
+        let input = RaceInput {
             ctx: &self.ctx,
             remote,
             key,
             plan,
             scored: &self.scored,
-            config,
             opts: &opts,
             security,
-        }))
-        .await?;
+        };
+        let won = Box::pin(racing::race(input, config)).await?;
         let stack = won.candidate.stack;
         Ok(Connection::from_established(
             won.established,
