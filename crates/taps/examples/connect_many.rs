@@ -1,6 +1,7 @@
 //! Opens N concurrent TCP flows to a local listener, R rounds, with taps or raw tokio;
 //! a harness for profiling the per-flow cost of `initiate` (`perf record`).
-//! `cargo run --release -p taps --example connect_many -- taps|raw|race-hit|size|context|contexts|sctp-dead N R` (size:
+//! `cargo run --release -p taps --example connect_many -- taps|raw|listen|race-hit|size|context|contexts|sctp-dead N R` (listen:
+//! raw clients against a taps `Listener`; size:
 //! prints the initiate future and Connection sizes; context: CPU and RSS of building a
 //! context, and of its first connection; contexts: N contexts built and dropped;
 //! sctp-dead: N SCTP attempts to a dead UDP port, one after another in a task; race-hit:
@@ -80,17 +81,22 @@ fn main() {
         return;
     }
     rt.block_on(async move {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = l.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            let mut keep = Vec::new();
-            while let Ok((s, _)) = l.accept().await {
-                keep.push(s);
-                if keep.len() > 4096 {
-                    keep.clear();
+        let port = if mode == "listen" {
+            taps_server().await
+        } else {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = l.local_addr().unwrap().port();
+            tokio::spawn(async move {
+                let mut keep = Vec::new();
+                while let Ok((s, _)) = l.accept().await {
+                    keep.push(s);
+                    if keep.len() > 4096 {
+                        keep.clear();
+                    }
                 }
-            }
-        });
+            });
+            port
+        };
         // race-hit: SCTP preferred, TCP allowed, SCTP dead (a UDP port nobody listens
         // on), the CIB seeded by one connection, flow mapping off (as in `taps bench
         // he`): every flow's race is a cache hit that ends on TCP, what a race costs over
@@ -149,7 +155,7 @@ fn main() {
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..n {
                 let pre = pre.clone();
-                let raw = mode == "raw";
+                let raw = mode == "raw" || mode == "listen";
                 set.spawn(async move {
                     if raw {
                         let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -167,6 +173,33 @@ fn main() {
         }
         println!("{mode}: {n} flows x {rounds}: {:?}", t.elapsed());
     });
+}
+
+/// The `listen` mode's server: a taps `Listener` (TCP required) on 127.0.0.1 that keeps
+/// what it accepts, as the raw server does; returns its port.
+async fn taps_server() -> u16 {
+    let ctx = Context::builder().build().unwrap();
+    let props = TransportProperties::new()
+        .protocols(Preference::Require, [Protocol::Tcp])
+        .compile()
+        .unwrap();
+    let mut l = Preconnection::new(&ctx, props)
+        .local("127.0.0.1:0".parse().unwrap())
+        .listen()
+        .await
+        .unwrap();
+    let port = l.local_addrs()[0].1.port();
+    tokio::spawn(async move {
+        let _ctx = ctx;
+        let mut keep = Vec::new();
+        while let Some(c) = l.accept().await {
+            keep.push(c.unwrap());
+            if keep.len() > 4096 {
+                keep.clear();
+            }
+        }
+    });
+    port
 }
 
 /// Process CPU time (user + system) in microseconds, RSS and its anonymous part in KiB.
