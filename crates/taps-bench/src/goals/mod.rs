@@ -100,7 +100,7 @@ pub(crate) fn goals(r: &Results, expected: &Expected) -> Vec<Goal> {
 }
 
 /// Collects the reasons a goal's figure cannot count.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Judge {
     problems: Vec<String>,
 }
@@ -228,9 +228,7 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
         .min_by_key(|q| q.flows)
         .filter(|q| q.flows < n)
         .map(|q| marginal(q, p));
-    let mut cpu = Judge {
-        problems: base.problems.clone(),
-    };
+    let mut cpu = base.clone();
     cpu.samples("taps client CPU", &p.taps.client_cpu_us, true)
         .samples("raw client CPU", &p.raw.client_cpu_us, true);
     g.push(cpu.goal(
@@ -250,9 +248,7 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
         ),
     ));
     accept_path_goal(p, &base, g);
-    let mut rss = Judge {
-        problems: base.problems.clone(),
-    };
+    let mut rss = base.clone();
     rss.samples("taps RSS growth", &p.taps.rss_growth_kib, false)
         .samples("raw RSS growth", &p.raw.rss_growth_kib, false);
     let anon = pairwise(&p.taps.anon_growth_kib, &p.raw.anon_growth_kib, |a, b| {
@@ -297,9 +293,7 @@ fn connect_goals(r: &Results, n: usize, g: &mut Vec<Goal>) {
 fn accept_path_goal(p: &ConnectPoint, base: &Judge, g: &mut Vec<Goal>) {
     const SERVER: &str = "≤ 1.1 × raw";
     let n = p.flows;
-    let mut server = Judge {
-        problems: base.problems.clone(),
-    };
+    let mut server = base.clone();
     server
         .samples("taps server CPU", &p.taps.server_cpu_us, true)
         .samples("raw server CPU", &p.raw.server_cpu_us, true);
