@@ -1,7 +1,7 @@
 //! QUIC end to end on loopback: a taps listener serving QUIC and TLS/TCP on one port, a
 //! taps client racing them, verification failures as typed causes, a cancelled QUIC
-//! attempt that leaves nothing open, and an independent QUIC stack (ngtcp2's
-//! `gtlsserver`, HTTP/3) when installed.
+//! attempt that leaves nothing open, a port without QUIC refusing the attempt at once,
+//! and an independent QUIC stack (ngtcp2's `gtlsserver`, HTTP/3) when installed.
 
 mod common;
 use common::spawn_echo;
@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use taps::taps_core::properties::{Name, Protocol};
-use taps::taps_core::race::AttemptOutcome;
+use taps::taps_core::race::{AttemptOutcome, RaceEvent};
 use taps::taps_core::VerifyFailure;
 use taps::{
     AttemptCause, Context, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
@@ -183,6 +183,109 @@ async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("QUIC attempt gone {:?} after the race", cancelled.elapsed());
+    assert_eq!(ctx.open_quic_connections(), 0);
+}
+
+/// Nothing listens on the UDP port (the kernel answers ICMP port unreachable): the QUIC
+/// attempt's port probe is refused at once, and TLS/TCP starts then, before QUIC's head
+/// start is over (before the probe, QUIC stayed pending until TLS/TCP won, cancelled).
+#[tokio::test]
+async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let props = TransportProperties::for_listener()
+        .require(Name::Security)
+        .protocols(taps::Preference::Require, [Protocol::Tcp])
+        .compile()
+        .unwrap();
+    let listener = Preconnection::new(&ctx, props)
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
+        .listen()
+        .await
+        .unwrap();
+    spawn_echo(listener);
+    let props = secure().compile().unwrap();
+    let started = std::time::Instant::now();
+    let conn = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(trusting(&pki))
+        .initiate()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    let report = conn.info().race.clone().unwrap();
+    assert_eq!(
+        conn.info().stack.to_string(),
+        "TLS/TCP",
+        "{}",
+        report.trace()
+    );
+    let quic = report
+        .attempts
+        .iter()
+        .find(|a| a.candidate.stack.to_string() == "QUIC")
+        .expect("QUIC was attempted first");
+    assert_eq!(
+        quic.outcome,
+        AttemptOutcome::Failed(AttemptCause::Refused),
+        "{}",
+        report.trace()
+    );
+    // TLS/TCP started when QUIC was refused, not when QUIC's head start ran out.
+    let head_start = report
+        .timeline
+        .iter()
+        .find_map(|(_, e)| match e {
+            RaceEvent::Started { id, next } if *id == quic.id => *next,
+            _ => None,
+        })
+        .unwrap_or(Duration::from_millis(250));
+    let tls = report
+        .attempts
+        .iter()
+        .find(|a| a.candidate.stack.to_string() == "TLS/TCP")
+        .unwrap();
+    assert!(
+        tls.start < quic.start + head_start,
+        "TLS/TCP started at {:?}, QUIC's head start {head_start:?}\n{}",
+        tls.start,
+        report.trace()
+    );
+    println!("TLS/TCP won {took:?} after the start:\n{}", report.trace());
+}
+
+/// QUIC alone to a port where nothing listens fails in milliseconds, refused, instead of
+/// after QUIC's 10 s idle timeout.
+#[tokio::test]
+async fn quic_alone_to_a_closed_port_is_refused() {
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .compile()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = Preconnection::new(&ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(SecurityParameters::new().server_name("localhost"))
+        .initiate()
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    let causes: Vec<AttemptCause> = err
+        .attempt_causes()
+        .into_iter()
+        .filter(|c| !matches!(c, AttemptCause::Unavailable(_)))
+        .collect();
+    assert_eq!(causes, [AttemptCause::Refused], "{err}");
+    assert!(took < Duration::from_secs(2), "{took:?}: {err}");
+    // The refused attempt's connection is closed and forgotten like a cancelled one.
+    let ended = std::time::Instant::now();
+    while ctx.open_quic_connections() > 0 && ended.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(ctx.open_quic_connections(), 0);
 }
 
@@ -392,8 +495,10 @@ async fn flows_waiting_on_a_failed_race_do_not_fail_one_after_another() {
     const FLOWS: usize = 8;
     const TIMEOUT: Duration = Duration::from_millis(300);
     let ctx = Context::builder().build().unwrap();
-    // A UDP port nobody answers on (QUIC does not act on the ICMP error).
+    // A UDP port where a socket takes every datagram and never answers: the race runs
+    // until its establishment timeout (a closed port would refuse at once).
     let port = free_port();
+    let _silent = StdUdp::bind(("127.0.0.1", port)).unwrap();
     let props = secure()
         .protocols(taps::Preference::Require, [Protocol::Quic])
         .timeout(TIMEOUT);

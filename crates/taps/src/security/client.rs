@@ -141,9 +141,13 @@ impl ClientSecurity {
 impl ClientSecurity {
     /// Connects over QUIC from the context's socket: done when the handshake finished
     /// and the peer's certificate verified; then opens the connection's stream.
+    ///
+    /// `probe`: also ask whether anything listens on `remote`'s UDP port, to fail at once
+    /// where nothing does ([`quic::PortProbe`]; for candidates with no success on record).
     pub(crate) async fn quic_connect(
         &self,
         remote: std::net::SocketAddr,
+        probe: bool,
     ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
         let Some((config, socket)) = &self.quic else {
             return Err(AttemptCause::Unsupported(
@@ -151,7 +155,14 @@ impl ClientSecurity {
             ));
         };
         let (endpoint, local) = socket.endpoint().map_err(AttemptCause::other)?;
-        quic::connect((&endpoint, local), config.clone(), remote, &self.name).await
+        quic::connect(
+            (&endpoint, local),
+            config.clone(),
+            remote,
+            &self.name,
+            probe,
+        )
+        .await
     }
 }
 

@@ -45,10 +45,12 @@ impl QuicClientSocket {
 }
 
 /// How long a QUIC connection (or handshake) may hear nothing before it is given up.
-/// QUIC to a port where nothing answers gets no ICMP through a shared socket, so this
-/// bounds a dead QUIC attempt: 10 s leaves a handshake three or four retransmissions on a
-/// lossy path, and a race whose other attempts all failed reports in 10 s, not after the
-/// 30 s establishment timeout. Established connections send a keep-alive well within it.
+/// A QUIC attempt to a port where nothing listens is refused at once when its port probe
+/// ran ([`PortProbe`], first contact); to a port that drops what it gets, or without the
+/// probe, nothing comes back through the shared socket, so this bounds the attempt: 10 s
+/// leaves a handshake three or four retransmissions on a lossy path, and a race whose
+/// other attempts all failed reports in 10 s, not after the 30 s establishment timeout.
+/// Established connections send a keep-alive well within it.
 pub(crate) const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The keep-alive interval of established QUIC connections (under [`IDLE_TIMEOUT`]; also
 /// keeps NAT bindings open).
@@ -171,18 +173,35 @@ impl QuicStream {
 /// Connects to `remote` with `config` from `endpoint` (bound to `local`), verifying
 /// `server_name`, and opens the stream. The handshake is the finish line: done when the
 /// peer's certificate verified.
+///
+/// With `probe`, a [`PortProbe`] goes to `remote` beside the Initial, and an ICMP port
+/// unreachable for it ends the attempt at once as [`AttemptCause::Refused`].
 pub(crate) async fn connect(
     (endpoint, local): (&Endpoint, SocketAddr),
     config: quinn::ClientConfig,
     remote: SocketAddr,
     server_name: &str,
+    probe: bool,
 ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
+    let probe = probe.then(|| PortProbe::send(remote)).flatten();
     let connecting = endpoint
         .connect_with(config, remote, server_name)
         .map_err(AttemptCause::other)?;
-    let conn = connecting
-        .await
-        .map_err(|e| connection_failure(e, server_name))?;
+    let handshake = async {
+        connecting
+            .await
+            .map_err(|e| connection_failure(e, server_name))
+    };
+    let conn = match &probe {
+        // Dropping the handshake's future closes the quinn connection.
+        Some(probe) => tokio::select! {
+            biased;
+            conn = handshake => conn?,
+            () = probe.refused() => return Err(AttemptCause::Refused),
+        },
+        None => handshake.await?,
+    };
+    drop(probe);
     let (send, recv) = conn
         .open_bi()
         .await
@@ -201,6 +220,46 @@ pub(crate) async fn connect(
         },
         info,
     ))
+}
+
+/// Whether anything listens on a QUIC candidate's UDP port, asked the way the kernel
+/// answers: a zero-length datagram from a socket of its own, connected to the address.
+/// Where nothing listens, the kernel's ICMP port unreachable comes back on that socket
+/// as `ECONNREFUSED`; the context's shared QUIC socket is unconnected, and Linux reports
+/// ICMP errors to an unconnected socket only through `IP_RECVERR`, whose pending error
+/// would also fail the next send of any other connection on it. A QUIC server drops the
+/// empty datagram (a client's first packet must fill 1,200 bytes). Cost: a socket and
+/// ~6 syscalls per attempt, so the race asks for it only on first contact (no success
+/// of the candidate in the CIB); best effort: `None` if the socket cannot be made.
+pub(crate) struct PortProbe(tokio::net::UdpSocket);
+
+impl PortProbe {
+    /// Sends the probe to `remote`.
+    fn send(remote: SocketAddr) -> Option<PortProbe> {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(remote),
+            socket2::Type::DGRAM.nonblocking(),
+            Some(socket2::Protocol::UDP),
+        )
+        .ok()?;
+        socket.connect(&remote.into()).ok()?;
+        socket.send(&[]).ok()?;
+        tokio::net::UdpSocket::from_std(socket.into())
+            .ok()
+            .map(PortProbe)
+    }
+
+    /// Completes when the probe was refused; never otherwise (an answer, another error).
+    async fn refused(&self) {
+        let mut buf = [0u8; 1];
+        loop {
+            match self.0.recv(&mut buf).await {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return,
+                Ok(_) => continue,
+                Err(_) => std::future::pending::<()>().await,
+            }
+        }
+    }
 }
 
 /// The server side of an accepted connection: its handshake.

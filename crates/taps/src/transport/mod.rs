@@ -27,6 +27,7 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 use taps_core::candidates::{Candidate, LocalBinding, Security};
 use taps_core::failure::AttemptCause;
+use taps_core::policy::History;
 
 use crate::security::{ClientSecurity, DtlsFlow, QuicStream, SecurityInfo};
 use taps_core::properties::Protocol;
@@ -263,8 +264,11 @@ async fn connect_secure(
             ))
         }
         (Protocol::Quic, Security::QuicTls, Some(sec)) => {
+            // First contact (no success on record): probe the port beside the Initial,
+            // so a server without QUIC refuses the attempt at once.
+            let probe = !matches!(candidate.history, History::Succeeded { .. });
             let (stream, info) = sec
-                .quic_connect(candidate.remote)
+                .quic_connect(candidate.remote, probe)
                 .await
                 .map_err(AttemptError::Cause)?;
             Ok(Established::Quic(Box::new(stream), Box::new(info)))
