@@ -91,8 +91,9 @@ pub(super) fn secure_section(s: &mut String, r: &Results, plots: &[&str]) {
          requiring security to 127.0.0.1: QUIC (ranked first) against TLS/TCP, flow mapping \
          off. *Both alive*: the server (a taps `Listener` with an identity) serves TLS/TCP \
          and QUIC on one port; QUIC wins. *QUIC dead*: the server serves TLS/TCP only and \
-         nothing answers QUIC, so a miss starts QUIC, waits the attempt delay (250 ms) and \
-         TLS/TCP wins; a hit (a context whose CIB was seeded by a preliminary connection) \
+         nothing listens on its UDP port, so a miss starts QUIC with its first-contact port \
+         probe, the kernel refuses the probe (ICMP port unreachable), the QUIC attempt \
+         fails and TLS/TCP starts at once and wins; a hit (a context whose CIB was seeded by a preliminary connection) \
          starts TLS/TCP alone. A miss uses a context whose CIB forgets at once. Baselines: \
          taps requiring security and TCP (TLS/TCP) or QUIC (one candidate, no race), against \
          the same server as the race that ends on that protocol; and tokio-rustls over \
