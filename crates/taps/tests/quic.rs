@@ -62,6 +62,14 @@ async fn dummy(ctx: &Context) -> Listener {
         .unwrap()
 }
 
+/// A TLS/TCP-only echo listener on 127.0.0.1:`port` (nothing of it on the UDP port).
+async fn tls_only_echo(ctx: &Context, pki: &TestPki, port: u16) {
+    let props = TransportProperties::for_listener()
+        .require(Name::Security)
+        .protocols(taps::Preference::Require, [Protocol::Tcp]);
+    spawn_echo(secure_listener(ctx, pki, port, props).await);
+}
+
 fn secure() -> TransportProperties {
     TransportProperties::new().require(Name::Security)
 }
@@ -138,18 +146,7 @@ async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
     let ctx = Context::builder().build().unwrap();
     let port = free_port();
     // TLS/TCP only on the port; a UDP socket on it that never answers.
-    let props = TransportProperties::for_listener()
-        .require(Name::Security)
-        .protocols(taps::Preference::Require, [Protocol::Tcp])
-        .compile()
-        .unwrap();
-    let listener = Preconnection::new(&ctx, props)
-        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
-        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
-        .listen()
-        .await
-        .unwrap();
-    spawn_echo(listener);
+    tls_only_echo(&ctx, &pki, port).await;
     let _silent = StdUdp::bind(("127.0.0.1", port)).unwrap();
     let props = secure()
         .attempt_delay(Duration::from_millis(100))
@@ -194,18 +191,7 @@ async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
     let pki = TestPki::new(&["localhost"]).unwrap();
     let ctx = Context::builder().build().unwrap();
     let port = free_port();
-    let props = TransportProperties::for_listener()
-        .require(Name::Security)
-        .protocols(taps::Preference::Require, [Protocol::Tcp])
-        .compile()
-        .unwrap();
-    let listener = Preconnection::new(&ctx, props)
-        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
-        .security(SecurityParameters::new().identity(&pki.cert, &pki.key))
-        .listen()
-        .await
-        .unwrap();
-    spawn_echo(listener);
+    tls_only_echo(&ctx, &pki, port).await;
     let props = secure().compile().unwrap();
     let started = std::time::Instant::now();
     let conn = Preconnection::new(&ctx, props)
