@@ -57,7 +57,9 @@ impl SctpStack {
     /// Returns at once; await the [`Connecting`] for the association. Needs a tokio runtime.
     /// [`Error::Refused`] at once when the refusal is already known as the INIT leaves
     /// (the peer is this host and nothing listens on its UDP port: the kernel answers
-    /// while sending); otherwise the [`Connecting`] reports it when the ICMP arrives.
+    /// while sending), or, with [`SctpOptions::probe_port`], as the probe leaves, before
+    /// the usrsctp socket exists; otherwise the [`Connecting`] reports it when the ICMP
+    /// arrives.
     pub fn connect(
         &self,
         remote: SocketAddr,
@@ -65,7 +67,7 @@ impl SctpStack {
         opts: &SctpOptions,
     ) -> Result<Connecting> {
         require_runtime()?;
-        let (mut link, udp_recv) = ClientLink::open(remote)?;
+        let (mut link, udp_recv) = ClientLink::open(remote, opts.probe_port)?;
         let sock = Sock::new_stream()?;
         opts.apply(&sock, true, link.path_mtu)?;
         sock.bind(link.addr.id, opts.local_port)?;
@@ -79,7 +81,7 @@ impl SctpStack {
             Err(Error::Sys { source, .. }) if would_block(&source) => {}
             Err(e) => return Err(e),
         }
-        if link.refused_already() {
+        if !opts.probe_port && link.refused_already() {
             // ABORT goes out while the conn address is still registered (`link` drops
             // last).
             sock.close(true);
@@ -109,6 +111,13 @@ impl SctpStack {
     pub fn live_sockets(&self) -> usize {
         let s = self.stats();
         s.sctp_sockets + s.conn_addrs + s.udp_sockets
+    }
+
+    /// usrsctp sockets made since the stack started, closed ones included: what an attempt
+    /// refused before any association state ([`SctpOptions::probe_port`]) saves. One
+    /// atomic load (0 before the first connect or listen).
+    pub fn sockets_made(&self) -> usize {
+        started().map_or(0, |g| g.made_socks.load(Ordering::Relaxed))
     }
 
     /// What the stack currently holds. Three atomic loads (all zero, and nothing loaded,

@@ -57,6 +57,8 @@ pub(crate) struct Global {
     pub(crate) live_socks: AtomicUsize,
     pub(crate) live_addrs: AtomicUsize,
     pub(crate) live_udp: AtomicUsize,
+    /// usrsctp sockets made so far ([`SctpStack::sockets_made`](crate::SctpStack::sockets_made)).
+    pub(crate) made_socks: AtomicUsize,
     timer: OnceLock<thread::Thread>,
 }
 
@@ -103,6 +105,7 @@ pub(crate) fn global() -> &'static Global {
         live_socks: AtomicUsize::new(0),
         live_addrs: AtomicUsize::new(0),
         live_udp: AtomicUsize::new(0),
+        made_socks: AtomicUsize::new(0),
         timer: OnceLock::new(),
     })
 }
@@ -383,6 +386,7 @@ impl Sock {
         match make(waker_id) {
             Ok(raw) => {
                 g.live_socks.fetch_add(1, Ordering::SeqCst);
+                g.made_socks.fetch_add(1, Ordering::Relaxed);
                 g.kick_timer();
                 Ok(Arc::new(Sock {
                     raw,

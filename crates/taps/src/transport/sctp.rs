@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use taps_core::candidates::Candidate;
+use taps_core::policy::History;
 use usrsctp::{SctpListener, SctpOptions, SctpStack};
 
 use super::{AttemptError, Established, SocketOptions};
@@ -90,8 +91,14 @@ pub(crate) async fn connect(
         tracing::debug!("SCTP over UDP ignores the local binding of {candidate}");
     }
     let udp_remote = SocketAddr::new(candidate.remote.ip(), opts.sctp_udp_port);
+    let options = SctpOptions {
+        // First contact (no success on record): ask the port before building the
+        // association, so a host without SCTP over UDP costs a socket, not an association.
+        probe_port: !matches!(candidate.history, History::Succeeded { .. }),
+        ..sctp_options(opts)
+    };
     let mut connecting = SctpStack::global()
-        .connect(udp_remote, candidate.remote.port(), &sctp_options(opts))
+        .connect(udp_remote, candidate.remote.port(), &options)
         .map_err(attempt_error)?;
     connecting.reachable().await.map_err(attempt_error)?;
     on_reachable();
