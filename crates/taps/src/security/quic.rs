@@ -175,7 +175,8 @@ impl QuicStream {
 /// peer's certificate verified.
 ///
 /// With `probe`, a [`PortProbe`] goes to `remote` beside the Initial, and an ICMP port
-/// unreachable for it ends the attempt at once as [`AttemptCause::Refused`].
+/// unreachable for it ends the attempt at once as [`AttemptCause::Refused`] (before the
+/// Initial is built when the refusal is known as the probe leaves).
 pub(crate) async fn connect(
     (endpoint, local): (&Endpoint, SocketAddr),
     config: quinn::ClientConfig,
@@ -183,7 +184,14 @@ pub(crate) async fn connect(
     server_name: &str,
     probe: bool,
 ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
-    let probe = probe.then(|| PortProbe::send(remote)).flatten();
+    let probe = match probe.then(|| PortProbe::send(remote)) {
+        // Refused while the probe was sent: no QUIC connection to build.
+        Some(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            return Err(AttemptCause::Refused)
+        }
+        Some(sent) => sent.ok(),
+        None => None,
+    };
     let connecting = endpoint
         .connect_with(config, remote, server_name)
         .map_err(AttemptCause::other)?;
@@ -229,24 +237,27 @@ pub(crate) async fn connect(
 /// ICMP errors to an unconnected socket only through `IP_RECVERR`, whose pending error
 /// would also fail the next send of any other connection on it. A QUIC server drops the
 /// empty datagram (a client's first packet must fill 1,200 bytes). Cost: a socket and
-/// ~6 syscalls per attempt, so the race asks for it only on first contact (no success
-/// of the candidate in the CIB); best effort: `None` if the socket cannot be made.
+/// ~7 syscalls per attempt, so the race asks for it only on first contact (no success
+/// of the candidate in the CIB); best effort: without a socket, no probe.
 pub(crate) struct PortProbe(tokio::net::UdpSocket);
 
 impl PortProbe {
-    /// Sends the probe to `remote`.
-    fn send(remote: SocketAddr) -> Option<PortProbe> {
+    /// Sends the probe to `remote`. `ConnectionRefused` when the refusal came while it was
+    /// sent (the peer is this host: the kernel answers inside the send; one `getsockopt`
+    /// tells), before the socket enters the runtime; another error when no probe could be
+    /// made (best effort: the attempt goes on without one).
+    fn send(remote: SocketAddr) -> io::Result<PortProbe> {
         let socket = socket2::Socket::new(
             socket2::Domain::for_address(remote),
             socket2::Type::DGRAM.nonblocking(),
             Some(socket2::Protocol::UDP),
-        )
-        .ok()?;
-        socket.connect(&remote.into()).ok()?;
-        socket.send(&[]).ok()?;
-        tokio::net::UdpSocket::from_std(socket.into())
-            .ok()
-            .map(PortProbe)
+        )?;
+        socket.connect(&remote.into())?;
+        socket.send(&[])?;
+        if let Some(e) = socket.take_error()? {
+            return Err(e);
+        }
+        tokio::net::UdpSocket::from_std(socket.into()).map(PortProbe)
     }
 
     /// Completes when the probe was refused; never otherwise (an answer, another error).
