@@ -1,11 +1,12 @@
 //! Opens N concurrent TCP flows to a local listener, R rounds, with taps or raw tokio;
 //! a harness for profiling the per-flow cost of `initiate` (`perf record`).
-//! `cargo run --release -p taps --example connect_many -- taps|raw|listen|race-hit|size|context|contexts|sctp-dead N R` (listen:
+//! `cargo run --release -p taps --example connect_many -- taps|raw|listen|race-hit|race-miss|size|context|contexts|sctp-dead N R` (listen:
 //! raw clients against a taps `Listener`; size:
 //! prints the initiate future and Connection sizes; context: CPU and RSS of building a
 //! context, and of its first connection; contexts: N contexts built and dropped;
 //! sctp-dead: N SCTP attempts to a dead UDP port, one after another in a task; race-hit:
-//! as taps, but racing SCTP (dead) before TCP with the CIB seeded). The runtime
+//! as taps, but racing SCTP (dead) before TCP with the CIB seeded; race-miss: the same
+//! race with a CIB that forgets at once, so SCTP is tried and refused first). The runtime
 //! has two workers; `RUNTIME=current` runs on one thread instead.
 
 use std::sync::Arc;
@@ -102,19 +103,26 @@ fn main() {
         // he`): every flow's race is a cache hit that ends on TCP, what a race costs over
         // `taps` (TCP required) when history works.
         let race_hit = mode == "race-hit";
-        let ctx = if race_hit {
+        let race = race_hit || mode == "race-miss";
+        let ctx = if race {
             let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let udp = dead.local_addr().unwrap().port();
             drop(dead);
-            Context::builder()
-                .sctp_udp_port(udp)
-                .flow_mapping(false)
-                .build()
-                .unwrap()
+            let forget = taps::taps_core::policy::CibConfig {
+                lifetime: std::time::Duration::ZERO,
+                ..Default::default()
+            };
+            let builder = Context::builder().sctp_udp_port(udp).flow_mapping(false);
+            let builder = if race_hit {
+                builder
+            } else {
+                builder.cib_config(forget)
+            };
+            builder.build().unwrap()
         } else {
             Context::builder().build().unwrap()
         };
-        let protocols = if race_hit {
+        let protocols = if race {
             vec![Protocol::Sctp, Protocol::Tcp]
         } else {
             vec![Protocol::Tcp]
