@@ -267,11 +267,8 @@ async fn quic_alone_to_a_closed_port_is_refused() {
         .collect();
     assert_eq!(causes, [AttemptCause::Refused], "{err}");
     assert!(took < Duration::from_secs(2), "{took:?}: {err}");
-    // The refused attempt's connection is closed and forgotten like a cancelled one.
-    let ended = std::time::Instant::now();
-    while ctx.open_quic_connections() > 0 && ended.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The server is this host, so the refusal came while the probe was sent: no QUIC
+    // connection was built (one built and then closed stays open while it drains).
     assert_eq!(ctx.open_quic_connections(), 0);
 }
 

@@ -154,6 +154,11 @@ impl ClientSecurity {
                 "QUIC is not set up for this preconnection".into(),
             ));
         };
+        let probe = if probe {
+            quic::PortProbe::ask(remote)?
+        } else {
+            None
+        };
         let (endpoint, local) = socket.endpoint().map_err(AttemptCause::other)?;
         quic::connect(
             (&endpoint, local),

@@ -174,24 +174,15 @@ impl QuicStream {
 /// `server_name`, and opens the stream. The handshake is the finish line: done when the
 /// peer's certificate verified.
 ///
-/// With `probe`, a [`PortProbe`] goes to `remote` beside the Initial, and an ICMP port
-/// unreachable for it ends the attempt at once as [`AttemptCause::Refused`] (before the
-/// Initial is built when the refusal is known as the probe leaves).
+/// With `probe` (sent to `remote` before, [`PortProbe::ask`]), an ICMP port unreachable
+/// for it ends the attempt at once as [`AttemptCause::Refused`].
 pub(crate) async fn connect(
     (endpoint, local): (&Endpoint, SocketAddr),
     config: quinn::ClientConfig,
     remote: SocketAddr,
     server_name: &str,
-    probe: bool,
+    probe: Option<PortProbe>,
 ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
-    let probe = match probe.then(|| PortProbe::send(remote)) {
-        // Refused while the probe was sent: no QUIC connection to build.
-        Some(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            return Err(AttemptCause::Refused)
-        }
-        Some(sent) => sent.ok(),
-        None => None,
-    };
     let connecting = endpoint
         .connect_with(config, remote, server_name)
         .map_err(AttemptCause::other)?;
@@ -242,6 +233,17 @@ pub(crate) async fn connect(
 pub(crate) struct PortProbe(tokio::net::UdpSocket);
 
 impl PortProbe {
+    /// Asks `remote`'s port before a QUIC attempt: [`AttemptCause::Refused`] when the
+    /// refusal came while the probe was sent (nothing to build: no connection, and no
+    /// context socket if this is its first QUIC attempt); otherwise the probe to watch
+    /// beside the handshake, `None` when none could be made.
+    pub(crate) fn ask(remote: SocketAddr) -> Result<Option<PortProbe>, AttemptCause> {
+        match PortProbe::send(remote) {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Err(AttemptCause::Refused),
+            sent => Ok(sent.ok()),
+        }
+    }
+
     /// Sends the probe to `remote`. `ConnectionRefused` when the refusal came while it was
     /// sent (the peer is this host: the kernel answers inside the send; one `getsockopt`
     /// tells), before the socket enters the runtime; another error when no probe could be
