@@ -29,8 +29,9 @@ const ARPHRD_IP6GRE: u16 = 823;
 
 /// Reads the local interfaces and their addresses with `getifaddrs(3)`, sorted by index.
 ///
-/// Costs one netlink dump in libc plus an `if_nametoindex` per interface (and a `stat`
-/// under `/sys/class/net` per Ethernet-like one): tens of microseconds to a millisecond.
+/// Costs one netlink dump in libc (the index comes from each link's `AF_PACKET` entry;
+/// an `if_nametoindex`, three syscalls, only for a link without one) and a `stat` under
+/// `/sys/class/net` per Ethernet-like link: tens of microseconds to a millisecond.
 /// Call it when the list is needed or has changed, not per flow; [`InterfaceWatcher`]
 /// does that.
 ///
@@ -51,12 +52,12 @@ pub fn read_interfaces() -> io::Result<Vec<Interface>> {
         let c_name = unsafe { CStr::from_ptr(ifa.ifa_name) };
         let name = c_name.to_string_lossy().into_owned();
         let slot = *by_name.entry(name.clone()).or_insert_with(|| {
-            // SAFETY: `c_name` is a valid C string.
-            let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
             found.push((
                 Interface {
                     name,
-                    index,
+                    // From the link's AF_PACKET entry below; asked for after the loop
+                    // when there is none.
+                    index: 0,
                     kind: InterfaceKind::Other,
                     up: false,
                     addresses: Vec::new(),
@@ -110,6 +111,7 @@ pub fn read_interfaces() -> io::Result<Vec<Interface>> {
                 libc::AF_PACKET => {
                     let sll = &*(ifa.ifa_addr as *const libc::sockaddr_ll);
                     entry.2 = Some(sll.sll_hatype);
+                    entry.0.index = u32::try_from(sll.sll_ifindex).unwrap_or(0);
                     None
                 }
                 _ => None,
@@ -122,6 +124,12 @@ pub fn read_interfaces() -> io::Result<Vec<Interface>> {
         }
     }
     drop(list);
+    for (iface, _, _) in found.iter_mut().filter(|(i, _, _)| i.index == 0) {
+        if let Ok(c_name) = std::ffi::CString::new(iface.name.as_str()) {
+            // SAFETY: `c_name` is a valid C string.
+            iface.index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+        }
+    }
 
     let mut out: Vec<Interface> = found
         .into_iter()

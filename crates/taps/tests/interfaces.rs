@@ -34,6 +34,13 @@ fn reading_finds_loopback_with_both_families() {
     assert!(v6.contains(&IpAddr::from(Ipv6Addr::LOCALHOST)));
     // Indexes are unique and the list is sorted by them.
     assert!(list.windows(2).all(|w| w[0].index < w[1].index), "{list:?}");
+    // Each is the kernel's (taken from the link's AF_PACKET entry, not asked per name).
+    for i in &list {
+        let sysfs = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", i.name));
+        if let Ok(index) = sysfs {
+            assert_eq!(index.trim().parse::<u32>().unwrap(), i.index, "{i:?}");
+        }
+    }
     // No other interface claims to be loopback.
     assert_eq!(
         list.iter()
