@@ -55,9 +55,7 @@ pub fn read_interfaces() -> io::Result<Vec<Interface>> {
             found.push((
                 Interface {
                     name,
-                    // From the link's AF_PACKET entry below; asked for after the loop
-                    // when there is none.
-                    index: 0,
+                    index: 0, // from the link's AF_PACKET entry, else by name below
                     kind: InterfaceKind::Other,
                     up: false,
                     addresses: Vec::new(),
@@ -125,10 +123,7 @@ pub fn read_interfaces() -> io::Result<Vec<Interface>> {
     }
     drop(list);
     for (iface, _, _) in found.iter_mut().filter(|(i, _, _)| i.index == 0) {
-        if let Ok(c_name) = std::ffi::CString::new(iface.name.as_str()) {
-            // SAFETY: `c_name` is a valid C string.
-            iface.index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
-        }
+        iface.index = index_by_name(&iface.name);
     }
 
     let mut out: Vec<Interface> = found
@@ -142,6 +137,16 @@ pub fn read_interfaces() -> io::Result<Vec<Interface>> {
         .collect();
     out.sort_by(|a, b| (a.index, &a.name).cmp(&(b.index, &b.name)));
     Ok(out)
+}
+
+/// The kernel's index of the interface called `name` (`if_nametoindex`: three syscalls),
+/// 0 if there is none.
+fn index_by_name(name: &str) -> u32 {
+    let Ok(c_name) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: `c_name` is a valid C string.
+    unsafe { libc::if_nametoindex(c_name.as_ptr()) }
 }
 
 fn classify(name: &str, flags: libc::c_int, hatype: Option<u16>) -> InterfaceKind {
