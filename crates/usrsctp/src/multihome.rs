@@ -210,6 +210,7 @@ impl SctpPath {
             sock: send,
             remote: None,
             src: None,
+            refused: None,
         })?;
         let shared = Arc::new(PathShared::default());
         let task = tokio::spawn(path_reader(recv, conn.id, shared.clone(), UdpCount::new()));

@@ -81,7 +81,9 @@ impl SctpStack {
             Err(Error::Sys { source, .. }) if would_block(&source) => {}
             Err(e) => return Err(e),
         }
-        if !opts.probe_port && link.refused_already() {
+        // With the probe, a refusal known as the INIT left was either taken by the INIT's
+        // send (and kept) or is still on the socket for the reader: no syscall here.
+        if link.refused_already(!opts.probe_port) {
             // ABORT goes out while the conn address is still registered (`link` drops
             // last).
             sock.close(true);

@@ -32,6 +32,11 @@ pub(crate) struct Route {
     /// address the remote sent to, passed as IP_PKTINFO / IPV6_PKTINFO). `None`: the kernel
     /// picks (plain `send_to`).
     pub(crate) src: Option<IpAddr>,
+    /// A client's connected socket: set when a send fails with `ECONNREFUSED`. A send
+    /// takes a pending ICMP error from the socket as its own result, so the reader would
+    /// never see a refusal that arrived just before usrsctp sent (e.g. the answer to a
+    /// port probe arriving while the association is made); this keeps it.
+    pub(crate) refused: Option<Arc<AtomicBool>>,
 }
 
 /// Read/write readiness of one usrsctp socket, signalled by the upcall.
@@ -251,9 +256,11 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some(g) = GLOBAL.get() else { return };
     let route = {
         let routes = lock(&g.routes);
-        routes.get(&id).map(|r| (r.sock.clone(), r.remote, r.src))
+        routes
+            .get(&id)
+            .map(|r| (r.sock.clone(), r.remote, r.src, r.refused.clone()))
     };
-    let Some((sock, remote, src)) = route else {
+    let Some((sock, remote, src, refused)) = route else {
         return;
     };
     let mut res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
@@ -274,6 +281,11 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
         }
     }
     if let Err(e) = res {
+        if e.kind() == io::ErrorKind::ConnectionRefused {
+            if let Some(flag) = refused {
+                flag.store(true, Ordering::Release);
+            }
+        }
         if e.kind() != io::ErrorKind::WouldBlock {
             tracing::trace!("usrsctp output to conn {id}: {e}");
         }

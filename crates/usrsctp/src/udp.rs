@@ -231,6 +231,8 @@ pub(crate) struct ClientLink {
     /// The socket's sending handle (the same kernel socket as the reader's), to ask for
     /// an ICMP error before the reader runs ([`ClientLink::refused_already`]).
     send: Arc<StdUdp>,
+    /// Set by a send that failed with `ECONNREFUSED` (see [`Route::refused`]).
+    refused: Arc<AtomicBool>,
 }
 
 impl Drop for ClientLink {
@@ -274,10 +276,12 @@ impl ClientLink {
         let path_mtu =
             connected_path_mtu(&s, remote.is_ipv6()).map(|m| sctp_mtu(m, remote.is_ipv6()));
         let send: Arc<StdUdp> = Arc::new(s.try_clone().map_err(|e| Error::udp("dup", e))?.into());
+        let refused = Arc::new(AtomicBool::new(false));
         let addr = ConnAddr::register(Route {
             sock: send.clone(),
             remote: None,
             src: None,
+            refused: Some(refused.clone()),
         })?;
         Ok((
             ClientLink {
@@ -286,22 +290,26 @@ impl ClientLink {
                 path_mtu,
                 task: None,
                 send,
+                refused,
             },
             s,
         ))
     }
 
-    /// Whether the peer's host already refused what was sent (an ICMP port unreachable
-    /// taken from the connected socket: one `getsockopt(SO_ERROR)`). To the same host the
-    /// kernel answers while the sending call runs, so right after the INIT the answer is
-    /// known without waiting for the reader task; elsewhere the ICMP comes a round trip
-    /// later and the reader reports it. Another pending error is dropped, as the reader
-    /// drops it.
-    pub(crate) fn refused_already(&self) -> bool {
-        matches!(
-            self.send.take_error(),
-            Ok(Some(e)) if e.kind() == io::ErrorKind::ConnectionRefused
-        )
+    /// Whether the peer's host already refused what was sent: a send failed with
+    /// `ECONNREFUSED` (it took an ICMP port unreachable that came before it, e.g. the
+    /// answer to the port probe; an atomic load), or, with `ask_socket`, the connected
+    /// socket holds one (one `getsockopt(SO_ERROR)`). To the same host the kernel answers
+    /// while the sending call runs, so right after the INIT the answer is known without
+    /// waiting for the reader task; elsewhere the ICMP comes a round trip later and the
+    /// reader reports it. Another pending error is dropped, as the reader drops it.
+    pub(crate) fn refused_already(&self, ask_socket: bool) -> bool {
+        self.refused.load(Ordering::Acquire)
+            || (ask_socket
+                && matches!(
+                    self.send.take_error(),
+                    Ok(Some(e)) if e.kind() == io::ErrorKind::ConnectionRefused
+                ))
     }
 
     /// Tunes `sock` (from [`ClientLink::open`]) for data, registers it with tokio and
@@ -639,6 +647,7 @@ fn lookup_or_create(
         sock: send.clone(),
         remote: Some(from),
         src: dst,
+        refused: None,
     })
     .ok()?;
     let id = addr.id;
