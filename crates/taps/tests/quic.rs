@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use taps::taps_core::properties::{Name, Protocol};
-use taps::taps_core::race::{AttemptOutcome, RaceEvent};
+use taps::taps_core::race::{AttemptOutcome, AttemptReport, RaceEvent, RaceReport};
 use taps::taps_core::VerifyFailure;
 use taps::{
     AttemptCause, Context, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
@@ -63,11 +63,54 @@ async fn dummy(ctx: &Context) -> Listener {
 }
 
 /// A TLS/TCP-only echo listener on 127.0.0.1:`port` (nothing of it on the UDP port).
-async fn tls_only_echo(ctx: &Context, pki: &TestPki, port: u16) {
+/// A context, its PKI, a free port and a secure listener there on `protocol` alone
+/// (TCP: TLS/TCP only, nothing on the UDP port; QUIC: QUIC only).
+async fn secure_only(protocol: Protocol) -> (TestPki, Context, u16, Listener) {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let port = free_port();
     let props = TransportProperties::for_listener()
         .require(Name::Security)
-        .protocols(taps::Preference::Require, [Protocol::Tcp]);
-    spawn_echo(secure_listener(ctx, pki, port, props).await);
+        .protocols(taps::Preference::Require, [protocol]);
+    let listener = secure_listener(&ctx, &pki, port, props).await;
+    (pki, ctx, port, listener)
+}
+
+/// [`secure_only`] TLS/TCP, echoing messages.
+async fn tls_only_echo() -> (TestPki, Context, u16) {
+    let (pki, ctx, port, listener) = secure_only(Protocol::Tcp).await;
+    spawn_echo(listener);
+    (pki, ctx, port)
+}
+
+/// QUIC alone to 127.0.0.1:`port` as "localhost", trusting the system's roots, which must
+/// fail: the error's text and its attempts' causes (stacks this build lacks left out).
+async fn quic_alone_fails(ctx: &Context, port: u16) -> (String, Vec<AttemptCause>) {
+    let props = secure()
+        .protocols(taps::Preference::Require, [Protocol::Quic])
+        .compile()
+        .unwrap();
+    let err = Preconnection::new(ctx, props)
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .security(SecurityParameters::new().server_name("localhost"))
+        .initiate()
+        .await
+        .unwrap_err();
+    let causes = err
+        .attempt_causes()
+        .into_iter()
+        .filter(|c| !matches!(c, AttemptCause::Unavailable(_)))
+        .collect();
+    (err.to_string(), causes)
+}
+
+/// The race's attempt of the stack named `stack` ("QUIC", "TLS/TCP").
+fn attempt<'a>(report: &'a RaceReport, stack: &str) -> &'a AttemptReport {
+    report
+        .attempts
+        .iter()
+        .find(|a| a.candidate.stack.to_string() == stack)
+        .unwrap_or_else(|| panic!("no {stack} attempt:\n{}", report.trace()))
 }
 
 fn secure() -> TransportProperties {
@@ -112,21 +155,7 @@ async fn quic_verification_failure_is_typed() {
     let ctx = Context::builder().build().unwrap();
     let port = free_port();
     let _listener = secure_echo(&ctx, &pki, port).await;
-    let props = secure()
-        .protocols(taps::Preference::Require, [Protocol::Quic])
-        .compile()
-        .unwrap();
-    let err = Preconnection::new(&ctx, props)
-        .remote(RemoteEndpoint::new("127.0.0.1", port))
-        .security(SecurityParameters::new().server_name("localhost"))
-        .initiate()
-        .await
-        .unwrap_err();
-    let causes: Vec<AttemptCause> = err
-        .attempt_causes()
-        .into_iter()
-        .filter(|c| !matches!(c, AttemptCause::Unavailable(_)))
-        .collect();
+    let (err, causes) = quic_alone_fails(&ctx, port).await;
     assert_eq!(
         causes,
         [AttemptCause::Verification {
@@ -142,11 +171,8 @@ async fn quic_verification_failure_is_typed() {
 /// connection open on the context's socket.
 #[tokio::test]
 async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
-    let pki = TestPki::new(&["localhost"]).unwrap();
-    let ctx = Context::builder().build().unwrap();
-    let port = free_port();
     // TLS/TCP only on the port; a UDP socket on it that never answers.
-    tls_only_echo(&ctx, &pki, port).await;
+    let (pki, ctx, port) = tls_only_echo().await;
     let _silent = StdUdp::bind(("127.0.0.1", port)).unwrap();
     let props = secure()
         .attempt_delay(Duration::from_millis(100))
@@ -160,11 +186,7 @@ async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
         .unwrap();
     assert_eq!(conn.info().stack.to_string(), "TLS/TCP");
     let report = conn.info().race.clone().unwrap();
-    let quic = report
-        .attempts
-        .iter()
-        .find(|a| a.candidate.stack.to_string() == "QUIC")
-        .expect("QUIC was attempted");
+    let quic = attempt(&report, "QUIC");
     assert_eq!(
         quic.outcome,
         AttemptOutcome::Cancelled,
@@ -188,10 +210,7 @@ async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
 /// start is over (before the probe, QUIC stayed pending until TLS/TCP won, cancelled).
 #[tokio::test]
 async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
-    let pki = TestPki::new(&["localhost"]).unwrap();
-    let ctx = Context::builder().build().unwrap();
-    let port = free_port();
-    tls_only_echo(&ctx, &pki, port).await;
+    let (pki, ctx, port) = tls_only_echo().await;
     let props = secure().compile().unwrap();
     let started = std::time::Instant::now();
     let conn = Preconnection::new(&ctx, props)
@@ -208,11 +227,7 @@ async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
         "{}",
         report.trace()
     );
-    let quic = report
-        .attempts
-        .iter()
-        .find(|a| a.candidate.stack.to_string() == "QUIC")
-        .expect("QUIC was attempted first");
+    let quic = attempt(&report, "QUIC");
     assert_eq!(
         quic.outcome,
         AttemptOutcome::Failed(AttemptCause::Refused),
@@ -228,11 +243,7 @@ async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
             _ => None,
         })
         .unwrap_or(Duration::from_millis(250));
-    let tls = report
-        .attempts
-        .iter()
-        .find(|a| a.candidate.stack.to_string() == "TLS/TCP")
-        .unwrap();
+    let tls = attempt(&report, "TLS/TCP");
     assert!(
         tls.start < quic.start + head_start,
         "TLS/TCP started at {:?}, QUIC's head start {head_start:?}\n{}",
@@ -248,23 +259,9 @@ async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
 async fn quic_alone_to_a_closed_port_is_refused() {
     let ctx = Context::builder().build().unwrap();
     let port = free_port();
-    let props = secure()
-        .protocols(taps::Preference::Require, [Protocol::Quic])
-        .compile()
-        .unwrap();
     let started = std::time::Instant::now();
-    let err = Preconnection::new(&ctx, props)
-        .remote(RemoteEndpoint::new("127.0.0.1", port))
-        .security(SecurityParameters::new().server_name("localhost"))
-        .initiate()
-        .await
-        .unwrap_err();
+    let (err, causes) = quic_alone_fails(&ctx, port).await;
     let took = started.elapsed();
-    let causes: Vec<AttemptCause> = err
-        .attempt_causes()
-        .into_iter()
-        .filter(|c| !matches!(c, AttemptCause::Unavailable(_)))
-        .collect();
     assert_eq!(causes, [AttemptCause::Refused], "{err}");
     assert!(took < Duration::from_secs(2), "{took:?}: {err}");
     // The server is this host, so the refusal came while the probe was sent: no QUIC
@@ -424,13 +421,7 @@ async fn quic_gives_up_after_conn_timeout_when_the_path_dies() {
 async fn a_dropped_quic_connection_delivers_what_it_queued() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const BYTES: usize = 4 << 20;
-    let pki = TestPki::new(&["localhost"]).unwrap();
-    let ctx = Context::builder().build().unwrap();
-    let port = free_port();
-    let props = TransportProperties::for_listener()
-        .require(Name::Security)
-        .protocols(taps::Preference::Require, [Protocol::Quic]);
-    let mut listener = secure_listener(&ctx, &pki, port, props).await;
+    let (pki, ctx, port, mut listener) = secure_only(Protocol::Quic).await;
     let server = tokio::spawn(async move {
         let mut counts = Vec::new();
         for _ in 0..2 {

@@ -157,15 +157,17 @@ fn udp_socket(domain: Domain) -> Result<Socket> {
         .map_err(|e| Error::udp("socket", e))
 }
 
+/// Whether `error` (from a send, or a socket's pending error) is a refusal: an ICMP port
+/// unreachable, `ECONNREFUSED` on a connected UDP socket. Any other error is not.
+fn is_refusal(error: Option<io::Error>) -> bool {
+    error.is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+}
+
 /// Sends a zero-length datagram on the connected `s` and says whether the peer's host
 /// refused it by the time the send returned (ICMP port unreachable, taken with
 /// `getsockopt(SO_ERROR)`). Two syscalls.
 fn probe_refused(s: &Socket) -> bool {
-    let refused = |e: &io::Error| e.kind() == io::ErrorKind::ConnectionRefused;
-    match s.send(&[]) {
-        Err(e) => refused(&e),
-        Ok(_) => matches!(s.take_error(), Ok(Some(e)) if refused(&e)),
-    }
+    is_refusal(s.send(&[]).err().or_else(|| s.take_error().ok().flatten()))
 }
 
 /// What a socket carrying associations' data gets: large buffers and, where the kernel
@@ -305,11 +307,7 @@ impl ClientLink {
     /// reader reports it. Another pending error is dropped, as the reader drops it.
     pub(crate) fn refused_already(&self, ask_socket: bool) -> bool {
         self.refused.load(Ordering::Acquire)
-            || (ask_socket
-                && matches!(
-                    self.send.take_error(),
-                    Ok(Some(e)) if e.kind() == io::ErrorKind::ConnectionRefused
-                ))
+            || (ask_socket && is_refusal(self.send.take_error().ok().flatten()))
     }
 
     /// Tunes `sock` (from [`ClientLink::open`]) for data, registers it with tokio and
@@ -336,10 +334,8 @@ impl ClientLink {
                     // An ICMP error on the connected socket (port unreachable: nothing
                     // listens on the peer's UDP port). Taking it clears the readiness.
                     let _ = sock.try_io(Interest::ERROR, || {
-                        if let Ok(Some(e)) = sock.take_error() {
-                            if e.kind() == io::ErrorKind::ConnectionRefused {
-                                events.refused();
-                            }
+                        if is_refusal(sock.take_error().ok().flatten()) {
+                            events.refused();
                         }
                         Err::<(), _>(io::ErrorKind::WouldBlock.into())
                     });

@@ -238,6 +238,13 @@ pub(crate) async fn connect_signalling(
     }
 }
 
+/// Whether `candidate` has no success on record: where an attempt over UDP (QUIC, SCTP)
+/// first asks whether anything listens on the port (a probe costs a few syscalls, so a
+/// peer known to answer is not asked).
+pub(crate) fn first_contact(candidate: &Candidate) -> bool {
+    !matches!(candidate.history, History::Succeeded { .. })
+}
+
 /// A secure attempt: the transport, then the security handshake (the finish line).
 async fn connect_secure(
     candidate: &Candidate,
@@ -264,11 +271,10 @@ async fn connect_secure(
             ))
         }
         (Protocol::Quic, Security::QuicTls, Some(sec)) => {
-            // First contact (no success on record): probe the port beside the Initial,
-            // so a server without QUIC refuses the attempt at once.
-            let probe = !matches!(candidate.history, History::Succeeded { .. });
+            // First contact: probe the port before the Initial, so a server without
+            // QUIC refuses the attempt at once.
             let (stream, info) = sec
-                .quic_connect(candidate.remote, probe)
+                .quic_connect(candidate.remote, first_contact(candidate))
                 .await
                 .map_err(AttemptError::Cause)?;
             Ok(Established::Quic(Box::new(stream), Box::new(info)))

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use taps_core::candidates::Candidate;
-use taps_core::policy::History;
 use usrsctp::{SctpListener, SctpOptions, SctpStack};
 
 use super::{AttemptError, Established, SocketOptions};
@@ -92,9 +91,9 @@ pub(crate) async fn connect(
     }
     let udp_remote = SocketAddr::new(candidate.remote.ip(), opts.sctp_udp_port);
     let options = SctpOptions {
-        // First contact (no success on record): ask the port before building the
-        // association, so a host without SCTP over UDP costs a socket, not an association.
-        probe_port: !matches!(candidate.history, History::Succeeded { .. }),
+        // First contact: ask the port before building the association, so a host
+        // without SCTP over UDP costs a socket, not an association.
+        probe_port: super::first_contact(candidate),
         ..sctp_options(opts)
     };
     let mut connecting = SctpStack::global()
