@@ -40,7 +40,8 @@ pub struct CliSide {
     pub server_cpu_us: Summary,
 }
 
-/// The `taps` command against the C epoll client at one flow count.
+/// The `taps` command against the C epoll client (and the plain tokio client, where it
+/// was built) at one flow count.
 #[derive(Debug, Clone, Serialize)]
 pub struct CliPoint {
     /// Flows per run.
@@ -49,6 +50,10 @@ pub struct CliPoint {
     pub taps: CliSide,
     /// The C epoll client.
     pub c: CliSide,
+    /// The plain tokio client (`taps-tokio-client`, beside `taps`): what the runtime
+    /// itself costs for the same work. `None` when that binary was not there.
+    #[serde(default)]
+    pub tokio: Option<TokioSide>,
     /// Whole-process CPU taps / C (median of per-repetition ratios).
     pub cpu_ratio: f64,
     /// Peak RSS taps − C, KiB (median of per-repetition differences).
@@ -60,6 +65,31 @@ pub struct CliPoint {
     /// [`HotSymbols`]); `None` when it could not be checked.
     #[serde(default)]
     pub hot_symbols: Option<HotSymbols>,
+}
+
+/// The plain tokio client at one flow count, and how it compares.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokioSide {
+    /// Its own figures.
+    pub side: CliSide,
+    /// Whole-process CPU tokio / C (median of per-repetition ratios).
+    pub cpu_vs_c: f64,
+    /// Whole-process CPU taps / tokio (median of per-repetition ratios).
+    pub taps_cpu_vs_tokio: f64,
+    /// Peak RSS tokio − C, KiB (median of per-repetition differences).
+    pub rss_over_c_kib: f64,
+    /// Peak RSS taps − tokio, KiB (median of per-repetition differences).
+    pub taps_rss_over_tokio_kib: f64,
+}
+
+/// The plain tokio baseline's binary (`crates/taps-cli/src/bin/taps-tokio-client.rs`),
+/// looked for beside the `taps` binary, where cargo builds it.
+pub const TOKIO_CLIENT: &str = "taps-tokio-client";
+
+/// The tokio baseline beside `taps`, if it was built.
+fn tokio_client(taps: &Path) -> Option<std::path::PathBuf> {
+    let path = taps.parent()?.join(TOKIO_CLIENT);
+    path.is_file().then_some(path)
 }
 
 /// The `taps` binary against `crates/taps-cli/hot-symbols.txt`, the functions its
@@ -139,9 +169,15 @@ fn cli_reps(cfg: &Config) -> usize {
     }
 }
 
-/// The trials of the comparison.
+/// The trials of the comparison (three programs per repetition where the tokio
+/// baseline is built).
 pub(super) fn connect_cli_trials(cfg: &Config) -> usize {
-    cli_flows(cfg).len() * cli_reps(cfg) * 2
+    let programs = if cfg.cli.as_deref().and_then(tokio_client).is_some() {
+        3
+    } else {
+        2
+    };
+    cli_flows(cfg).len() * cli_reps(cfg) * programs
 }
 
 /// One measured run and what the server saw during it.
@@ -151,9 +187,10 @@ struct Run {
 }
 
 /// Runs the comparison: for every flow count and repetition, the `taps` command
-/// (`cfg.cli`) then the C client, each against a raw tokio sink server of its own. A run
-/// that fails, or after which the server did not count exactly N flows accepted, N
-/// closed and N bytes received, fails the phase: the two did not do the same work.
+/// (`cfg.cli`), the C client, then the plain tokio client (where built), each against a
+/// raw tokio sink server of its own. A run that fails, or after which the server did not
+/// count exactly N flows accepted, N closed and N bytes received, fails the phase: the
+/// programs did not do the same work.
 pub(crate) fn run_connect_cli(
     cfg: &Config,
     launcher: &Launcher,
@@ -164,6 +201,7 @@ pub(crate) fn run_connect_cli(
         .clone()
         .ok_or("needs the `taps` command to measure (run it as `taps bench connect-cli`)")?;
     let tools = Tools::build()?;
+    let tokio = tokio_client(&taps);
     let spec = ServerSpec {
         imp: Impl::Raw,
         mode: ServeMode::Sink,
@@ -173,50 +211,48 @@ pub(crate) fn run_connect_cli(
     };
     let reps = cli_reps(cfg);
     let hot_symbols = check_hot_symbols(&taps);
+    let mut programs: Vec<(&str, &Path)> = vec![("taps", &taps), ("C", &tools.client)];
+    if let Some(tokio) = &tokio {
+        programs.push(("tokio", tokio));
+    }
     let mut points = Vec::new();
     for n in cli_flows(cfg) {
-        let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        let mut runs: Vec<Vec<Run>> = programs.iter().map(|_| Vec::new()).collect();
         for rep in 0..reps {
-            for (i, name) in ["taps", "C"].into_iter().enumerate() {
+            for (i, (name, program)) in programs.iter().enumerate() {
                 let label = format!("connect-cli {n} flows {name} rep {}/{reps}", rep + 1);
                 progress.step(&label);
                 // A server of its own, on a port of its own, for every run: the flows of
                 // earlier runs to one server port leave thousands of TIME_WAIT sockets
                 // with the same addresses and port, and the kernel then searches longer
-                // for a usable local port at every connect, in both programs alike (at
+                // for a usable local port at every connect, in all programs alike (at
                 // 1,024 flows after the 256-flow runs C's CPU went from ~21 to ~34 ms),
                 // which measured the host's history more than the programs.
                 let mut server = Server::start(launcher, spec.clone())?;
                 let port = server.port.to_string();
-                let (program, args): (&Path, Vec<String>) = if i == 0 {
-                    let args = ["connect", "127.0.0.1", &port, "--flows", &n.to_string()]
+                let args: Vec<String> = if i == 0 {
+                    ["connect", "127.0.0.1", &port, "--flows", &n.to_string()]
                         .into_iter()
                         .map(String::from)
                         .chain(["--send-bytes", "1", "--props", TAPS_PROPS].map(String::from))
-                        .collect();
-                    (&taps, args)
+                        .collect()
                 } else {
-                    let args = ["127.0.0.1".to_string(), port, n.to_string()];
-                    (&tools.client, args.to_vec())
+                    vec!["127.0.0.1".to_string(), port, n.to_string()]
                 };
                 let run = measured_run(&tools, &mut server, program, &args, n)
                     .map_err(|e| format!("{label}: {e}"))?;
                 runs[i].push(run);
             }
         }
-        let side = |runs: &[Run]| {
-            let s =
-                |f: &dyn Fn(&Run) -> u64| Summary::of(runs.iter().map(|r| f(r) as f64).collect());
-            CliSide {
-                cpu_us: s(&|r| r.usage.user_us + r.usage.sys_us),
-                user_us: s(&|r| r.usage.user_us),
-                sys_us: s(&|r| r.usage.sys_us),
-                peak_rss_kib: s(&|r| r.usage.peak_rss_kib),
-                wall_us: s(&|r| r.usage.wall_us),
-                server_cpu_us: s(&|r| r.server_cpu_us),
-            }
-        };
-        let (t, c) = (side(&runs[0]), side(&runs[1]));
+        let sides: Vec<CliSide> = runs.iter().map(|r| side(r)).collect();
+        let (t, c) = (sides[0].clone(), sides[1].clone());
+        let tokio = sides.get(2).map(|k| TokioSide {
+            cpu_vs_c: pairwise(&k.cpu_us, &c.cpu_us, ratio),
+            taps_cpu_vs_tokio: pairwise(&t.cpu_us, &k.cpu_us, ratio),
+            rss_over_c_kib: pairwise(&k.peak_rss_kib, &c.peak_rss_kib, |a, b| a - b),
+            taps_rss_over_tokio_kib: pairwise(&t.peak_rss_kib, &k.peak_rss_kib, |a, b| a - b),
+            side: k.clone(),
+        });
         points.push(CliPoint {
             flows: n,
             cpu_ratio: pairwise(&t.cpu_us, &c.cpu_us, ratio),
@@ -225,9 +261,23 @@ pub(crate) fn run_connect_cli(
             hot_symbols,
             taps: t,
             c,
+            tokio,
         });
     }
     Ok(points)
+}
+
+/// One program's runs at one flow count, summarised.
+fn side(runs: &[Run]) -> CliSide {
+    let s = |f: &dyn Fn(&Run) -> u64| Summary::of(runs.iter().map(|r| f(r) as f64).collect());
+    CliSide {
+        cpu_us: s(&|r| r.usage.user_us + r.usage.sys_us),
+        user_us: s(&|r| r.usage.user_us),
+        sys_us: s(&|r| r.usage.sys_us),
+        peak_rss_kib: s(&|r| r.usage.peak_rss_kib),
+        wall_us: s(&|r| r.usage.wall_us),
+        server_cpu_us: s(&|r| r.server_cpu_us),
+    }
 }
 
 /// One client process of `n` flows, measured, with the server's CPU over it; checks

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::experiments::{
     self, human_bytes, pairwise, CliPoint, Config, ConnectPoint, Failures, Faults, HeVariant,
-    HotSymbols, Proto, Selection, Summary, TransferPoint,
+    HotSymbols, Proto, Selection, Summary, TransferPoint, TOKIO_CLIENT,
 };
 use crate::measure::ratio;
 use crate::Results;
@@ -451,10 +451,11 @@ fn cli_goals(r: &Results, flows: &[usize], g: &mut Vec<Goal>) {
                 2048.0,
                 p.peak_rss_diff_kib,
                 format!(
-                    "{:+.0} KiB ({:.1} MiB vs {:.1} MiB; {})",
+                    "{:+.0} KiB ({:.1} MiB vs {:.1} MiB; {}; {})",
                     p.peak_rss_diff_kib,
                     p.taps.peak_rss_kib.median / 1024.0,
                     p.c.peak_rss_kib.median / 1024.0,
+                    tokio_rss_words(p),
                     hot_symbols_words(p.hot_symbols),
                 ),
             ));
@@ -480,9 +481,16 @@ pub(crate) fn hot_symbols_words(h: Option<HotSymbols>) -> String {
 
 /// The words of a whole-process CPU goal.
 fn cli_cpu_words(p: &CliPoint) -> String {
+    let tokio = match &p.tokio {
+        Some(k) => format!(
+            "; the plain tokio client {:.2} × C, taps {:.2} × it",
+            k.cpu_vs_c, k.taps_cpu_vs_tokio
+        ),
+        None => String::new(),
+    };
     format!(
         "{:.2} × C ({:.1} ms vs {:.1} ms user + sys; user {:.1} vs {:.1} ms, sys {:.1} vs \
-         {:.1} ms)",
+         {:.1} ms{tokio})",
         p.cpu_ratio,
         p.taps.cpu_us.median / 1e3,
         p.c.cpu_us.median / 1e3,
@@ -491,4 +499,19 @@ fn cli_cpu_words(p: &CliPoint) -> String {
         p.taps.sys_us.median / 1e3,
         p.c.sys_us.median / 1e3,
     )
+}
+
+/// Where the plain tokio client's peak RSS stands, beside the RSS goal: the runtime's
+/// own floor for this work.
+fn tokio_rss_words(p: &CliPoint) -> String {
+    match &p.tokio {
+        Some(k) => format!(
+            "the plain tokio client doing the same work {:.1} MiB, {:+.0} KiB over C; taps \
+             {:+.0} KiB over it",
+            k.side.peak_rss_kib.median / 1024.0,
+            k.rss_over_c_kib,
+            k.taps_rss_over_tokio_kib
+        ),
+        None => format!("plain tokio client not measured (`{TOKIO_CLIENT}` not built)"),
+    }
 }

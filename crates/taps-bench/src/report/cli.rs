@@ -5,8 +5,9 @@
 
 use std::fmt::Write;
 
-use crate::experiments::{Summary, TAPS_PROPS};
+use crate::experiments::{pairwise, Summary, TAPS_PROPS, TOKIO_CLIENT};
 use crate::goals::hot_symbols_words;
+use crate::measure::ratio;
 use crate::Results;
 
 /// A summary of µs as `median (min–max)` in ms.
@@ -32,7 +33,7 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
          against a plain C client on one epoll loop doing the same work \
          (`crates/taps-bench/c/epoll_client.c`: N non-blocking TCP sockets with \
          TCP_NODELAY connect at once; each writes 1 byte, shuts down its sending side, \
-         waits for the server's close and closes), each a process of its own, taps then C \
+         waits for the server's close and closes), each a process of its own, taps then C (then tokio, below) \
          in every repetition, each run against a raw tokio sink server of its own (a fresh \
          server port: the TIME_WAIT sockets of earlier runs to one port made every connect \
          search longer for a local port, in both programs). Whole-process CPU \
@@ -40,7 +41,11 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
          small C runner (`c/rusage_run.c`: Linux carries a parent's RSS into a child's \
          `ru_maxrss` across exec, so the programs are forked from it rather than from the \
          orchestrator). Both print to /dev/null (taps a line per flow, C one summary \
-         line). A run counts only if it exits 0 and the server saw exactly N flows \
+         line). A third program, where built, runs in the same repetitions: the same work \
+         written with plain tokio (`crates/taps-cli/src/bin/taps-tokio-client.rs`: the \
+         command's current-thread runtime, a task per flow, `TcpStream::connect`, \
+         TCP_NODELAY, 1 byte, shutdown, read to the end), the floor the runtime itself \
+         puts under any tokio program, taps included. A run counts only if it exits 0 and the server saw exactly N flows \
          accepted, N closed and N bytes; anything else fails the phase. Medians over {reps} \
          repetitions (min–max); ratios are medians of per-repetition ratios.\n"
     );
@@ -68,6 +73,7 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
             p.c.wall_us.median / 1e3,
         );
     }
+    tokio_table(s, r);
     if let Some(p) = r.connect_cli.first() {
         let _ = writeln!(
             s,
@@ -77,4 +83,37 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
         );
     }
     s.push('\n');
+}
+
+/// The plain tokio client's table, where it was measured.
+fn tokio_table(s: &mut String, r: &Results) {
+    if r.connect_cli.iter().all(|p| p.tokio.is_none()) {
+        let _ = writeln!(
+            s,
+            "\nThe plain tokio client was not measured (`{TOKIO_CLIENT}` was not built \
+             beside `taps`)."
+        );
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nThe plain tokio client, same runs:\n\n\
+         | flows | tokio CPU ms | tokio / C | taps / tokio | tokio peak RSS MiB | tokio − C MiB | taps − tokio MiB | server CPU tokio/C |\n\
+         |---|---|---|---|---|---|---|---|"
+    );
+    for p in &r.connect_cli {
+        let Some(k) = &p.tokio else { continue };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.2} | {:.2} | {:.1} | {:+.2} | {:+.2} | {:.2} |",
+            p.flows,
+            ms(&k.side.cpu_us),
+            k.cpu_vs_c,
+            k.taps_cpu_vs_tokio,
+            k.side.peak_rss_kib.median / 1024.0,
+            k.rss_over_c_kib / 1024.0,
+            k.taps_rss_over_tokio_kib / 1024.0,
+            pairwise(&k.side.server_cpu_us, &p.c.server_cpu_us, ratio),
+        );
+    }
 }
