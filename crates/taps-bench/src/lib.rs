@@ -57,8 +57,8 @@ pub use process::Launcher;
 pub use worker::worker_main;
 
 use experiments::{
-    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, Progress, SecurePoint, SpeedPoint,
-    TransferPoint,
+    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, LabResults, Progress, SecurePoint,
+    SpeedPoint, TransferPoint,
 };
 
 /// Which experiment(s) to run.
@@ -78,6 +78,10 @@ pub enum Experiment {
     /// 7: the `taps` command, whole process, against a C epoll client doing the same
     /// work ([`Config::cli`] names the command).
     ConnectCli,
+    /// §3-4 in network namespaces (root): SCTP against TCP over a 1500-byte path, netlab's
+    /// `sctp-loss` (SCTP, TCP CUBIC, the kernel's default TCP) and first contact against
+    /// curl (`rx-first`, `rd-first`).
+    Lab,
     /// All of them (the whole-process comparison only when [`Config::cli`] names the
     /// `taps` command to measure, as `taps bench all` does).
     All,
@@ -142,6 +146,10 @@ pub struct Results {
     /// The whole-process comparison of the `taps` command with a C epoll client.
     #[serde(default)]
     pub connect_cli: Vec<CliPoint>,
+    /// The netlab scenarios of `taps bench lab` (the 1500-byte path's transfer is in
+    /// [`Results::sctp_speed`]).
+    #[serde(default)]
+    pub lab: Option<LabResults>,
     /// What could not be measured and why (a phase that failed, with its error).
     pub unavailable: Vec<String>,
     /// Worker processes that died or hung during a trial (a bug below the benchmark;
@@ -184,7 +192,21 @@ fn selection(experiment: Experiment, cfg: &Config) -> experiments::Selection {
         secure: experiment.includes(Experiment::Secure),
         connect_cli: experiment == Experiment::ConnectCli
             || (experiment == Experiment::All && cfg.cli.is_some()),
+        lab: experiment.includes(Experiment::Lab),
     }
+}
+
+/// What the phases of a run collect.
+#[derive(Default)]
+struct Collected {
+    connect: Vec<ConnectPoint>,
+    transfer: Vec<TransferPoint>,
+    sctp_speed: Vec<SpeedPoint>,
+    he: Vec<HePoint>,
+    http: Vec<HttpPoint>,
+    secure: Vec<SecurePoint>,
+    connect_cli: Vec<CliPoint>,
+    lab: Option<LabResults>,
 }
 
 /// Runs `experiment` with `cfg`, starting workers with `launcher`. A phase (one
@@ -212,12 +234,12 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
             duration_s: t.elapsed().as_secs_f64(),
         });
     };
-    let (mut connect, mut transfer, mut he) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut http, mut secure, mut connect_cli) = (Vec::new(), Vec::new(), Vec::new());
+    let mut c = Collected::default();
     for &proto in &cfg.protocols {
         if sel.connect {
             phase(format!("connect {proto}"), &mut |p| {
-                connect.extend(experiments::run_connect(cfg, proto, launcher, p)?);
+                c.connect
+                    .extend(experiments::run_connect(cfg, proto, launcher, p)?);
                 Ok(())
             });
         }
@@ -225,58 +247,88 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
     for &proto in &cfg.protocols {
         if sel.transfer {
             phase(format!("transfer {proto}"), &mut |p| {
-                transfer.extend(experiments::run_transfer(cfg, proto, launcher, p)?);
+                c.transfer
+                    .extend(experiments::run_transfer(cfg, proto, launcher, p)?);
                 Ok(())
             });
         }
     }
-    let mut sctp_speed = Vec::new();
     if sel.transfer {
         phase("sctp-speed".into(), &mut |p| {
-            sctp_speed = experiments::run_sctp_speed(cfg, launcher, p)?;
+            c.sctp_speed = experiments::run_sctp_speed(cfg, launcher, p)?;
             Ok(())
         });
     }
     if sel.he {
         phase("he".into(), &mut |p| {
-            he = experiments::run_he(cfg, launcher, p)?;
+            c.he = experiments::run_he(cfg, launcher, p)?;
             Ok(())
         });
     }
     if sel.http {
         phase("http".into(), &mut |p| {
-            http = experiments::run_http(cfg, launcher, p)?;
+            c.http = experiments::run_http(cfg, launcher, p)?;
             Ok(())
         });
     }
     if sel.secure {
         phase("secure".into(), &mut |p| {
-            secure = experiments::run_secure(cfg, launcher, p)?;
+            c.secure = experiments::run_secure(cfg, launcher, p)?;
             Ok(())
         });
     }
     if sel.connect_cli {
         phase("connect-cli".into(), &mut |p| {
-            connect_cli = experiments::run_connect_cli(cfg, launcher, p)?;
+            c.connect_cli = experiments::run_connect_cli(cfg, launcher, p)?;
             Ok(())
         });
     }
+    if sel.lab {
+        phase("lab, 1500-byte path".into(), &mut |p| {
+            c.sctp_speed
+                .push(experiments::run_path_speed(cfg, launcher, p)?);
+            Ok(())
+        });
+        phase("lab, netlab scenarios".into(), &mut |p| {
+            let (lab, errors) = experiments::run_scenarios(cfg, p);
+            c.lab = Some(lab);
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors.join("; "))
+            }
+        });
+    }
     progress.finish();
+    let meta = Meta {
+        started_unix,
+        duration_s: started.elapsed().as_secs_f64(),
+        phases,
+        ..Meta::of(experiment, cfg)
+    };
     let crashes = std::mem::take(&mut progress.crashes);
+    Ok(assemble(meta, c, unavailable, crashes, cfg, sel))
+}
+
+/// The results of a run, with its goals evaluated.
+fn assemble(
+    meta: Meta,
+    c: Collected,
+    unavailable: Vec<String>,
+    crashes: Vec<Crash>,
+    cfg: &Config,
+    sel: experiments::Selection,
+) -> Results {
     let mut results = Results {
-        meta: Meta {
-            started_unix,
-            duration_s: started.elapsed().as_secs_f64(),
-            phases,
-            ..Meta::of(experiment, cfg)
-        },
-        connect,
-        transfer,
-        sctp_speed,
-        he,
-        http,
-        secure,
-        connect_cli,
+        meta,
+        connect: c.connect,
+        transfer: c.transfer,
+        sctp_speed: c.sctp_speed,
+        he: c.he,
+        http: c.http,
+        secure: c.secure,
+        connect_cli: c.connect_cli,
+        lab: c.lab,
         unavailable,
         crashes,
         goals: Vec::new(),
@@ -287,7 +339,7 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
         goals_secure::secure_goals(&results, &mut g);
         results.goals.extend(g);
     }
-    Ok(results)
+    results
 }
 
 /// Writes `results.json`, `report.md` and the SVG plots into `dir` (created if needed);

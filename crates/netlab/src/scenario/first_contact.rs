@@ -46,7 +46,9 @@ fn started(f: &FlowReport) -> usize {
     f.attempts.iter().filter(|a| a.started()).count()
 }
 
-/// `rx-first` (see the module docs).
+/// `rx-first` (see the module docs). Figures: `answer_ms` (the first DNS answer, since
+/// the race began), `after_answer_ms` (connected, since that answer), `attempts`
+/// (started), `curl_ms` (curl's `time_connect`).
 pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     lab.set_rules(rules(RTT, RTT));
     lab.dns().clear_delays();
@@ -81,7 +83,11 @@ pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
             .any(|(_, e)| e.starts_with("the lookup took")),
         "#1 the trace says the lookup's time set the stagger".to_string(),
     );
+    out.figure("answer_ms", answer);
+    out.figure("after_answer_ms", after);
+    out.figure("attempts", started(f) as f64);
     let curl = curl_connect_ms(lab, "rx")?;
+    out.figure("curl_ms", curl);
     out.say(format!(
         "  curl (--resolve with both addresses, no DNS): connected after {curl:.1} ms; taps {after:.1} ms after its first DNS answer"
     ));
@@ -92,7 +98,8 @@ pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     Ok(())
 }
 
-/// `rd-first` (see the module docs).
+/// `rd-first` (see the module docs). Figures: `answer_ms`, `after_answer_ms`,
+/// `attempts`, `ipv6_won` (1 or 0).
 pub(super) fn rd_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     let (rtt4, rtt6) = (RTT, Duration::from_millis(40));
     lab.set_rules(rules(rtt4, rtt6));
@@ -108,6 +115,11 @@ pub(super) fn rd_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     let f = r.flow();
     show_timeline(out, "#1", f);
     let answer = first_answer_ms(f).unwrap_or(f64::NAN);
+    out.figure("answer_ms", answer);
+    out.figure("after_answer_ms", f.total_ms - answer);
+    out.figure("attempts", started(f) as f64);
+    let ipv6 = f.winner.as_ref().is_some_and(|w| w.family == "IPv6");
+    out.figure("ipv6_won", if ipv6 { 1.0 } else { 0.0 });
     let bound = Duration::from_secs_f64((answer.max(0.0) + 1.0) / 1e3) + rtt6 + RTT;
     check_connected(
         out,

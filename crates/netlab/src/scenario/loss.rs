@@ -57,7 +57,8 @@ pub(super) fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String
 /// The 10 MB over SCTP, then over TCP with CUBIC (a loss-based congestion control, like
 /// every one usrsctp offers) and over TCP with the kernel's default (BBR on the
 /// development machines, which does not slow down for random loss); all three times
-/// reported side by side.
+/// reported side by side. Figures: `sctp_s`, `tcp_cubic_s`, `tcp_default_s` (seconds);
+/// label `default_cc`.
 pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     out.say(format!(
         "  SCTP only, to the SCTP server on {} (UDP port {SCTP_UDP_PORT}); usrsctp's congestion control",
@@ -77,6 +78,10 @@ pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     ));
     let default = transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp)?;
     let secs = |d: Duration| d.as_secs_f64();
+    out.figure("sctp_s", secs(sctp));
+    out.figure("tcp_cubic_s", secs(cubic));
+    out.figure("tcp_default_s", secs(default));
+    out.label("default_cc", default_cc.clone());
     out.say(format!(
         "  10 MiB at 2% loss, 100 ms RTT: SCTP {:.1} s; TCP CUBIC {:.1} s (SCTP {:.2}x); TCP {default_cc} (kernel default) {:.1} s (SCTP {:.2}x)",
         secs(sctp),

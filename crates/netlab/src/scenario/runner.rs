@@ -43,6 +43,11 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Wall-clock time of the whole run, lab setup and teardown included.
     pub elapsed: Duration,
+    /// Measured figures by name (e.g. `sctp_s`), for programs that report them (`taps
+    /// bench lab`); each scenario's docs name the ones it records.
+    pub figures: Vec<(String, f64)>,
+    /// Measured facts in words by name (e.g. the kernel's congestion control).
+    pub labels: Vec<(String, String)>,
     echo: bool,
 }
 
@@ -59,6 +64,32 @@ impl Outcome {
             println!("{line}");
         }
         self.log.push(line);
+    }
+
+    /// Records a figure (also kept in the log lines the scenario writes).
+    pub(super) fn figure(&mut self, name: &str, value: f64) {
+        self.figures.push((name.to_string(), value));
+    }
+
+    /// Records a fact in words.
+    pub(super) fn label(&mut self, name: &str, value: impl Into<String>) {
+        self.labels.push((name.to_string(), value.into()));
+    }
+
+    /// The figure `name`, if the scenario recorded it.
+    pub fn figure_of(&self, name: &str) -> Option<f64> {
+        self.figures
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    }
+
+    /// The fact `name`, if the scenario recorded it.
+    pub fn label_of(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Records a check and logs it.

@@ -9,6 +9,7 @@ mod connect_cli;
 mod he;
 mod he_variant;
 mod http;
+mod lab;
 mod multipath;
 mod runner;
 mod sctp_speed;
@@ -23,12 +24,13 @@ pub use connect_cli::{CliPoint, CliSide, HotSymbols, TokioSide, TAPS_PROPS, TOKI
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
+pub use lab::{FirstContact, LabResults, LossTimes, PATH_1500};
 pub use multipath::{
     read_multipath, run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
     FILTER_ENV as MULTIPATH_FILTER_ENV, REPLOT_ENV as MULTIPATH_REPLOT_ENV,
 };
 pub use runner::Crash;
-pub use sctp_speed::SpeedPoint;
+pub use sctp_speed::{SpeedPoint, LOOPBACK};
 pub use secure::{SecurePoint, SecureVariant};
 pub use summary::{Faults, Summary};
 pub use transfer::{TransferPoint, TransferRatios, TransferSide};
@@ -38,6 +40,7 @@ pub(crate) use connect_cli::{cli_flows, run_connect_cli};
 pub(crate) use he::race_variants_at;
 pub(crate) use he::run_he;
 pub(crate) use http::run_http;
+pub(crate) use lab::{run_path_speed, run_scenarios};
 pub(crate) use runner::Progress;
 pub(crate) use sctp_speed::run_sctp_speed;
 pub(crate) use secure::run_secure;
@@ -108,6 +111,8 @@ pub(crate) struct Selection {
     pub(crate) secure: bool,
     /// The whole-process comparison of the `taps` command with a C epoll client.
     pub(crate) connect_cli: bool,
+    /// The experiments in network namespaces (`taps bench lab`).
+    pub(crate) lab: bool,
 }
 
 /// How many trials the experiments will run (for the progress line).
@@ -135,6 +140,9 @@ pub(crate) fn planned_trials(cfg: &Config, sel: Selection) -> usize {
     }
     if sel.connect_cli {
         n += connect_cli::connect_cli_trials(cfg);
+    }
+    if sel.lab {
+        n += lab::lab_trials(cfg);
     }
     n
 }

@@ -22,7 +22,7 @@ pub(crate) const SPEED_BYTES: u64 = 100_000_000;
 /// SCTP against TCP, both through taps, one flow on one path.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeedPoint {
-    /// The path (`loopback`).
+    /// The path ([`LOOPBACK`] or [`PATH_1500`](super::PATH_1500)).
     pub path: String,
     /// Bytes sent.
     pub bytes: u64,
@@ -51,13 +51,27 @@ pub(super) fn sctp_speed_trials(cfg: &Config) -> usize {
     cfg.reps() * 2
 }
 
-/// Runs the comparison: a taps server per protocol, then per repetition one TCP and one
-/// SCTP transfer, alternating.
+/// The loopback path's name in [`SpeedPoint::path`].
+pub const LOOPBACK: &str = "loopback";
+
+/// Runs the comparison on loopback: a taps server per protocol, then per repetition one
+/// TCP and one SCTP transfer, alternating.
 pub(crate) fn run_sctp_speed(
     cfg: &Config,
     launcher: &Launcher,
     progress: &mut Progress,
 ) -> Result<Vec<SpeedPoint>, String> {
+    Ok(vec![speed_on(cfg, launcher, progress, LOOPBACK)?])
+}
+
+/// The comparison over whatever path the workers `launcher` starts reach each other by
+/// on 127.0.0.1 (their namespace's loopback), named `path`.
+pub(crate) fn speed_on(
+    cfg: &Config,
+    launcher: &Launcher,
+    progress: &mut Progress,
+    path: &str,
+) -> Result<SpeedPoint, String> {
     let protos = [Proto::Tcp, Proto::Sctp];
     let spec = |proto| ServerSpec {
         imp: Impl::Taps,
@@ -75,7 +89,7 @@ pub(crate) fn run_sctp_speed(
     for rep in 0..cfg.reps() {
         for (i, &proto) in protos.iter().enumerate() {
             progress.step(&format!(
-                "sctp-speed {proto} rep {}/{}",
+                "sctp-speed {path} {proto} rep {}/{}",
                 rep + 1,
                 cfg.reps()
             ));
@@ -98,12 +112,12 @@ pub(crate) fn run_sctp_speed(
     }
     let tcp = transfer_side(&trials[0], bytes);
     let sctp = transfer_side(&trials[1], bytes);
-    Ok(vec![SpeedPoint {
-        path: "loopback".into(),
+    Ok(SpeedPoint {
+        path: path.into(),
         bytes,
         throughput_ratio: pairwise(&tcp.elapsed_us, &sctp.elapsed_us, ratio),
         cpu_ratio: pairwise(&sctp.total_cpu_us, &tcp.total_cpu_us, ratio),
         tcp,
         sctp,
-    }])
+    })
 }

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+mod lab;
 mod sctp;
 #[cfg(test)]
 mod tests;
@@ -55,6 +56,8 @@ pub(crate) struct Expected {
     pub(crate) connect_cli: Vec<usize>,
     /// SCTP against TCP, one bulk flow (runs with experiment 2).
     pub(crate) sctp_speed: bool,
+    /// The experiments in network namespaces (`taps bench lab`).
+    pub(crate) lab: bool,
 }
 
 impl Expected {
@@ -80,6 +83,7 @@ impl Expected {
                 Vec::new()
             },
             sctp_speed: sel.transfer,
+            lab: sel.lab,
         }
     }
 }
@@ -96,6 +100,7 @@ pub(crate) fn goals(r: &Results, expected: &Expected) -> Vec<Goal> {
     sctp::sctp_speed_goals(r, expected.sctp_speed, &mut g);
     race_goals(r, &expected.races, &mut g);
     cli_goals(r, &expected.connect_cli, &mut g);
+    lab::lab_goals(r, expected.lab, &mut g);
     g
 }
 

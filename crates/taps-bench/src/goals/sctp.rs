@@ -2,7 +2,7 @@
 //! on loopback, SCTP at least half of TCP's.
 
 use super::{not_measured, Judge};
-use crate::experiments::Failures;
+use crate::experiments::{Failures, LOOPBACK};
 use crate::{Goal, Results};
 
 /// SCTP's transfer time against TCP's on loopback: at most 2 × (throughput at least
@@ -13,7 +13,7 @@ pub(super) fn sctp_speed_goals(r: &Results, planned: bool, g: &mut Vec<Goal>) {
     if !planned {
         return;
     }
-    let Some(p) = r.sctp_speed.iter().find(|p| p.path == "loopback") else {
+    let Some(p) = r.sctp_speed.iter().find(|p| p.path == LOOPBACK) else {
         g.push(not_measured(name, TARGET, 2.0));
         return;
     };

@@ -30,6 +30,7 @@ pub(super) fn results() -> Results {
         http: Vec::new(),
         secure: Vec::new(),
         connect_cli: Vec::new(),
+        lab: None,
         unavailable: Vec::new(),
         crashes: Vec::new(),
         goals: Vec::new(),
@@ -175,10 +176,12 @@ fn a_planned_point_that_is_missing_is_not_met() {
         races: vec![HeVariant::RaceSctpDead],
         connect_cli: vec![1, 256, 1024],
         sctp_speed: false,
+        lab: true,
     };
     let g = goals(&r, &all);
-    // 4 connect + 2 transfer + 1 race + 2 CPU and 1 RSS of the whole-process comparison.
-    assert_eq!(g.len(), 10, "{g:#?}");
+    // 4 connect + 2 transfer + 1 race + 2 CPU and 1 RSS of the whole-process comparison
+    // + 3 of the lab.
+    assert_eq!(g.len(), 13, "{g:#?}");
     assert!(g.iter().all(|g| !g.met && g.value.is_nan()));
 }
 

@@ -6,6 +6,7 @@
 
 mod chart;
 mod cli;
+mod lab;
 mod multipath;
 mod multipath_text;
 mod plots;
@@ -137,6 +138,7 @@ pub(crate) fn markdown(r: &Results, plots: &[&str]) -> String {
     if !r.connect_cli.is_empty() {
         cli::cli_section(&mut s, r);
     }
+    lab::lab_section(&mut s, r);
     s
 }
 

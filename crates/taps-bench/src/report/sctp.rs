@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::experiments::PATH_1500;
 use crate::Results;
 
 /// Writes the table (nothing when the comparison did not run).
@@ -15,7 +16,11 @@ pub(super) fn sctp_speed_section(s: &mut String, r: &Results) {
          One flow through taps to a taps listener sends the bytes, over TCP and over SCTP \
          (usrsctp over UDP, path-MTU packets: 64 KiB on loopback) in alternating trials; \
          throughput is bytes over the transfer's wall time, CPU is sender + receiver. \
-         Ratios are medians of per-repetition ratios.\n\n\
+         Ratios are medians of per-repetition ratios. The {PATH_1500} (`taps bench lab`, \
+         root) is the loopback of a network namespace with MTU 1500, both processes \
+         inside: every SCTP packet carries at most 1,460 bytes of data and usrsctp builds, \
+         checksums and acknowledges each itself, while TCP keeps its segmentation offload \
+         (64 KiB segments, as on a veth pair or a NIC).\n\n\
          | path | bytes | TCP ms | SCTP ms | TCP MB/s | SCTP MB/s | SCTP throughput × TCP | \
          TCP CPU ms | SCTP CPU ms | SCTP CPU per byte × TCP |\n\
          |---|---|---|---|---|---|---|---|---|---|"

@@ -43,7 +43,12 @@ enum BenchCommand {
     /// at both ends: round robin vs Fixed stream-to-path mapping over paths of different
     /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps`.
     Multipath,
-    /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise).
+    /// 3-4 in network namespaces (root): SCTP against TCP over a 1500-byte path (CPU per
+    /// byte), 10 MiB at 2 % loss over SCTP, TCP CUBIC and the kernel's default TCP, and
+    /// first contact at 50 ms RTT against curl. Needs the `netlab` binary beside `taps`.
+    Lab,
+    /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise; the
+    /// lab's as well, which need root).
     All,
     /// A worker process of the benchmarks (started by `taps bench` itself).
     #[command(hide = true)]
@@ -109,6 +114,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         BenchCommand::Secure => Experiment::Secure,
         BenchCommand::Http => Experiment::Http,
         BenchCommand::ConnectCli => Experiment::ConnectCli,
+        BenchCommand::Lab => Experiment::Lab,
         BenchCommand::All => Experiment::All,
         BenchCommand::Multipath => return multipath(opts).await,
     };

@@ -229,6 +229,7 @@ fn results() -> Results {
         he: he(),
         http: http(),
         secure: secure(),
+        lab: None,
         unavailable: Vec::new(),
         crashes: Vec::new(),
         goals: Vec::new(),
