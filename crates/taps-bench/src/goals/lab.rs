@@ -2,7 +2,7 @@
 //! SCTP's CPU per byte on a 1500-byte path, and first contact at 50 ms RTT.
 
 use super::{not_measured, Judge};
-use crate::experiments::{Failures, FirstContact, PATH_1500};
+use crate::experiments::{FirstContact, PATH_1500};
 use crate::{Goal, Results};
 
 /// The `rx-first` goal: connected this long after the first DNS answer, at most (ms).
@@ -27,13 +27,7 @@ fn path_cpu_goal(r: &Results, g: &mut Vec<Goal>) {
         g.push(not_measured(name, TARGET, 3.0));
         return;
     };
-    let mut j = Judge::default();
-    j.faults("TCP", p.tcp.faults())
-        .faults("SCTP", p.sctp.faults())
-        .samples("TCP CPU", &p.tcp.total_cpu_us, true)
-        .samples("SCTP CPU", &p.sctp.total_cpu_us, true)
-        .samples("TCP time", &p.tcp.elapsed_us, true)
-        .samples("SCTP time", &p.sctp.elapsed_us, true);
+    let j = super::sctp::speed_judge(p);
     let mb = p.bytes as f64 / 1e6;
     let ns_per_byte = |us: f64| us * 1e3 / p.bytes as f64;
     g.push(j.goal(

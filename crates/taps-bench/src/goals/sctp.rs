@@ -2,7 +2,7 @@
 //! on loopback, SCTP at least half of TCP's.
 
 use super::{not_measured, Judge};
-use crate::experiments::{Failures, LOOPBACK};
+use crate::experiments::{Failures, SpeedPoint, LOOPBACK};
 use crate::{Goal, Results};
 
 /// SCTP's transfer time against TCP's on loopback: at most 2 × (throughput at least
@@ -17,13 +17,7 @@ pub(super) fn sctp_speed_goals(r: &Results, planned: bool, g: &mut Vec<Goal>) {
         g.push(not_measured(name, TARGET, 2.0));
         return;
     };
-    let mut j = Judge::default();
-    j.faults("TCP", p.tcp.faults())
-        .faults("SCTP", p.sctp.faults())
-        .samples("TCP time", &p.tcp.elapsed_us, true)
-        .samples("SCTP time", &p.sctp.elapsed_us, true)
-        .samples("TCP CPU", &p.tcp.total_cpu_us, true)
-        .samples("SCTP CPU", &p.sctp.total_cpu_us, true);
+    let j = speed_judge(p);
     let time_ratio = 1.0 / p.throughput_ratio;
     let mb = p.bytes as f64 / 1e6;
     let rate = |us: f64| mb / (us / 1e6);
@@ -43,6 +37,19 @@ pub(super) fn sctp_speed_goals(r: &Results, planned: bool, g: &mut Vec<Goal>) {
             p.cpu_ratio,
         ),
     ));
+}
+
+/// What can make an SCTP-against-TCP point not count: a failed transfer on either side,
+/// or a missing or zero time or CPU figure.
+pub(super) fn speed_judge(p: &SpeedPoint) -> Judge {
+    let mut j = Judge::default();
+    j.faults("TCP", p.tcp.faults())
+        .faults("SCTP", p.sctp.faults())
+        .samples("TCP time", &p.tcp.elapsed_us, true)
+        .samples("SCTP time", &p.sctp.elapsed_us, true)
+        .samples("TCP CPU", &p.tcp.total_cpu_us, true)
+        .samples("SCTP CPU", &p.sctp.total_cpu_us, true);
+    j
 }
 
 #[cfg(test)]
