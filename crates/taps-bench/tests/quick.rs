@@ -16,16 +16,22 @@ fn quick_matrix_produces_sane_results() {
         ..Config::default()
     };
     let results = taps_bench::run(Experiment::All, &cfg, &launcher).expect("quick run");
-    // The lab's phases need network namespaces (root); without them they are the only
-    // phases allowed to fail, and say so.
-    let lab_unsupported = netlab::unsupported_reason();
+    // The lab's phases need network namespaces (root), the `taps` binary (netlab runs
+    // it) and curl; without them they are the only phases allowed to fail, and the test
+    // says it skipped them (a failure as root in CI, where all of it is there).
+    let lab_unsupported = netlab::unsupported_reason()
+        .or_else(|| netlab::taps::taps_binary().err())
+        .or_else(|| {
+            let curl = std::process::Command::new("curl").arg("--version").output();
+            curl.is_err().then(|| "curl is not installed".to_string())
+        });
     let failed: Vec<&String> = results
         .unavailable
         .iter()
         .filter(|u| lab_unsupported.is_none() || !u.starts_with("lab"))
         .collect();
     if let Some(why) = &lab_unsupported {
-        println!("SKIPPED: the lab's phases of the quick matrix: {why}");
+        taps_testkit::skip("quick matrix, the lab's phases", why);
     }
     assert!(failed.is_empty(), "phases failed: {failed:?}");
     if lab_unsupported.is_none() {

@@ -39,6 +39,26 @@ fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
             assert!(p[side]["peak_rss_kib"]["median"].as_f64().unwrap_or(0.0) > 0.0);
         }
         assert!(p["cpu_ratio"].as_f64().is_some_and(|r| r > 0.0), "{p}");
+        // The plain tokio client (built beside `taps` with this package) ran the same
+        // repetitions, and its comparisons were made.
+        let tokio = &p["tokio"];
+        let samples = tokio["side"]["cpu_us"]["samples"]
+            .as_array()
+            .expect("tokio samples");
+        assert_eq!(samples.len(), 2, "{p}");
+        assert!(
+            samples.iter().all(|s| s.as_f64().unwrap_or(0.0) > 0.0),
+            "{p}"
+        );
+        assert!(
+            tokio["side"]["peak_rss_kib"]["median"]
+                .as_f64()
+                .unwrap_or(0.0)
+                > 0.0
+        );
+        for ratio in ["cpu_vs_c", "taps_cpu_vs_tokio"] {
+            assert!(tokio[ratio].as_f64().is_some_and(|r| r > 0.0), "{p}");
+        }
     }
     // Goals at 64 flows (CPU and RSS), evaluated on the figures (met or not).
     let goals = json["goals"].as_array().expect("goals");

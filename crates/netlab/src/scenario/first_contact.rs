@@ -46,9 +46,8 @@ fn started(f: &FlowReport) -> usize {
     f.attempts.iter().filter(|a| a.started()).count()
 }
 
-/// `rx-first` (see the module docs). Figures: `answer_ms` (the first DNS answer, since
-/// the race began), `after_answer_ms` (connected, since that answer), `attempts`
-/// (started), `curl_ms` (curl's `time_connect`).
+/// `rx-first` (see the module docs). Figures: those of [`record_first_contact`] and
+/// `curl_ms` (curl's `time_connect`); label `curl_version`.
 pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     lab.set_rules(rules(RTT, RTT));
     lab.dns().clear_delays();
@@ -83,11 +82,10 @@ pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
             .any(|(_, e)| e.starts_with("the lookup took")),
         "#1 the trace says the lookup's time set the stagger".to_string(),
     );
-    out.figure("answer_ms", answer);
-    out.figure("after_answer_ms", after);
-    out.figure("attempts", started(f) as f64);
+    record_first_contact(out, f, answer);
     let curl = curl_connect_ms(lab, "rx")?;
     out.figure("curl_ms", curl);
+    out.label("curl_version", curl_version(lab));
     out.say(format!(
         "  curl (--resolve with both addresses, no DNS): connected after {curl:.1} ms; taps {after:.1} ms after its first DNS answer"
     ));
@@ -98,8 +96,7 @@ pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     Ok(())
 }
 
-/// `rd-first` (see the module docs). Figures: `answer_ms`, `after_answer_ms`,
-/// `attempts`, `ipv6_won` (1 or 0).
+/// `rd-first` (see the module docs). Figures: those of [`record_first_contact`].
 pub(super) fn rd_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
     let (rtt4, rtt6) = (RTT, Duration::from_millis(40));
     lab.set_rules(rules(rtt4, rtt6));
@@ -115,11 +112,7 @@ pub(super) fn rd_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     let f = r.flow();
     show_timeline(out, "#1", f);
     let answer = first_answer_ms(f).unwrap_or(f64::NAN);
-    out.figure("answer_ms", answer);
-    out.figure("after_answer_ms", f.total_ms - answer);
-    out.figure("attempts", started(f) as f64);
-    let ipv6 = f.winner.as_ref().is_some_and(|w| w.family == "IPv6");
-    out.figure("ipv6_won", if ipv6 { 1.0 } else { 0.0 });
+    record_first_contact(out, f, answer);
     let bound = Duration::from_secs_f64((answer.max(0.0) + 1.0) / 1e3) + rtt6 + RTT;
     check_connected(
         out,
@@ -137,6 +130,41 @@ pub(super) fn rd_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
         ),
     );
     Ok(())
+}
+
+/// Records a first contact's figures: `answer_ms` (the first DNS answer, since the race
+/// began), `after_answer_ms` (connected, since that answer; NaN when the flow did not
+/// connect, so a quick failure never reads as a fast connection), `attempts` (started)
+/// and `ipv6_won` (1 or 0; NaN without a winner).
+fn record_first_contact(out: &mut Outcome, f: &FlowReport, answer: f64) {
+    let winner = f.winner.as_ref().filter(|_| f.error.is_none());
+    out.figure("answer_ms", answer);
+    out.figure(
+        "after_answer_ms",
+        winner.map_or(f64::NAN, |_| f.total_ms - answer),
+    );
+    out.figure("attempts", started(f) as f64);
+    out.figure(
+        "ipv6_won",
+        winner.map_or(f64::NAN, |w| if w.family == "IPv6" { 1.0 } else { 0.0 }),
+    );
+}
+
+/// The first line of `curl --version` in the client namespace ("curl" if it says
+/// nothing).
+fn curl_version(lab: &Lab) -> String {
+    let mut cmd: Command = lab.client().command("curl");
+    cmd.arg("--version");
+    lab.run_child(cmd, Duration::from_secs(5))
+        .ok()
+        .and_then(|c| {
+            let mut words = c.stdout.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some("curl"), Some(version)) => Some(format!("curl {version}")),
+                _ => None,
+            }
+        })
+        .unwrap_or_else(|| "curl".into())
 }
 
 /// Runs curl in the client namespace against zone name `name` on the service port, with

@@ -1,4 +1,4 @@
-//! Transfers over a lossy path: 10 MB over TCP (`loss`) and over SCTP (`sctp-loss`, which
+//! Transfers over a lossy path: 10 MiB over TCP (`loss`) and over SCTP (`sctp-loss`, which
 //! also times TCP with CUBIC and with the kernel default on the same path) arrive complete
 //! and intact.
 
@@ -54,7 +54,7 @@ pub(super) fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String
     transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp).map(|_| ())
 }
 
-/// The 10 MB over SCTP, then over TCP with CUBIC (a loss-based congestion control, like
+/// The 10 MiB over SCTP, then over TCP with CUBIC (a loss-based congestion control, like
 /// every one usrsctp offers) and over TCP with the kernel's default (BBR on the
 /// development machines, which does not slow down for random loss); all three times
 /// reported side by side. Figures: `sctp_s`, `tcp_cubic_s`, `tcp_default_s` (seconds);
@@ -93,7 +93,7 @@ pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     Ok(())
 }
 
-/// 2% loss each way and a 100 ms RTT to every zone address; `c` sends 10 MB; checks it
+/// 2% loss each way and a 100 ms RTT to every zone address; `c` sends 10 MiB; checks it
 /// connected over `stack`, sent everything, and the server (`protocol`) got every byte
 /// right and saw a clean close. Returns how long the transfer took.
 fn transfer_over_loss(

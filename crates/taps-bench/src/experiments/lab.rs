@@ -70,7 +70,10 @@ pub struct FirstContact {
     pub attempts: f64,
     /// curl's `time_connect` in the same lab, ms (`rx-first` only).
     pub curl_ms: Option<f64>,
-    /// Whether IPv6 won (`rd-first` only).
+    /// Which curl (`curl 7.88.1`; `rx-first` only).
+    #[serde(default)]
+    pub curl_version: Option<String>,
+    /// Whether IPv6 won (`None` when nothing connected).
     pub ipv6_won: Option<bool>,
     /// The scenario's failed checks (empty when it passed).
     pub failed: Vec<String>,
@@ -82,9 +85,10 @@ pub(super) fn lab_trials(cfg: &Config) -> usize {
 }
 
 /// SCTP against TCP on a 1500-byte path: the workers run in a namespace of a netlab lab
-/// whose loopback has MTU 1500, so both protocols send 1,500-byte packets (TCP keeps its
-/// segmentation offload, as it does on a veth pair or a real NIC; usrsctp builds each
-/// packet itself).
+/// whose loopback has MTU 1500, so SCTP sends 1,500-byte IP packets (1,444 bytes of data
+/// each, built by usrsctp), while TCP keeps its segmentation offload (64 KiB through the
+/// stack at both ends, as on a veth pair; a NIC's receiver would still see 1,500-byte
+/// frames, so this path flatters TCP).
 pub(crate) fn run_path_speed(
     cfg: &Config,
     launcher: &Launcher,
@@ -106,8 +110,12 @@ pub(crate) fn run_path_speed(
         args,
     };
     let point = speed_on(cfg, &inside, progress, PATH_1500);
-    lab.teardown()?;
-    point
+    // The transfer's own error first; a lab that would not go away (a namespace left
+    // behind) fails the phase even when the transfer worked.
+    let torn_down = lab.teardown();
+    let point = point?;
+    torn_down.map_err(|e| format!("lab teardown: {e}"))?;
+    Ok(point)
 }
 
 /// Runs the netlab scenarios; a scenario that did not record its figures leaves its
@@ -152,7 +160,8 @@ pub(crate) fn run_scenarios(cfg: &Config, progress: &mut Progress) -> (LabResult
                             after_answer_ms,
                             attempts,
                             curl_ms: fig("curl_ms"),
-                            ipv6_won: fig("ipv6_won").map(|v| v > 0.5),
+                            curl_version: out.label_of("curl_version").map(str::to_string),
+                            ipv6_won: fig("ipv6_won").filter(|v| v.is_finite()).map(|v| v > 0.5),
                             failed,
                         })
                     }

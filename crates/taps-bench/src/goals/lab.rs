@@ -54,6 +54,22 @@ fn failed_words(c: &FirstContact) -> String {
     }
 }
 
+/// A first contact's figure counts only when its scenario connected and every check
+/// held (a failed flow's time is no connect time).
+fn contact_judge(c: &FirstContact) -> Judge {
+    let mut j = Judge::default();
+    if c.ipv6_won.is_none() {
+        j.problems.push("the flow did not connect".into());
+    }
+    if !c.failed.is_empty() {
+        j.problems.push(format!(
+            "{} check(s) of the scenario failed",
+            c.failed.len()
+        ));
+    }
+    j
+}
+
 /// `rx-first`: connected within 180 ms of the first DNS answer; curl's time beside it.
 fn rx_first_goal(r: &Results, g: &mut Vec<Goal>) {
     const TARGET: &str = "connected ≤ 180 ms after the first DNS answer";
@@ -63,10 +79,13 @@ fn rx_first_goal(r: &Results, g: &mut Vec<Goal>) {
         return;
     };
     let curl = match c.curl_ms {
-        Some(ms) => format!("curl 7.88 in the same lab connects after {ms:.1} ms"),
+        Some(ms) => format!(
+            "{} in the same lab connects after {ms:.1} ms",
+            c.curl_version.as_deref().unwrap_or("curl")
+        ),
         None => "curl not measured".into(),
     };
-    g.push(Judge::default().goal(
+    g.push(contact_judge(c).goal(
         name,
         TARGET,
         FIRST_CONTACT_MS,
@@ -90,7 +109,7 @@ fn rd_first_goal(r: &Results, g: &mut Vec<Goal>) {
         return;
     };
     let ipv6 = c.ipv6_won == Some(true);
-    let mut goal = Judge::default().goal(
+    let mut goal = contact_judge(c).goal(
         name,
         TARGET,
         1.0,
@@ -98,7 +117,11 @@ fn rd_first_goal(r: &Results, g: &mut Vec<Goal>) {
         format!(
             "{} attempt(s), {} won, connected {:.1} ms after the first DNS answer; {}",
             c.attempts,
-            if ipv6 { "IPv6" } else { "IPv4 (not IPv6)" },
+            match c.ipv6_won {
+                Some(true) => "IPv6",
+                Some(false) => "IPv4 (not IPv6)",
+                None => "nothing",
+            },
             c.after_answer_ms,
             failed_words(c)
         ),
@@ -118,6 +141,7 @@ mod tests {
             after_answer_ms: after,
             attempts,
             curl_ms: Some(255.0),
+            curl_version: Some("curl 7.88.1".into()),
             ipv6_won: ipv6,
             failed: Vec::new(),
         }
@@ -146,24 +170,36 @@ mod tests {
             rd_first: Some(rd),
         };
         let g = lab_goals_of(Some(lab(
-            contact(160.0, 2.0, None),
+            contact(160.0, 2.0, Some(false)),
             contact(41.0, 1.0, Some(true)),
         )));
         assert!(g[1].met && g[2].met, "{g:?}");
+        // A flow that failed fast is no fast first contact.
         let g = lab_goals_of(Some(lab(
-            contact(300.0, 2.0, None),
+            contact(120.0, 2.0, None),
+            contact(41.0, 1.0, None),
+        )));
+        assert!(!g[1].met && !g[2].met && g[1].problem.is_some());
+        // A failed check of the scenario makes its figure not count.
+        let mut rx = contact(160.0, 2.0, Some(false));
+        rx.failed
+            .push("the trace says the lookup's time set the stagger".into());
+        let g = lab_goals_of(Some(lab(rx, contact(41.0, 1.0, Some(true)))));
+        assert!(!g[1].met);
+        let g = lab_goals_of(Some(lab(
+            contact(300.0, 2.0, Some(false)),
             contact(41.0, 2.0, Some(true)),
         )));
         assert!(!g[1].met && !g[2].met);
         // One attempt, but IPv4 won: not met.
         let g = lab_goals_of(Some(lab(
-            contact(160.0, 2.0, None),
+            contact(160.0, 2.0, Some(false)),
             contact(41.0, 1.0, Some(false)),
         )));
         assert!(!g[2].met);
         // A missing figure (NaN) never counts.
         let g = lab_goals_of(Some(lab(
-            contact(f64::NAN, 2.0, None),
+            contact(f64::NAN, 2.0, Some(false)),
             contact(41.0, 1.0, Some(true)),
         )));
         assert!(!g[1].met && g[1].problem.is_some());

@@ -517,6 +517,9 @@ fn tokio_rss_words(p: &CliPoint) -> String {
             k.rss_over_c_kib,
             k.taps_rss_over_tokio_kib
         ),
-        None => format!("plain tokio client not measured (`{TOKIO_CLIENT}` not built)"),
+        None => match &p.tokio_problem {
+            Some(why) => format!("plain tokio client not measured: {why}"),
+            None => format!("plain tokio client not measured (`{TOKIO_CLIENT}` not built)"),
+        },
     }
 }

@@ -305,6 +305,7 @@ fn cli_point(flows: usize, taps_cpu: &[f64], c_cpu: &[f64], rss: (f64, f64)) -> 
         taps,
         c,
         tokio: None,
+        tokio_problem: None,
     }
 }
 

@@ -33,10 +33,10 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
          against a plain C client on one epoll loop doing the same work \
          (`crates/taps-bench/c/epoll_client.c`: N non-blocking TCP sockets with \
          TCP_NODELAY connect at once; each writes 1 byte, shuts down its sending side, \
-         waits for the server's close and closes), each a process of its own, taps then C (then tokio, below) \
+         waits for the server's close and closes), each a process of its own, in an order that rotates every repetition \
          in every repetition, each run against a raw tokio sink server of its own (a fresh \
          server port: the TIME_WAIT sockets of earlier runs to one port made every connect \
-         search longer for a local port, in both programs). Whole-process CPU \
+         search longer for a local port, in every program). Whole-process CPU \
          (user + system, every thread) and peak RSS (`ru_maxrss`) come from `wait4` in a \
          small C runner (`c/rusage_run.c`: Linux carries a parent's RSS into a child's \
          `ru_maxrss` across exec, so the programs are forked from it rather than from the \
@@ -87,12 +87,23 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
 
 /// The plain tokio client's table, where it was measured.
 fn tokio_table(s: &mut String, r: &Results) {
+    for p in r.connect_cli.iter().filter(|p| p.tokio.is_none()) {
+        if let Some(why) = &p.tokio_problem {
+            let _ = writeln!(
+                s,
+                "\nThe plain tokio client at {} flows: not measured ({why}).",
+                p.flows
+            );
+        }
+    }
     if r.connect_cli.iter().all(|p| p.tokio.is_none()) {
-        let _ = writeln!(
-            s,
-            "\nThe plain tokio client was not measured (`{TOKIO_CLIENT}` was not built \
-             beside `taps`)."
-        );
+        if r.connect_cli.iter().all(|p| p.tokio_problem.is_none()) {
+            let _ = writeln!(
+                s,
+                "\nThe plain tokio client was not measured (`{TOKIO_CLIENT}` was not built \
+                 beside `taps`)."
+            );
+        }
         return;
     }
     let _ = writeln!(

@@ -67,9 +67,9 @@ fn first_contact_table(s: &mut String, lab: &LabResults) {
          An empty CIB; the DNS server as far away as the hosts (RTT 50 ms), so the first \
          lookup's round trip is what taps knows of the network, and it staggers first \
          contacts by `clamp(2 × RTT + 10 ms, 100 ms, 250 ms)` (RFC 8305's fixed 250 ms would \
-         connect `rx` ~300 ms after the answer). curl 7.88 (Debian's) runs in the same lab \
-         with `--resolve` giving both addresses (no DNS), so its `time_connect` is its \
-         Happy Eyeballs alone (a 200 ms timeout).\n\n\
+         connect `rx` ~300 ms after the answer). curl (Debian's; its version is in the table) \
+         runs in the same lab with `--resolve` giving both addresses (no DNS), so its \
+         `time_connect` is its Happy Eyeballs alone (a 200 ms timeout).\n\n\
          | scenario | first DNS answer ms | connected after it ms | attempts | winner | curl `time_connect` ms | checks |\n\
          |---|---|---|---|---|---|---|"
     );
@@ -77,9 +77,13 @@ fn first_contact_table(s: &mut String, lab: &LabResults) {
         let winner = match c.ipv6_won {
             Some(true) => "IPv6",
             Some(false) => "IPv4",
-            None => "IPv4 (IPv6 dead)",
+            None => "none (did not connect)",
         };
-        let curl = c.curl_ms.map_or("–".to_string(), |ms| format!("{ms:.1}"));
+        let curl = match (c.curl_ms, &c.curl_version) {
+            (Some(ms), Some(v)) => format!("{ms:.1} ({v})"),
+            (Some(ms), None) => format!("{ms:.1}"),
+            _ => "–".to_string(),
+        };
         let checks = if c.failed.is_empty() {
             "all held".to_string()
         } else {

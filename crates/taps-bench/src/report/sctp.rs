@@ -18,9 +18,11 @@ pub(super) fn sctp_speed_section(s: &mut String, r: &Results) {
          throughput is bytes over the transfer's wall time, CPU is sender + receiver. \
          Ratios are medians of per-repetition ratios. The {PATH_1500} (`taps bench lab`, \
          root) is the loopback of a network namespace with MTU 1500, both processes \
-         inside: every SCTP packet carries at most 1,460 bytes of data and usrsctp builds, \
-         checksums and acknowledges each itself, while TCP keeps its segmentation offload \
-         (64 KiB segments, as on a veth pair or a NIC).\n\n\
+         inside: every SCTP packet carries at most 1,444 bytes of data (1,500-byte IP \
+         packets: IP, UDP, SCTP and DATA headers) and usrsctp builds, checksums and \
+         acknowledges each itself, while TCP keeps its segmentation offload (64 KiB through \
+         the stack at both ends, as on a veth pair; a NIC's receiver would still take \
+         1,500-byte frames, so this path flatters TCP).\n\n\
          | path | bytes | TCP ms | SCTP ms | TCP MB/s | SCTP MB/s | SCTP throughput × TCP | \
          TCP CPU ms | SCTP CPU ms | SCTP CPU per byte × TCP |\n\
          |---|---|---|---|---|---|---|---|---|---|"

@@ -43,7 +43,7 @@ enum BenchCommand {
     /// at both ends: round robin vs Fixed stream-to-path mapping over paths of different
     /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps`.
     Multipath,
-    /// 3-4 in network namespaces (root): SCTP against TCP over a 1500-byte path (CPU per
+    /// 8: in network namespaces (root): SCTP against TCP over a 1500-byte path (CPU per
     /// byte), 10 MiB at 2 % loss over SCTP, TCP CUBIC and the kernel's default TCP, and
     /// first contact at 50 ms RTT against curl. Needs the `netlab` binary beside `taps`.
     Lab,
