@@ -52,6 +52,6 @@ pub use lab::{
     ZONE_RECORDS,
 };
 pub use links::{LinkEvent, LinkSchedule};
-pub use netns::{cleanup_stale, leftovers, teardown_all, unsupported_reason, Netns};
+pub use netns::{cleanup_stale, leftovers, teardown_all, unsupported_reason, Netns, Scratch};
 pub use packet::Proto;
 pub use rules::{Direction, Effect, Match, Rule};

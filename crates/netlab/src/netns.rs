@@ -274,6 +274,64 @@ impl Netns {
     }
 }
 
+/// One namespace of this process with its loopback up and nothing else in it: no TUN, no
+/// bridge, no servers (for a measurement that needs only an isolated loopback, e.g. with
+/// its own MTU). Registered like a lab, so a panic or [`teardown_all`] removes it too;
+/// deleted by [`Scratch::teardown`] or on drop.
+#[derive(Debug)]
+pub struct Scratch {
+    id: u64,
+    ns: Netns,
+    torn_down: bool,
+}
+
+impl Scratch {
+    /// Creates it (root only; see [`unsupported_reason`]).
+    pub fn new() -> io::Result<Scratch> {
+        if let Some(why) = unsupported_reason() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+        }
+        let id = register_lab();
+        match Netns::create(id, format!("{}{id}x", prefix())) {
+            Ok(ns) => Ok(Scratch {
+                id,
+                ns,
+                torn_down: false,
+            }),
+            Err(e) => {
+                teardown_lab(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// The namespace.
+    pub fn netns(&self) -> &Netns {
+        &self.ns
+    }
+
+    /// Deletes it; what could not be removed, if anything.
+    pub fn teardown(mut self) -> Result<(), String> {
+        self.torn_down = true;
+        let problems = teardown_lab(self.id);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !self.torn_down {
+            for p in teardown_lab(self.id) {
+                eprintln!("netlab: teardown: {p}");
+            }
+        }
+    }
+}
+
 fn run_ip(args: &[&str]) -> io::Result<()> {
     let out = Command::new("ip")
         .args(args)

@@ -256,11 +256,9 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some(g) = GLOBAL.get() else { return };
     let route = {
         let routes = lock(&g.routes);
-        routes
-            .get(&id)
-            .map(|r| (r.sock.clone(), r.remote, r.src, r.refused.clone()))
+        routes.get(&id).map(|r| (r.sock.clone(), r.remote, r.src))
     };
-    let Some((sock, remote, src, refused)) = route else {
+    let Some((sock, remote, src)) = route else {
         return;
     };
     let mut res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
@@ -282,7 +280,9 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     }
     if let Err(e) = res {
         if e.kind() == io::ErrorKind::ConnectionRefused {
-            if let Some(flag) = refused {
+            // Rare (a refusal taken by this send): the route is looked up again here
+            // rather than its flag cloned for every packet.
+            if let Some(flag) = lock(&g.routes).get(&id).and_then(|r| r.refused.as_ref()) {
                 flag.store(true, Ordering::Release);
             }
         }

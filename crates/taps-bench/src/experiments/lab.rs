@@ -84,8 +84,8 @@ pub(super) fn lab_trials(cfg: &Config) -> usize {
     cfg.reps() * 2 + scenarios(cfg).len()
 }
 
-/// SCTP against TCP on a 1500-byte path: the workers run in a namespace of a netlab lab
-/// whose loopback has MTU 1500, so SCTP sends 1,500-byte IP packets (1,444 bytes of data
+/// SCTP against TCP on a 1500-byte path: the workers run in a namespace of their own
+/// (nothing else in it) whose loopback has MTU 1500, so SCTP sends 1,500-byte IP packets (1,444 bytes of data
 /// each, built by usrsctp), while TCP keeps its segmentation offload (64 KiB through the
 /// stack at both ends, as on a veth pair; a NIC's receiver would still see 1,500-byte
 /// frames, so this path flatters TCP).
@@ -94,8 +94,8 @@ pub(crate) fn run_path_speed(
     launcher: &Launcher,
     progress: &mut Progress,
 ) -> Result<SpeedPoint, String> {
-    let lab = netlab::Lab::start(netlab::LabOptions::default()).map_err(|e| format!("lab: {e}"))?;
-    let ns = lab.client();
+    let scratch = netlab::Scratch::new().map_err(|e| format!("namespace: {e}"))?;
+    let ns = scratch.netns();
     ns.ip(&["link", "set", "lo", "mtu", MTU])
         .map_err(|e| format!("setting the loopback MTU: {e}"))?;
     let mut args = vec![
@@ -110,11 +110,11 @@ pub(crate) fn run_path_speed(
         args,
     };
     let point = speed_on(cfg, &inside, progress, PATH_1500);
-    // The transfer's own error first; a lab that would not go away (a namespace left
-    // behind) fails the phase even when the transfer worked.
-    let torn_down = lab.teardown();
+    // The transfer's own error first; a namespace that would not go away fails the phase
+    // even when the transfer worked.
+    let torn_down = scratch.teardown();
     let point = point?;
-    torn_down.map_err(|e| format!("lab teardown: {e}"))?;
+    torn_down.map_err(|e| format!("namespace teardown: {e}"))?;
     Ok(point)
 }
 
@@ -137,51 +137,49 @@ pub(crate) fn run_scenarios(cfg: &Config, progress: &mut Progress) -> (LabResult
                 continue;
             }
         };
-        let failed = out.failures();
-        let fig = |n: &str| out.figure_of(n);
-        match name {
+        let measured = match name {
             "sctp-loss" => {
-                r.loss = match (fig("sctp_s"), fig("tcp_cubic_s"), fig("tcp_default_s")) {
-                    (Some(sctp_s), Some(tcp_cubic_s), Some(tcp_default_s)) => Some(LossTimes {
-                        sctp_s,
-                        tcp_cubic_s,
-                        tcp_default_s,
-                        default_cc: out.label_of("default_cc").unwrap_or("?").to_string(),
-                        failed,
-                    }),
-                    _ => None,
-                }
+                r.loss = loss_times(&out);
+                r.loss.is_some()
+            }
+            "rx-first" => {
+                r.rx_first = first_contact(&out);
+                r.rx_first.is_some()
             }
             _ => {
-                let contact = match (fig("answer_ms"), fig("after_answer_ms"), fig("attempts")) {
-                    (Some(answer_ms), Some(after_answer_ms), Some(attempts)) => {
-                        Some(FirstContact {
-                            answer_ms,
-                            after_answer_ms,
-                            attempts,
-                            curl_ms: fig("curl_ms"),
-                            curl_version: out.label_of("curl_version").map(str::to_string),
-                            ipv6_won: fig("ipv6_won").filter(|v| v.is_finite()).map(|v| v > 0.5),
-                            failed,
-                        })
-                    }
-                    _ => None,
-                };
-                if name == "rx-first" {
-                    r.rx_first = contact;
-                } else {
-                    r.rd_first = contact;
-                }
+                r.rd_first = first_contact(&out);
+                r.rd_first.is_some()
             }
-        }
-        let measured = match name {
-            "sctp-loss" => r.loss.is_some(),
-            "rx-first" => r.rx_first.is_some(),
-            _ => r.rd_first.is_some(),
         };
         if !measured {
             errors.push(format!("{name}: {}", out.failures().join("; ")));
         }
     }
     (r, errors)
+}
+
+/// `sctp-loss`'s times, if it recorded all three.
+fn loss_times(out: &netlab::scenario::Outcome) -> Option<LossTimes> {
+    let fig = |n: &str| out.figure_of(n);
+    Some(LossTimes {
+        sctp_s: fig("sctp_s")?,
+        tcp_cubic_s: fig("tcp_cubic_s")?,
+        tcp_default_s: fig("tcp_default_s")?,
+        default_cc: out.label_of("default_cc").unwrap_or("?").to_string(),
+        failed: out.failures(),
+    })
+}
+
+/// A first-contact scenario's figures, if it recorded them.
+fn first_contact(out: &netlab::scenario::Outcome) -> Option<FirstContact> {
+    let fig = |n: &str| out.figure_of(n);
+    Some(FirstContact {
+        answer_ms: fig("answer_ms")?,
+        after_answer_ms: fig("after_answer_ms")?,
+        attempts: fig("attempts")?,
+        curl_ms: fig("curl_ms"),
+        curl_version: out.label_of("curl_version").map(str::to_string),
+        ipv6_won: fig("ipv6_won").filter(|v| v.is_finite()).map(|v| v > 0.5),
+        failed: out.failures(),
+    })
 }
