@@ -348,13 +348,19 @@ impl ClientLink {
                 let drained = with_recv_buf(|buf| {
                     for _ in 0..READ_BATCH {
                         let got = sock.try_io(Interest::READABLE, || recv_with_dst(&sock, buf))?;
-                        for pkt in got.datagrams(buf) {
-                            if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK) {
-                                seen_init_ack = true;
-                                events.init_ack();
+                        // One read's datagrams in one hold of the usrsctp lock, so what
+                        // they release (data after SACKs, SACKs after data) leaves as one
+                        // GSO send. `init_ack` only signals a watch channel.
+                        crate::ffi::batch(|| {
+                            for pkt in got.datagrams(buf) {
+                                if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK)
+                                {
+                                    seen_init_ack = true;
+                                    events.init_ack();
+                                }
+                                conninput(id, pkt);
                             }
-                            conninput(id, pkt);
-                        }
+                        });
                     }
                     Ok::<bool, io::Error>(true)
                 });
@@ -570,9 +576,35 @@ async fn shared_reader(
 /// Hands the datagrams of one read (several with GRO) to usrsctp, each as from its remote's
 /// conn address.
 fn input(table: &Mutex<RemoteTable>, send: &Arc<StdUdp>, got: &Received, buf: &[u8]) {
-    for pkt in got.datagrams(buf) {
-        if let Some(id) = lookup_or_create(table, send, got.from, got.dst, pkt) {
-            conninput(id, pkt);
+    // The datagrams of one read (several with GRO) are looked up first, then handed to
+    // usrsctp in one hold of its lock, so what they release (data after SACKs, SACKs after
+    // data) leaves as one GSO send. The table is not locked inside that hold: a thread
+    // registering a remote holds the table while calling usrsctp.
+    const AT_ONCE: usize = 64;
+    let mut pkts = got.datagrams(buf);
+    loop {
+        let mut found: [(usize, &[u8]); AT_ONCE] = [(0, &[]); AT_ONCE];
+        let mut n = 0;
+        for pkt in pkts.by_ref() {
+            if let Some(id) = lookup_or_create(table, send, got.from, got.dst, pkt) {
+                found[n] = (id, pkt);
+                n += 1;
+                if n == AT_ONCE {
+                    break;
+                }
+            }
+        }
+        match n {
+            0 => return,
+            1 => conninput(found[0].0, found[0].1),
+            _ => crate::ffi::batch(|| {
+                for &(id, pkt) in &found[..n] {
+                    conninput(id, pkt);
+                }
+            }),
+        }
+        if n < AT_ONCE {
+            return;
         }
     }
 }

@@ -140,6 +140,14 @@ pub(super) fn serial<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Runs `f`, which may make several calls into usrsctp, under one hold of the usrsctp lock:
+/// the packets those calls produce are flushed once, when it returns, instead of after each
+/// call (the datagrams of one GRO read then answer with one GSO send). `f` must not wait
+/// for a lock that a thread calling into usrsctp may hold (see [`API`]).
+pub(crate) fn batch<R>(f: impl FnOnce() -> R) -> R {
+    serial(f)
+}
+
 /// Proof that usrsctp is initialised: the library-wide calls are its methods, and a
 /// [`Socket`](super::Socket) is created with one. Copying it is free.
 #[derive(Clone, Copy, Debug)]

@@ -17,6 +17,6 @@ mod multihome;
 mod socket;
 
 pub(crate) use bindings::*;
-pub(crate) use library::{crc32c_ok, inside_call, Hooks, Tuning, Usrsctp};
+pub(crate) use library::{batch, crc32c_ok, inside_call, Hooks, Tuning, Usrsctp};
 pub(crate) use multihome::*;
 pub(crate) use socket::{Accepted, Plain, Socket};
