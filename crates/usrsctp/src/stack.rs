@@ -122,6 +122,18 @@ impl SctpStack {
         started().map_or(0, |g| g.made_socks.load(Ordering::Relaxed))
     }
 
+    /// UDP sends of SCTP packets since the stack started, and the packets they carried
+    /// (with UDP GSO one send carries several: their ratio is the batching a transfer
+    /// got). Two atomic loads ((0, 0) before the first connect or listen).
+    pub fn udp_sends(&self) -> (usize, usize) {
+        started().map_or((0, 0), |g| {
+            (
+                g.udp_sends.load(Ordering::Relaxed),
+                g.packets_sent.load(Ordering::Relaxed),
+            )
+        })
+    }
+
     /// What the stack currently holds. Three atomic loads (all zero, and nothing loaded,
     /// before the first connect or listen).
     pub fn stats(&self) -> StackStats {

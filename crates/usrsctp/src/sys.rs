@@ -64,6 +64,10 @@ pub(crate) struct Global {
     pub(crate) live_udp: AtomicUsize,
     /// usrsctp sockets made so far ([`SctpStack::sockets_made`](crate::SctpStack::sockets_made)).
     pub(crate) made_socks: AtomicUsize,
+    /// UDP sends of SCTP packets (`sendmsg` calls; a GSO send carries several packets).
+    pub(crate) udp_sends: AtomicUsize,
+    /// SCTP packets those sends carried.
+    pub(crate) packets_sent: AtomicUsize,
     timer: OnceLock<thread::Thread>,
 }
 
@@ -111,6 +115,8 @@ pub(crate) fn global() -> &'static Global {
         live_addrs: AtomicUsize::new(0),
         live_udp: AtomicUsize::new(0),
         made_socks: AtomicUsize::new(0),
+        udp_sends: AtomicUsize::new(0),
+        packets_sent: AtomicUsize::new(0),
         timer: OnceLock::new(),
     })
 }
@@ -261,6 +267,9 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some((sock, remote, src)) = route else {
         return;
     };
+    g.udp_sends.fetch_add(1, Ordering::Relaxed);
+    let packets = segment.map_or(1, |seg| buf.len().div_ceil(usize::from(seg).max(1)));
+    g.packets_sent.fetch_add(packets, Ordering::Relaxed);
     let mut res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
     if let (Err(e), Some(seg)) = (&res, segment) {
         if matches!(
@@ -271,6 +280,7 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
             tracing::debug!("usrsctp: UDP GSO refused ({e}), sending packets one by one");
             GSO.store(false, Ordering::Relaxed);
             res = Ok(0);
+            g.udp_sends.fetch_add(packets, Ordering::Relaxed);
             for p in buf.chunks(usize::from(seg)) {
                 if let Err(e) = crate::pktinfo::send_datagrams(&sock, p, None, remote, src) {
                     res = Err(e);
