@@ -28,37 +28,6 @@ impl AssocShared {
         }
     }
 
-    /// One read of data (`buf`): starts or continues its stream's message, and delivers
-    /// the message when the read ends it.
-    fn on_data(
-        &self,
-        partial: &mut HashMap<u16, Message>,
-        buf: &mut Vec<u8>,
-        info: &ffi::sctp_rcvinfo,
-        eor: bool,
-    ) {
-        let sid = info.rcv_sid;
-        match partial.entry(sid) {
-            Entry::Occupied(mut m) => m.get_mut().data.extend_from_slice(buf),
-            Entry::Vacant(v) => {
-                v.insert(Message {
-                    stream: sid,
-                    ppid: u32::from_be(info.rcv_ppid),
-                    unordered: info.rcv_flags & ffi::SCTP_UNORDERED != 0,
-                    data: take_read(buf),
-                });
-            }
-        }
-        if eor {
-            if let Some(m) = partial.remove(&sid) {
-                // Only complete messages count against the budget: a message larger than
-                // the budget must still be read whole to be delivered.
-                self.buffered.fetch_add(m.data.len(), Ordering::SeqCst);
-                lock(&self.router).dispatch(m);
-            }
-        }
-    }
-
     fn on_notification(&self, n: &[u8], shutdown_comp: &mut bool) {
         let u16_at = |o: usize| n.get(o..o + 2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
         let Some(ty) = u16_at(0) else { return };
@@ -192,7 +161,26 @@ pub(super) async fn driver(shared: Arc<AssocShared>) {
                     shared.finish(None);
                     return Step::Done;
                 }
-                shared.on_data(&mut partial, buf, &info, flags & ffi::MSG_EOR != 0);
+                let sid = info.rcv_sid;
+                match partial.entry(sid) {
+                    Entry::Occupied(mut m) => m.get_mut().data.extend_from_slice(buf),
+                    Entry::Vacant(v) => {
+                        v.insert(Message {
+                            stream: sid,
+                            ppid: u32::from_be(info.rcv_ppid),
+                            unordered: info.rcv_flags & ffi::SCTP_UNORDERED != 0,
+                            data: take_read(buf),
+                        });
+                    }
+                }
+                if flags & ffi::MSG_EOR != 0 {
+                    if let Some(m) = partial.remove(&sid) {
+                        // Only complete messages count against the budget: a message larger
+                        // than the budget must still be read whole to be delivered.
+                        shared.buffered.fetch_add(m.data.len(), Ordering::SeqCst);
+                        lock(&shared.router).dispatch(m);
+                    }
+                }
                 Step::Again
             }
             Ok(None) => {
