@@ -30,7 +30,7 @@ static SHARED: LazyLock<Mutex<HashMap<SocketAddr, Weak<SharedUdp>>>> =
     LazyLock::new(Default::default);
 
 /// Largest datagram we read.
-pub(crate) const MAX_DATAGRAM: usize = 65536;
+const MAX_DATAGRAM: usize = 65536;
 /// Datagrams a client reader hands to usrsctp per wake-up before it lets other tasks run.
 const READ_BATCH: usize = 64;
 

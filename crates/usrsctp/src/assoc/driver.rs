@@ -1,8 +1,6 @@
 //! The per-association driver task: reads what usrsctp has, reassembles messages, routes
 //! them to stream inboxes and handles notifications.
 
-use std::cell::RefCell;
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::atomic::Ordering;
@@ -13,15 +11,12 @@ use super::shared::AssocShared;
 use crate::error::{Error, Result};
 use crate::ffi;
 use crate::sys::{lock, would_block};
-use crate::udp::MAX_DATAGRAM;
+use crate::udp::with_recv_buf;
 
 impl AssocShared {
-    /// One non-blocking `usrsctp_recvv` appended to `buf`. `Ok(None)`: would block.
-    fn recv_once(
-        &self,
-        buf: &mut Vec<u8>,
-    ) -> Result<Option<(usize, ffi::sctp_rcvinfo, libc::c_int)>> {
-        match self.sock.recvv_append(buf) {
+    /// One non-blocking `usrsctp_recvv`. `Ok(None)`: would block.
+    fn recv_once(&self, buf: &mut [u8]) -> Result<Option<(usize, ffi::sctp_rcvinfo, libc::c_int)>> {
+        match self.sock.recvv(buf) {
             Ok(v) => Ok(Some(v)),
             Err(Error::Sys { source, .. }) if would_block(&source) => Ok(None),
             Err(e) => Err(e),
@@ -81,41 +76,6 @@ impl AssocShared {
     }
 }
 
-/// A read of at least this many bytes that starts a message becomes the message's buffer
-/// as it is (the thread gets a new buffer); a smaller one is copied out.
-const MOVE_AT: usize = 4096;
-
-thread_local! {
-    /// The buffer drivers on this thread read into (empty between reads; capacity
-    /// `MAX_DATAGRAM`).
-    static MSG_BUF: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(MAX_DATAGRAM));
-}
-
-/// Runs `f` with this thread's message buffer, emptied (one `usrsctp_recvv` appends to it).
-/// `f` must not re-enter this function.
-fn with_msg_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
-    MSG_BUF.with(|b| {
-        let mut b = b.borrow_mut();
-        b.clear();
-        if b.capacity() < MAX_DATAGRAM {
-            b.reserve_exact(MAX_DATAGRAM);
-        }
-        f(&mut b)
-    })
-}
-
-/// The bytes of one read that starts a message: a large read is taken as it is, without a
-/// copy (its spare capacity returned to the allocator; the thread's buffer is allocated
-/// anew at the next read), a small one is copied into a buffer of its size.
-fn take_read(buf: &mut Vec<u8>) -> Vec<u8> {
-    if buf.len() < MOVE_AT {
-        return buf.clone();
-    }
-    let mut data = std::mem::take(buf);
-    data.shrink_to_fit();
-    data
-}
-
 /// Reads everything usrsctp has for this socket, reassembles messages, handles notifications.
 /// Stops reading while more than `recv_budget` bytes wait in our inboxes (so the SCTP receive
 /// window closes when the application does not read).
@@ -145,12 +105,12 @@ pub(super) async fn driver(shared: Arc<AssocShared>) {
         }
         let mut readable = pin!(shared.sock.wakers.readable.notified());
         readable.as_mut().enable();
-        // One read into this thread's message buffer; what it gives is moved or copied out
-        // (into a message or the notification) before the driver awaits again.
-        let step = with_msg_buf(|buf| match shared.recv_once(buf) {
+        // One read into this thread's receive buffer; what it gives is copied out (into
+        // the partial message or the notification) before the driver awaits again.
+        let step = with_recv_buf(|buf| match shared.recv_once(buf) {
             Ok(Some((n, info, flags))) => {
                 if flags & ffi::MSG_NOTIFICATION != 0 {
-                    notif.extend_from_slice(buf);
+                    notif.extend_from_slice(&buf[..n]);
                     if flags & ffi::MSG_EOR != 0 {
                         let nb = std::mem::take(&mut notif);
                         shared.on_notification(&nb, &mut shutdown_comp);
@@ -162,17 +122,13 @@ pub(super) async fn driver(shared: Arc<AssocShared>) {
                     return Step::Done;
                 }
                 let sid = info.rcv_sid;
-                match partial.entry(sid) {
-                    Entry::Occupied(mut m) => m.get_mut().data.extend_from_slice(buf),
-                    Entry::Vacant(v) => {
-                        v.insert(Message {
-                            stream: sid,
-                            ppid: u32::from_be(info.rcv_ppid),
-                            unordered: info.rcv_flags & ffi::SCTP_UNORDERED != 0,
-                            data: take_read(buf),
-                        });
-                    }
-                }
+                let m = partial.entry(sid).or_insert_with(|| Message {
+                    stream: sid,
+                    ppid: u32::from_be(info.rcv_ppid),
+                    unordered: info.rcv_flags & ffi::SCTP_UNORDERED != 0,
+                    data: Vec::new(),
+                });
+                m.data.extend_from_slice(&buf[..n]);
                 if flags & ffi::MSG_EOR != 0 {
                     if let Some(m) = partial.remove(&sid) {
                         // Only complete messages count against the budget: a message larger

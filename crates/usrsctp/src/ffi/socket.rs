@@ -362,30 +362,24 @@ impl Socket {
         })
     }
 
-    /// One `usrsctp_recvv` appended to `buf`, into its spare capacity (nothing is
-    /// initialised first; reserve before): bytes read, the receive info (all-zero when
-    /// usrsctp gave none) and the message flags (`MSG_EOR`, `MSG_NOTIFICATION`).
-    /// EWOULDBLOCK: nothing to read.
-    pub(crate) fn recvv_append(
-        &self,
-        buf: &mut Vec<u8>,
-    ) -> Result<(usize, raw::sctp_rcvinfo, c_int)> {
-        let spare = buf.spare_capacity_mut();
-        let (ptr, cap) = (spare.as_mut_ptr() as *mut c_void, spare.len());
-        let got = self.call(|so| {
+    /// One `usrsctp_recvv` into `buf`: bytes read, the receive info (all-zero when usrsctp
+    /// gave none) and the message flags (`MSG_EOR`, `MSG_NOTIFICATION`). EWOULDBLOCK: nothing
+    /// to read.
+    pub(crate) fn recvv(&self, buf: &mut [u8]) -> Result<(usize, raw::sctp_rcvinfo, c_int)> {
+        self.call(|so| {
             let mut info = raw::sctp_rcvinfo::default();
             let mut infolen = size_of::<raw::sctp_rcvinfo>() as socklen_t;
             let mut infotype: u32 = 0;
             let mut flags: c_int = 0;
             let mut from = libc::sockaddr_storage::zeroed();
             let mut fromlen = size_of::<libc::sockaddr_storage>() as socklen_t;
-            // SAFETY: every pointer refers to a live local or to `buf`'s spare capacity
-            // with its true length (usrsctp writes at most that many bytes); `so` is live.
+            // SAFETY: every pointer refers to a live local or to `buf` with its true length;
+            // `so` is live.
             let n = unsafe {
                 raw::usrsctp_recvv(
                     so,
-                    ptr,
-                    cap,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
                     &mut from as *mut libc::sockaddr_storage as *mut libc::sockaddr,
                     &mut fromlen,
                     &mut info as *mut raw::sctp_rcvinfo as *mut c_void,
@@ -398,12 +392,8 @@ impl Socket {
             if infotype != raw::SCTP_RECVV_RCVINFO {
                 info = raw::sctp_rcvinfo::default();
             }
-            Ok((n.min(cap), info, flags))
-        })?;
-        // SAFETY: usrsctp wrote `got.0` (at most `cap`) bytes at the start of the spare
-        // capacity, so they are initialised.
-        unsafe { buf.set_len(buf.len() + got.0) };
-        Ok(got)
+            Ok((n, info, flags))
+        })
     }
 
     /// The peer's first address (`usrsctp_getpaddrs`), an AF_CONN address in a
