@@ -68,13 +68,13 @@
 //! time would otherwise pay twice each. Packets are as large as the path allows (the kernel route's MTU:
 //! 64 KiB on loopback, see [`SctpOptions::path_mtu`]). Every packet costs one `conninput`
 //! (our CRC32c check with the CPU's instruction; usrsctp's own is switched off). Outbound
-//! packets produced by one call into usrsctp leave together when the call returns: one
-//! routing-table lookup and one `sendmsg` with UDP GSO for up to 64 packets; our sockets
-//! take coalesced datagrams (UDP GRO), so a burst is one `recvmsg`, and its datagrams go to
-//! usrsctp in one hold of its lock, so what they release (data after SACKs, SACKs after
-//! data) leaves as one send (17.6 packets per `sendmsg` on a 1500-byte path, was 3.5,
-//! when each `conninput` flushed on its own). The socket buffers
-//! (and receive window) are 1 MiB.
+//! packets produced during one hold of the usrsctp lock leave together when it ends: one
+//! routing-table lookup and one `sendmsg` with UDP GSO for up to 64 packets (65,000
+//! bytes). Our sockets take coalesced datagrams (UDP GRO), so a burst is one `recvmsg`,
+//! and its datagrams go to usrsctp in one hold, so what they release (data after SACKs,
+//! SACKs after data) leaves as one send (17.6 packets per `sendmsg` on a 1500-byte path;
+//! 3.5 when each `conninput` flushed on its own). The socket buffers (and receive window)
+//! are 1 MiB.
 //!
 //! # Limits
 //! * Usable only inside a tokio runtime (tasks are spawned); the runtime must outlive the

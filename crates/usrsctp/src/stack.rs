@@ -134,6 +134,12 @@ impl SctpStack {
         })
     }
 
+    /// Whether SCTP packets leave in UDP GSO batches: true until the kernel refuses one
+    /// (then every packet is its own send). One atomic load.
+    pub fn udp_gso(&self) -> bool {
+        crate::sys::gso_enabled()
+    }
+
     /// What the stack currently holds. Three atomic loads (all zero, and nothing loaded,
     /// before the first connect or listen).
     pub fn stats(&self) -> StackStats {

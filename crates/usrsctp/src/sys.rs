@@ -64,7 +64,8 @@ pub(crate) struct Global {
     pub(crate) live_udp: AtomicUsize,
     /// usrsctp sockets made so far ([`SctpStack::sockets_made`](crate::SctpStack::sockets_made)).
     pub(crate) made_socks: AtomicUsize,
-    /// UDP sends of SCTP packets (`sendmsg` calls; a GSO send carries several packets).
+    /// UDP sends of SCTP packets (`sendmsg` calls, a GSO attempt the kernel refused
+    /// included; a GSO send carries several packets).
     pub(crate) udp_sends: AtomicUsize,
     /// SCTP packets those sends carried.
     pub(crate) packets_sent: AtomicUsize,
@@ -202,16 +203,22 @@ const GSO_MAX_SEGMENTS: usize = 64;
 /// Whether UDP GSO works on this host (cleared on the first send the kernel refuses).
 static GSO: AtomicBool = AtomicBool::new(true);
 
+/// [`GSO`]'s value.
+pub(crate) fn gso_enabled() -> bool {
+    GSO.load(Ordering::Relaxed)
+}
+
 std::thread_local! {
-    /// The packets usrsctp produced during the current call on this thread.
+    /// The packets usrsctp produced during the current hold of its lock on this thread.
     static BATCH: RefCell<Batch> = RefCell::new(Batch::default());
 }
 
 /// The output hook: one SCTP packet → one UDP datagram (RFC 6951, no extra header). Runs on
 /// whatever thread is inside usrsctp (timer thread, a task calling conninput/sendv), under
 /// the usrsctp lock; never calls back into usrsctp. Packets of path-MTU size are collected
-/// and leave together when the thread leaves usrsctp ([`flush`]): one `sendmsg` with UDP GSO
-/// for up to 64 packets of one association instead of a syscall each.
+/// and leave together when the thread releases the usrsctp lock ([`flush`]; one hold may
+/// span several calls, see `ffi::batch`): one `sendmsg` with UDP GSO for up to 64 packets
+/// (and 65,000 bytes) of one association instead of a syscall each.
 fn conn_output(id: usize, pkt: &[u8]) {
     BATCH.with(|b| {
         let mut b = b.borrow_mut();
@@ -240,7 +247,7 @@ fn conn_output(id: usize, pkt: &[u8]) {
     });
 }
 
-/// The flush hook: sends what this thread's last call into usrsctp produced.
+/// The flush hook: sends what this thread's last hold of the usrsctp lock produced.
 fn flush() {
     BATCH.with(|b| send_batch(&mut b.borrow_mut()));
 }

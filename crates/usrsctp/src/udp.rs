@@ -348,16 +348,21 @@ impl ClientLink {
                 let drained = with_recv_buf(|buf| {
                     for _ in 0..READ_BATCH {
                         let got = sock.try_io(Interest::READABLE, || recv_with_dst(&sock, buf))?;
+                        // The INIT-ACK is signalled before usrsctp sees the read (outside
+                        // its lock: `init_ack` takes a watch channel's lock).
+                        if !seen_init_ack
+                            && got
+                                .datagrams(buf)
+                                .any(|pkt| has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK))
+                        {
+                            seen_init_ack = true;
+                            events.init_ack();
+                        }
                         // One read's datagrams in one hold of the usrsctp lock, so what
                         // they release (data after SACKs, SACKs after data) leaves as one
-                        // GSO send. `init_ack` only signals a watch channel.
+                        // GSO send.
                         crate::ffi::batch(|| {
                             for pkt in got.datagrams(buf) {
-                                if !seen_init_ack && has_chunk(pkt, crate::ffi::SCTP_INITIATION_ACK)
-                                {
-                                    seen_init_ack = true;
-                                    events.init_ack();
-                                }
                                 conninput(id, pkt);
                             }
                         });

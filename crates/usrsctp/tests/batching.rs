@@ -9,8 +9,8 @@ use tokio::time::timeout;
 use usrsctp::{SctpOptions, SctpStack};
 
 const T: Duration = Duration::from_secs(30);
-/// UDP payload of a 1500-byte IPv4 path.
-const MTU: u32 = 1472;
+/// SCTP path MTU (without the common header) of a 1500-byte IPv4 path, as taps derives it.
+const MTU: u32 = 1460;
 const BYTES: usize = 20_000_000;
 const CHUNK: usize = 64 * 1024;
 
@@ -57,7 +57,12 @@ async fn a_bulk_transfer_sends_many_packets_per_udp_send() {
     assert!(packets >= BYTES / MTU as usize, "{packets} packets");
     let per_send = packets as f64 / sends as f64;
     println!("{packets} packets in {sends} UDP sends: {per_send:.1} per send");
-    // One send per SACK's worth of data gave 3-4 (usrsctp's burst limit is 4 packets).
+    if !stack.udp_gso() {
+        println!("skipped: the kernel refused UDP GSO (one packet per send is all it can do)");
+        return;
+    }
+    // Handing each datagram to usrsctp on its own (a send per SACK's worth of data) gave
+    // 1.9 here; one hold of the lock per read gives 11-12.
     assert!(per_send >= 6.0, "{per_send:.1} packets per UDP send");
     timeout(T, client.close()).await.unwrap().unwrap();
 }

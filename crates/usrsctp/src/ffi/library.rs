@@ -21,8 +21,9 @@ pub(crate) struct Hooks {
     /// The socket whose upcall argument is `arg` may have become readable or writable.
     /// Upcalls raised by a call on that same socket from the same thread are not passed on.
     pub(crate) upcall: fn(arg: usize),
-    /// Called when a thread leaves usrsctp (still under the usrsctp lock): the packets
-    /// `output` was given during the call may be sent together now.
+    /// Called when a thread releases the usrsctp lock (still holding it): the packets
+    /// `output` was given during the hold (one call, or several in `batch`) may be sent
+    /// together now.
     pub(crate) flush: fn(),
 }
 
