@@ -599,15 +599,14 @@ fn input(table: &Mutex<RemoteTable>, send: &Arc<StdUdp>, got: &Received, buf: &[
                 }
             }
         }
-        match n {
-            0 => return,
-            1 => conninput(found[0].0, found[0].1),
-            _ => crate::ffi::batch(|| {
-                for &(id, pkt) in &found[..n] {
-                    conninput(id, pkt);
-                }
-            }),
+        if n == 0 {
+            return;
         }
+        crate::ffi::batch(|| {
+            for &(id, pkt) in &found[..n] {
+                conninput(id, pkt);
+            }
+        });
         if n < AT_ONCE {
             return;
         }

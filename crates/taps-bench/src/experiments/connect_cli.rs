@@ -215,6 +215,10 @@ pub(crate) fn run_connect_cli(
     };
     let reps = cli_reps(cfg);
     let hot_symbols = check_hot_symbols(&taps);
+    // Indices into `programs` (and `runs`, `sides`): taps, C, then the tokio baseline.
+    const TAPS: usize = 0;
+    const C: usize = 1;
+    const TOKIO: usize = 2;
     let mut programs: Vec<(&str, &Path)> = vec![("taps", &taps), ("C", &tools.client)];
     if let Some(tokio) = &tokio {
         programs.push(("tokio", tokio));
@@ -230,7 +234,7 @@ pub(crate) fn run_connect_cli(
             // first (or right after another one) and any position effect is shared.
             for k in 0..programs.len() {
                 let i = (k + rep) % programs.len();
-                if i == 2 && tokio_problem.is_some() {
+                if i == TOKIO && tokio_problem.is_some() {
                     continue;
                 }
                 let (name, program) = programs[i];
@@ -255,15 +259,15 @@ pub(crate) fn run_connect_cli(
                 };
                 match measured_run(&tools, &mut server, program, &args, n) {
                     Ok(run) => runs[i].push(run),
-                    Err(e) if i == 2 => tokio_problem = Some(format!("{label}: {e}")),
+                    Err(e) if i == TOKIO => tokio_problem = Some(format!("{label}: {e}")),
                     Err(e) => return Err(format!("{label}: {e}")),
                 }
             }
         }
         let sides: Vec<CliSide> = runs.iter().map(|r| side(r)).collect();
-        let (t, c) = (sides[0].clone(), sides[1].clone());
+        let (t, c) = (sides[TAPS].clone(), sides[C].clone());
         let tokio = sides
-            .get(2)
+            .get(TOKIO)
             .filter(|_| tokio_problem.is_none())
             .map(|k| TokioSide {
                 cpu_vs_c: pairwise(&k.cpu_us, &c.cpu_us, ratio),
