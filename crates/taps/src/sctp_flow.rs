@@ -35,8 +35,27 @@ use usrsctp::{Association, StreamHandle};
 use crate::security::quic::SharedQuic;
 use crate::transport::sctp::{DATA_PPID, EMPTY_PPID, FLOW_END_PPID, STREAM_OPEN_PPID};
 
-/// Largest message written by one `poll_write` (the rest is written by later calls).
+/// Largest message written by one `poll_write` (the rest is written by later calls): it
+/// bounds the copy a write makes and how long one flow's message holds the association's
+/// other streams back (without I-DATA a message's chunks go out back to back).
 const WRITE_CHUNK: usize = 64 * 1024;
+
+/// How much of a write of `len` bytes becomes one message. A write that fits in
+/// [`WRITE_CHUNK`] goes whole (one message, as the application wrote it). From a longer
+/// one the message takes the largest whole number of `fragment`s (usrsctp's fragmentation
+/// point) that fits, so each of its chunks fills a packet: a 64 KiB message on loopback
+/// (point 65,476) would take a full packet and a 60-byte one, and the short one cannot
+/// join the next message's full first chunk. Only the end of the write can leave a short
+/// chunk.
+fn message_len(len: usize, fragment: Option<usize>) -> usize {
+    if len <= WRITE_CHUNK {
+        return len;
+    }
+    match fragment {
+        Some(f) if f > 0 && f <= WRITE_CHUNK => WRITE_CHUNK / f * f,
+        _ => WRITE_CHUNK,
+    }
+}
 
 type IoFuture<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
 
@@ -319,7 +338,10 @@ impl SctpFlow {
         let slot = self.write.get_mut().unwrap_or_else(|e| e.into_inner());
         let fut = slot.get_or_insert_with(|| {
             // The caller repeats the same data after Pending (AsyncWrite contract).
-            let chunk = data[..data.len().min(WRITE_CHUNK)].to_vec();
+            let fragment = (data.len() > WRITE_CHUNK)
+                .then(|| self.stream.association().fragment_size())
+                .flatten();
+            let chunk = data[..message_len(data.len(), fragment)].to_vec();
             let stream = self.stream.clone();
             Box::pin(async move {
                 let n = chunk.len();
@@ -437,5 +459,29 @@ impl FlowMap {
                     .unwrap_or(true)
         });
         slots.entry((endpoint.clone(), props)).or_default().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{message_len, WRITE_CHUNK};
+
+    #[test]
+    fn a_write_that_fits_goes_whole() {
+        assert_eq!(message_len(1, Some(65_476)), 1);
+        assert_eq!(message_len(WRITE_CHUNK, Some(65_476)), WRITE_CHUNK);
+        assert_eq!(message_len(WRITE_CHUNK, Some(1_444)), WRITE_CHUNK);
+    }
+
+    #[test]
+    fn a_longer_write_is_cut_at_whole_fragments() {
+        // Loopback: one full packet per message, not a full one and a 60-byte one.
+        assert_eq!(message_len(1 << 20, Some(65_476)), 65_476);
+        // A 1500-byte path: 45 full packets.
+        assert_eq!(message_len(1 << 20, Some(1_444)), 45 * 1_444);
+        // Unknown or odd fragmentation points: the plain limit.
+        assert_eq!(message_len(1 << 20, None), WRITE_CHUNK);
+        assert_eq!(message_len(1 << 20, Some(0)), WRITE_CHUNK);
+        assert_eq!(message_len(1 << 20, Some(WRITE_CHUNK + 1)), WRITE_CHUNK);
     }
 }

@@ -658,9 +658,11 @@ fn put_decimal(out: &mut impl Write, mut n: u64) -> std::io::Result<()> {
 /// (a prime: data put back out of place, lost or repeated shifts the pattern, so a
 /// receiver that checks it sees reordering too; netlab's sinks do).
 const PATTERN_PERIOD: usize = 251;
-/// The largest write of `--send-bytes`: a whole number of periods under 64 KiB, so every
-/// write starts at phase 0 and one buffer serves them all.
-const PATTERN_CHUNK: usize = PATTERN_PERIOD * (64 * 1024 / PATTERN_PERIOD);
+/// The largest write of `--send-bytes`: a whole number of periods under 256 KiB, so every
+/// write starts at phase 0 and one buffer serves them all. Over SCTP a write longer than
+/// 64 KiB becomes messages of whole fragments (each fills its packets); only a write's
+/// end leaves a short packet, once per 256 KiB rather than once per 64 KiB.
+const PATTERN_CHUNK: usize = PATTERN_PERIOD * (256 * 1024 / PATTERN_PERIOD);
 
 /// The first `len` bytes of the `--send-bytes` pattern.
 fn send_pattern(len: usize) -> Vec<u8> {
@@ -722,7 +724,7 @@ mod tests {
     #[test]
     fn every_chunk_starts_at_phase_zero() {
         assert_eq!(PATTERN_CHUNK % PATTERN_PERIOD, 0);
-        const { assert!(PATTERN_CHUNK <= 64 * 1024) };
+        const { assert!(PATTERN_CHUNK <= 256 * 1024) };
         let c = send_pattern(PATTERN_CHUNK);
         assert_eq!(
             (c[0], c[250], c[251], c[PATTERN_CHUNK - 1]),

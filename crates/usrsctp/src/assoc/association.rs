@@ -11,7 +11,7 @@ use super::message::{Message, Progress};
 use super::router::StreamInbox;
 use super::shared::AssocShared;
 use crate::error::{Error, Result};
-use crate::ffi;
+use crate::ffi::{self, Plain};
 use crate::sys::lock;
 use crate::Scheduler;
 
@@ -153,6 +153,23 @@ impl Association {
     /// handed over). One getsockopt.
     pub fn queued_bytes_total(&self) -> usize {
         self.shared().queued(None)
+    }
+
+    /// The largest message payload that goes out as one DATA chunk (usrsctp's fragmentation
+    /// point: the path MTU less the SCTP common and DATA chunk headers). A message of a
+    /// whole number of these fills every packet it takes; any other size leaves a short
+    /// last chunk that cannot share a packet with the next message's first, full one (on
+    /// loopback, where the point is 65,476 bytes, a 64 KiB message takes two packets).
+    /// `None` when usrsctp does not say (the association is gone). One getsockopt
+    /// (`SCTP_STATUS`), no system call.
+    pub fn fragment_size(&self) -> Option<usize> {
+        let mut st = ffi::sctp_status::zeroed();
+        self.shared()
+            .sock
+            .getopt(ffi::IPPROTO_SCTP, ffi::SCTP_STATUS, &mut st, "SCTP_STATUS")
+            .ok()
+            .map(|()| st.sstat_fragmentation_point as usize)
+            .filter(|&f| f > 0)
     }
 
     /// Claims `stream`: from now on its messages go to the returned handle (messages already
