@@ -94,13 +94,16 @@ pub struct SctpOptions {
     /// `None`: inherit the process-wide sysctl. Modes other than `Off` need the process-wide
     /// switch first (`set_cmt_global`).
     pub cmt: Option<crate::cmt::CmtMode>,
-    /// Clients: before any usrsctp state, send a zero-length datagram from the new UDP
-    /// socket and fail with [`Error::Refused`](crate::Error::Refused) if the peer's host
-    /// already refused it (ICMP port unreachable, known while the send runs when the peer
-    /// is this host). Saves the association's creation and teardown (~140 k instructions)
-    /// where nothing listens; costs a `send` and a `getsockopt` where something does (the
-    /// peer drops the datagram: shorter than an SCTP header). Elsewhere the ICMP comes a
-    /// round trip later and ends the attempt as before. Default false.
+    /// Clients: before any usrsctp state or UDP socket of the association, send a
+    /// zero-length datagram from the process's shared probe socket (one per family, its
+    /// ICMP errors queued with IP_RECVERR) and fail with
+    /// [`Error::Refused`](crate::Error::Refused) if the peer's host already refused it
+    /// (ICMP port unreachable, known while the send runs when the peer is this host).
+    /// Saves the association's socket, creation and teardown where nothing listens (a
+    /// refused attempt is a `sendto` and a `recvmsg`); costs the same two calls where
+    /// something does (the peer drops the datagram: shorter than an SCTP header).
+    /// Elsewhere the ICMP comes a round trip later and ends the attempt as before.
+    /// Default false.
     pub probe_port: bool,
 }
 

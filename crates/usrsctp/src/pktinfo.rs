@@ -297,3 +297,86 @@ pub(crate) fn connected_path_mtu(sock: &impl AsFd, v6: bool) -> Option<u32> {
     };
     (rc == 0 && v > 0).then_some(v as u32)
 }
+
+/// Asks the kernel to queue the ICMP errors that what `s` sends draws (IP_RECVERR on an
+/// IPv4 socket, IPV6_RECVERR on an IPv6 one), each with the destination of the datagram
+/// that caused it, for [`take_refusal`]. One setsockopt; whether it worked.
+pub(crate) fn enable_recverr(s: &impl AsFd, v6: bool) -> bool {
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_RECVERR)
+    };
+    let on: libc::c_int = 1;
+    // SAFETY: valid fd; `on` is a readable c_int of the stated size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_fd().as_raw_fd(),
+            level,
+            name,
+            &on as *const libc::c_int as *const c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Takes the queued errors of `s` (a socket with [`enable_recverr`]; `MSG_ERRQUEUE`, non-
+/// blocking) until one says `to` refused a datagram (an ICMP or ICMPv6 port unreachable:
+/// `ECONNREFUSED`) or none is left; the others are dropped. One `recvmsg` per error taken,
+/// one more when none matched.
+pub(crate) fn take_refusal(s: &impl AsFd, to: SocketAddr) -> io::Result<bool> {
+    let fd = s.as_fd().as_raw_fd();
+    loop {
+        let mut cbuf = CmsgBuf([0; 128]);
+        // SAFETY: as in `recv_with_dst`: zeroed name storage of the stated length, a
+        // control buffer alive for the call, no data buffer (the payload is not wanted).
+        let received = unsafe {
+            SockAddr::try_init(|name, namelen| {
+                let mut msg: libc::msghdr = zeroed();
+                msg.msg_name = name as *mut c_void;
+                msg.msg_namelen = *namelen;
+                msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+                msg.msg_controllen = cbuf.0.len() as _;
+                let n = libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
+                if n < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                *namelen = msg.msg_namelen;
+                msg.msg_name = std::ptr::null_mut();
+                Ok(msg)
+            })
+        };
+        let (msg, offender) = match received {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut refused = false;
+        // SAFETY: walking the control messages the kernel wrote into `cbuf` (alive;
+        // msg_controllen holds their total length); the payload is read unaligned.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let h = &*c;
+                let ours = (h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_RECVERR)
+                    || (h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
+                if ours {
+                    let e = std::ptr::read_unaligned(
+                        libc::CMSG_DATA(c) as *const libc::sock_extended_err
+                    );
+                    refused |= e.ee_errno == libc::ECONNREFUSED as u32
+                        && (e.ee_origin == libc::SO_EE_ORIGIN_ICMP
+                            || e.ee_origin == libc::SO_EE_ORIGIN_ICMP6);
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        let same = offender
+            .as_socket()
+            .is_some_and(|a| a.ip() == to.ip() && a.port() == to.port());
+        if refused && same {
+            return Ok(true);
+        }
+    }
+}

@@ -21,7 +21,10 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::pktinfo::{connected_path_mtu, enable_gro, enable_pktinfo, recv_with_dst, Received};
+use crate::pktinfo::{
+    connected_path_mtu, enable_gro, enable_pktinfo, enable_recverr, recv_with_dst, take_refusal,
+    Received,
+};
 use crate::sys::{conninput, global, lock, ConnAddr, Route};
 
 /// The shared server sockets of this process by bound address. Weak: the listeners and
@@ -170,6 +173,44 @@ fn probe_refused(s: &Socket) -> bool {
     is_refusal(s.send(&[]).err().or_else(|| s.take_error().ok().flatten()))
 }
 
+/// The process's port-probe sockets, one per family, made on first use and kept: not
+/// connected, their ICMP errors queued with the offending destination (IP_RECVERR). `None`
+/// where one could not be made.
+fn prober(v6: bool) -> Option<&'static Mutex<Socket>> {
+    static V4: OnceLock<Option<Mutex<Socket>>> = OnceLock::new();
+    static V6: OnceLock<Option<Mutex<Socket>>> = OnceLock::new();
+    let (cell, domain) = if v6 {
+        (&V6, Domain::IPV6)
+    } else {
+        (&V4, Domain::IPV4)
+    };
+    cell.get_or_init(|| {
+        let s = udp_socket(domain).ok()?;
+        enable_recverr(&s, v6).then(|| Mutex::new(s))
+    })
+    .as_ref()
+}
+
+/// Sends a zero-length datagram to `remote` from the shared probe socket of its family
+/// and says whether the peer's host refused it by the time the send returned (on the same
+/// host the kernel answers inside the send; elsewhere the answer comes a round trip later
+/// and this says `Some(false)`). Two syscalls (`sendto`, one `recvmsg` of the error
+/// queue), against the five of a fresh connected socket probed and closed, which a dead
+/// port's attempt paid. `None` when there is no probe socket or the send failed: the
+/// caller probes its own socket instead. Probes are serialised (one lock), so one probe
+/// cannot take another's answer; errors of earlier probes still queued are dropped.
+fn shared_probe_refused(remote: SocketAddr) -> Option<bool> {
+    let s = lock(prober(remote.is_ipv6())?);
+    match s.send_to(&[], &remote.into()) {
+        Ok(_) => {}
+        // An earlier probe's error, reported by this send: the queue below says whether
+        // this one was refused too.
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+        Err(_) => return None,
+    }
+    take_refusal(&*s, remote).ok()
+}
+
 /// What a socket carrying associations' data gets: large buffers and, where the kernel
 /// has it, UDP GRO (three `setsockopt`s).
 fn tune_for_data(s: &Socket) {
@@ -259,19 +300,30 @@ impl ClientLink {
     /// and to tune for data: not before, so that an attempt refused at once never enters
     /// the runtime's epoll set (whose changes and readiness would wake an idle worker for
     /// nothing) nor pays for buffers it never uses. Eight syscalls. With `probe`, a
-    /// zero-length datagram goes to `remote` right after the connect, and a refusal known
-    /// by then ends the attempt with [`Error::Refused`] before anything else is made
-    /// (two syscalls more; [`SctpOptions::probe_port`](crate::SctpOptions::probe_port)).
+    /// zero-length datagram goes to `remote` first, from the process's shared probe socket,
+    /// and a refusal known by then ends the attempt with [`Error::Refused`] before any
+    /// socket is made (two syscalls more; where the shared socket is missing, the new
+    /// socket is probed after its connect instead;
+    /// [`SctpOptions::probe_port`](crate::SctpOptions::probe_port)).
     pub(crate) fn open(remote: SocketAddr, probe: bool) -> Result<(ClientLink, Socket)> {
         let domain = if remote.is_ipv4() {
             Domain::IPV4
         } else {
             Domain::IPV6
         };
+        let probed = if probe {
+            match shared_probe_refused(remote) {
+                Some(true) => return Err(Error::Refused(remote)),
+                Some(false) => true,
+                None => false,
+            }
+        } else {
+            true
+        };
         let s = udp_socket(domain)?;
         s.connect(&remote.into())
             .map_err(|e| Error::udp("connect", e))?;
-        if probe && probe_refused(&s) {
+        if !probed && probe_refused(&s) {
             return Err(Error::Refused(remote));
         }
         let local = local_of(&s)?;
