@@ -2,7 +2,8 @@
 //! datagrams of one GRO read go to usrsctp together, so the data their SACKs release leaves
 //! in one GSO send, not a send per SACK.
 
-use std::future::IntoFuture;
+mod pair;
+
 use std::time::Duration;
 
 use tokio::time::timeout;
@@ -25,13 +26,7 @@ async fn a_bulk_transfer_sends_many_packets_per_udp_send() {
         path_mtu: Some(MTU),
         ..SctpOptions::default()
     };
-    let l = stack
-        .listen("127.0.0.1:0".parse().unwrap(), 5001, &opts)
-        .unwrap();
-    let c = stack.connect(l.local_addr(), 5001, &opts).unwrap();
-    let (a, b) = tokio::join!(timeout(T, l.accept()), timeout(T, c.into_future()));
-    let server = a.unwrap().unwrap().0;
-    let client = b.unwrap().unwrap();
+    let (_listener, server, client) = pair::connected_pair(&stack, &opts).await;
 
     let (sends_before, packets_before) = stack.udp_sends();
     let sender = tokio::spawn(async move {

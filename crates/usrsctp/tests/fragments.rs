@@ -2,7 +2,8 @@
 //! whole number of fragments takes exactly that many packets, while a 64 KiB message on
 //! loopback (fragmentation point 65,476) takes a full packet and a 60-byte one.
 
-use std::future::IntoFuture;
+mod pair;
+
 use std::time::Duration;
 
 use tokio::time::timeout;
@@ -50,13 +51,7 @@ async fn messages_of_whole_fragments_take_one_packet_per_fragment() {
         return;
     }
     let opts = SctpOptions::default();
-    let l = stack
-        .listen("127.0.0.1:0".parse().unwrap(), 5001, &opts)
-        .unwrap();
-    let c = stack.connect(l.local_addr(), 5001, &opts).unwrap();
-    let (a, b) = tokio::join!(timeout(T, l.accept()), timeout(T, c.into_future()));
-    let server = a.unwrap().unwrap().0;
-    let client = b.unwrap().unwrap();
+    let (_listener, server, client) = pair::connected_pair(&stack, &opts).await;
 
     let fragment = client
         .fragment_size()
