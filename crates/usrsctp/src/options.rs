@@ -100,7 +100,8 @@ pub struct SctpOptions {
     /// [`Error::Refused`](crate::Error::Refused) if the peer's host already refused it
     /// (ICMP port unreachable, known while the send runs when the peer is this host).
     /// Saves the association's socket, creation and teardown where nothing listens (a
-    /// refused attempt is a `sendto` and a `recvmsg`); costs the same two calls where
+    /// refused attempt is a `sendto` between two `recvmsg`s of the error queue); costs the
+    /// same three calls where
     /// something does (the peer drops the datagram: shorter than an SCTP header).
     /// Elsewhere the ICMP comes a round trip later and ends the attempt as before.
     /// Default false.

@@ -298,23 +298,58 @@ pub(crate) fn connected_path_mtu(sock: &impl AsFd, v6: bool) -> Option<u32> {
     (rc == 0 && v > 0).then_some(v as u32)
 }
 
-/// Asks the kernel to queue the ICMP errors that what `s` sends draws (IP_RECVERR on an
-/// IPv4 socket, IPV6_RECVERR on an IPv6 one), each with the destination of the datagram
-/// that caused it, for [`take_refusal`]. One setsockopt; whether it worked.
+/// Asks the kernel to queue the ICMP errors that what `s` sends draws (IP_RECVERR, and
+/// on an IPv6 socket also IPV6_RECVERR, so that IPv4-mapped destinations are covered),
+/// each with the destination of the datagram that caused it, for [`take_refusal`]. One or
+/// two setsockopts; whether the socket's own family's one worked.
 pub(crate) fn enable_recverr(s: &impl AsFd, v6: bool) -> bool {
-    let (level, name) = if v6 {
-        (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
+    let v4 = set_int(s, libc::IPPROTO_IP, libc::IP_RECVERR, 1);
+    if v6 {
+        set_int(s, libc::IPPROTO_IPV6, libc::IPV6_RECVERR, 1)
     } else {
-        (libc::IPPROTO_IP, libc::IP_RECVERR)
+        v4
+    }
+}
+
+/// Makes `s` drop every datagram that arrives for it (a one-instruction socket filter
+/// that accepts nothing): for a socket that only sends, whose receive queue, never read,
+/// would otherwise fill with whatever answers it and leave no room for the queued ICMP
+/// errors, which share its budget (errors do not pass the filter). One setsockopt;
+/// whether it worked.
+pub(crate) fn drop_incoming(s: &impl AsFd) -> bool {
+    let mut drop_all = [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }];
+    let prog = libc::sock_fprog {
+        len: drop_all.len() as u16,
+        filter: drop_all.as_mut_ptr(),
     };
-    let on: libc::c_int = 1;
-    // SAFETY: valid fd; `on` is a readable c_int of the stated size.
+    // SAFETY: valid fd; `prog` points at `drop_all`, alive for the call (the kernel copies
+    // the program).
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &prog as *const libc::sock_fprog as *const c_void,
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// One integer socket option; whether it was taken.
+fn set_int(s: &impl AsFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
+    // SAFETY: valid fd; `value` is a readable c_int of the stated size.
     let rc = unsafe {
         libc::setsockopt(
             s.as_fd().as_raw_fd(),
             level,
             name,
-            &on as *const libc::c_int as *const c_void,
+            &value as *const libc::c_int as *const c_void,
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -326,6 +361,18 @@ pub(crate) fn enable_recverr(s: &impl AsFd, v6: bool) -> bool {
 /// `ECONNREFUSED`) or none is left; the others are dropped. One `recvmsg` per error taken,
 /// one more when none matched.
 pub(crate) fn take_refusal(s: &impl AsFd, to: SocketAddr) -> io::Result<bool> {
+    take_errors(s, Some(to))
+}
+
+/// Drops every queued error of `s` (which also clears the socket's pending error, so the
+/// next send does not fail with it). One `recvmsg` per error, one more.
+pub(crate) fn drain_errors(s: &impl AsFd) -> io::Result<()> {
+    take_errors(s, None).map(|_| ())
+}
+
+/// Reads the error queue until a refusal from `to` (never, with `None`) or until it is
+/// empty.
+fn take_errors(s: &impl AsFd, to: Option<SocketAddr>) -> io::Result<bool> {
     let fd = s.as_fd().as_raw_fd();
     loop {
         let mut cbuf = CmsgBuf([0; 128]);
@@ -352,9 +399,11 @@ pub(crate) fn take_refusal(s: &impl AsFd, to: SocketAddr) -> io::Result<bool> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) => return Err(e),
         };
+        let Some(to) = to else { continue };
         let mut refused = false;
         // SAFETY: walking the control messages the kernel wrote into `cbuf` (alive;
-        // msg_controllen holds their total length); the payload is read unaligned.
+        // msg_controllen holds their total length); the payload is read unaligned and lies
+        // within the buffer (128 bytes, the largest such message about 64).
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {

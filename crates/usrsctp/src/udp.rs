@@ -249,7 +249,7 @@ impl ClientLink {
     /// nothing) nor pays for buffers it never uses. Eight syscalls. With `probe`, a
     /// zero-length datagram goes to `remote` first, from the process's shared probe socket,
     /// and a refusal known by then ends the attempt with [`Error::Refused`] before any
-    /// socket is made (two syscalls more; where the shared socket is missing, the new
+    /// socket is made (three syscalls more; where the shared socket is missing, the new
     /// socket is probed after its connect instead;
     /// [`SctpOptions::probe_port`](crate::SctpOptions::probe_port)).
     pub(crate) fn open(remote: SocketAddr, probe: bool) -> Result<(ClientLink, Socket)> {
