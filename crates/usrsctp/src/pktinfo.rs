@@ -23,24 +23,14 @@ pub(crate) fn enable_pktinfo(s: &impl AsFd, bound: SocketAddr) -> bool {
         SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_PKTINFO),
         SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
     };
-    let one: libc::c_int = 1;
-    // SAFETY: valid fd, option value is a c_int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_fd().as_raw_fd(),
-            level,
-            name,
-            &one as *const libc::c_int as *const c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
+    let ok = set_int(s, level, name, 1);
+    if !ok {
         tracing::debug!(
             "usrsctp shared UDP {bound}: enabling packet info failed ({}); replies use send_to",
             io::Error::last_os_error()
         );
     }
-    rc == 0
+    ok
 }
 
 /// Control-message buffer on the stack, aligned for `cmsghdr`; room for one pktinfo of
@@ -92,18 +82,7 @@ const UDP_GRO: libc::c_int = 104;
 /// Asks the kernel to hand this socket coalesced datagrams (UDP GRO; read them with
 /// [`recv_with_dst`], which reports the segment size). Returns whether that worked.
 pub(crate) fn enable_gro(s: &impl AsFd) -> bool {
-    let one: libc::c_int = 1;
-    // SAFETY: valid fd, option value is a c_int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_fd().as_raw_fd(),
-            libc::SOL_UDP,
-            UDP_GRO,
-            &one as *const libc::c_int as *const c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    set_int(s, libc::SOL_UDP, UDP_GRO, 1)
 }
 
 /// Non-blocking `recvmsg` of one datagram (or, with UDP GRO, several of one size): its
