@@ -104,10 +104,12 @@
 //! # Layout
 //! Private modules, the public API re-exported here. `ffi` is the only door into libusrsctp
 //! (its declarations, a safe `Socket` and the library-wide calls) and `pktinfo` does the
-//! `recvmsg`/`sendmsg` with packet info (and the error-queue read of the port probe): the only modules with code the compiler cannot
-//! check, a rule the workspace's lint table enforces (it denies such code everywhere else). `sys` keeps the process-wide state
+//! `recvmsg`/`sendmsg` with packet info (and the error-queue read of the port probe):
+//! the only modules with code the compiler cannot check, a rule the workspace's lint table
+//! enforces (it denies such code everywhere else). `sys` keeps the process-wide state
 //! (routing and upcall tables, timer thread), `udp` our UDP sockets and their reader tasks,
-//! `probe` the port probe's shared sockets, `assoc` the associations, `options`, `stack` and `listener` the entry points.
+//! `probe` the port probe's shared sockets, `assoc` the associations, `options`, `stack`
+//! and `listener` the entry points.
 
 mod assoc;
 mod cmt;

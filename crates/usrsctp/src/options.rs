@@ -101,10 +101,9 @@ pub struct SctpOptions {
     /// (ICMP port unreachable, known while the send runs when the peer is this host).
     /// Saves the association's socket, creation and teardown where nothing listens (a
     /// refused attempt is a `sendto` between two `recvmsg`s of the error queue); costs the
-    /// same three calls where
-    /// something does (the peer drops the datagram: shorter than an SCTP header).
-    /// Elsewhere the ICMP comes a round trip later and ends the attempt as before.
-    /// Default false.
+    /// same three calls where something does (the peer drops the datagram: shorter than
+    /// an SCTP header). Elsewhere the ICMP comes a round trip later and ends the attempt
+    /// as before. Default false.
     pub probe_port: bool,
 }
 

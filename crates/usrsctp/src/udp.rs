@@ -258,19 +258,18 @@ impl ClientLink {
         } else {
             Domain::IPV6
         };
-        let probed = if probe {
-            match shared_probe_refused(remote) {
+        // `None` from the shared probe (no probe socket, or its send failed): this
+        // attempt's own socket is probed instead, once connected.
+        let probe_own_socket = probe
+            && match shared_probe_refused(remote) {
                 Some(true) => return Err(Error::Refused(remote)),
-                Some(false) => true,
-                None => false,
-            }
-        } else {
-            true
-        };
+                Some(false) => false,
+                None => true,
+            };
         let s = udp_socket(domain)?;
         s.connect(&remote.into())
             .map_err(|e| Error::udp("connect", e))?;
-        if !probed && probe_refused(&s) {
+        if probe_own_socket && probe_refused(&s) {
             return Err(Error::Refused(remote));
         }
         let local = local_of(&s)?;
