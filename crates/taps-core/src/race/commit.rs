@@ -36,14 +36,14 @@ impl Race {
             until: now + grace,
             grace,
         });
-        self.report.log(now, RaceEvent::Reachable(id));
+        self.log(now, RaceEvent::Reachable(id));
         let mut requeue = Vec::new();
         for other in self.pending() {
             if other == id {
                 continue;
             }
             self.end(other, AttemptOutcome::Cancelled, now);
-            self.report.log(now, RaceEvent::Cancelled(other));
+            self.log(now, RaceEvent::Cancelled(other));
             self.actions.push_back(Action::Cancel { id: other });
             if let Some(a) = self.report.attempt(other) {
                 requeue.push(a.candidate.clone());
@@ -65,7 +65,7 @@ impl Race {
             return;
         }
         self.leader = None;
-        self.report.log(
+        self.log(
             now,
             RaceEvent::CommitmentLapsed {
                 id: c.id,

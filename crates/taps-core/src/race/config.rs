@@ -80,6 +80,12 @@ pub struct RaceConfig {
     /// least [`DNS_RTT_MIN`]. Default true; off when the application set the attempt
     /// delay itself.
     pub rtt_from_dns: bool,
+    /// Whether the report keeps a timeline of the race's events
+    /// ([`RaceReport::timeline`](super::RaceReport::timeline), what
+    /// [`RaceReport::trace`](super::RaceReport::trace) prints). Default true. Off, each
+    /// event costs nothing and the timeline stays empty (no allocation); the attempts,
+    /// DNS answers, winner and total are kept either way.
+    pub timeline: bool,
 }
 
 impl Default for RaceConfig {
@@ -95,6 +101,7 @@ impl Default for RaceConfig {
             await_service: false,
             path_rtt: None,
             rtt_from_dns: true,
+            timeline: true,
         }
     }
 }

@@ -53,11 +53,10 @@ impl Race {
         let after = self.config.resolution_delay;
         if family.is_some() {
             let family = self.awaited;
-            self.report
-                .log(now, RaceEvent::ResolutionDelayOver { family, after });
+            self.log(now, RaceEvent::ResolutionDelayOver { family, after });
         }
         if service.is_some() {
-            self.report.log(now, RaceEvent::ServiceDelayOver { after });
+            self.log(now, RaceEvent::ServiceDelayOver { after });
         }
         self.gate_open = true;
     }

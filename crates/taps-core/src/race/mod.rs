@@ -163,8 +163,8 @@ impl Race {
     /// the start of the establishment timeout. `config` is [`clamped`](RaceConfig::clamped).
     pub fn new(config: RaceConfig, now: Instant) -> Race {
         let config = config.clamped();
-        let mut report = RaceReport::new(now);
-        if config.awaited_family != Family::V6 {
+        let mut report = RaceReport::new(now, config.timeline);
+        if config.timeline && config.awaited_family != Family::V6 {
             report.log(now, RaceEvent::ExpectFamily(config.awaited_family));
         }
         let service = if config.await_service {
@@ -200,6 +200,13 @@ impl Race {
     /// The settings in force (after clamping).
     pub fn config(&self) -> &RaceConfig {
         &self.config
+    }
+
+    /// Adds `event` to the report's timeline at `now`, when the config keeps one.
+    fn log(&mut self, now: Instant, event: RaceEvent) {
+        if self.config.timeline {
+            self.report.log(now, event);
+        }
     }
 
     /// A DNS answer for `family` arrived; the caller already turned its addresses into
@@ -241,7 +248,7 @@ impl Race {
             && *self.lookup(self.awaited) == Lookup::Pending
             && !self.dns_complete
             && addresses > 0;
-        self.report.log(
+        self.log(
             now,
             RaceEvent::Dns {
                 index: self.report.dns.len(),
@@ -286,7 +293,7 @@ impl Race {
             };
             let c = candidates.remove(i);
             let id = self.new_id();
-            self.report.log(now, RaceEvent::Skipped(id));
+            self.log(now, RaceEvent::Skipped(id));
             self.report.attempts.push(AttemptReport {
                 id,
                 start: self.report.offset(now),
@@ -317,7 +324,7 @@ impl Race {
             return;
         }
         self.set_lookup(family, now);
-        self.report.log(
+        self.log(
             now,
             RaceEvent::Dns {
                 index: self.report.dns.len(),
@@ -361,7 +368,7 @@ impl Race {
             self.service_info = Some(info.clone());
         }
         self.report.service = Some(answer);
-        self.report.log(
+        self.log(
             now,
             RaceEvent::Service {
                 records,
@@ -378,7 +385,7 @@ impl Race {
             return;
         }
         self.dns_complete = true;
-        self.report.log(now, RaceEvent::DnsComplete);
+        self.log(now, RaceEvent::DnsComplete);
         self.drive(now);
     }
 
@@ -407,8 +414,7 @@ impl Race {
             }
             _ => None,
         };
-        self.report
-            .log(now, RaceEvent::TransportUp { id, extended });
+        self.log(now, RaceEvent::TransportUp { id, extended });
     }
 
     /// Attempt `id` connected. If it is the first, it wins: every other alive attempt
@@ -420,10 +426,10 @@ impl Race {
             return;
         }
         self.end(id, AttemptOutcome::Won, now);
-        self.report.log(now, RaceEvent::Connected(id));
+        self.log(now, RaceEvent::Connected(id));
         for loser in self.pending() {
             self.end(loser, AttemptOutcome::Cancelled, now);
-            self.report.log(now, RaceEvent::Cancelled(loser));
+            self.log(now, RaceEvent::Cancelled(loser));
             self.actions.push_back(Action::Cancel { id: loser });
         }
         self.report.winner = Some(id);
@@ -440,7 +446,7 @@ impl Race {
             return;
         }
         self.end(id, AttemptOutcome::Failed(cause), now);
-        self.report.log(now, RaceEvent::Failed(id));
+        self.log(now, RaceEvent::Failed(id));
         self.owed += 1;
         self.drive(now);
     }
@@ -654,8 +660,7 @@ impl Race {
         }
         self.config.path_rtt = Some(rtt);
         let delay = first_contact_delay(rtt, self.config.attempt_delay);
-        self.report
-            .log(now, RaceEvent::PathRttFromDns { rtt, delay });
+        self.log(now, RaceEvent::PathRttFromDns { rtt, delay });
     }
 
     fn start_next(&mut self, now: Instant) {
@@ -664,7 +669,7 @@ impl Race {
         let delay = self.config.delay_after(&candidate);
         self.next_start = Some(now + delay);
         let next = (delay != self.config.attempt_delay).then_some(delay);
-        self.report.log(now, RaceEvent::Started { id, next });
+        self.log(now, RaceEvent::Started { id, next });
         self.report.attempts.push(AttemptReport {
             id,
             start: self.report.offset(now),
@@ -697,7 +702,7 @@ impl Race {
                 .unwrap_or_default();
             let cause = AttemptCause::TimedOut { after: Some(ran) };
             self.end(id, AttemptOutcome::Failed(cause), now);
-            self.report.log(now, RaceEvent::TimedOut(id));
+            self.log(now, RaceEvent::TimedOut(id));
             self.actions.push_back(Action::Cancel { id });
         }
         self.fail(
@@ -712,7 +717,7 @@ impl Race {
         self.finished = true;
         self.report.total = Some(self.report.offset(now));
         let not_started = std::mem::take(&mut self.queue);
-        self.report.log(
+        self.log(
             now,
             RaceEvent::RaceFailed {
                 kind,
@@ -721,7 +726,7 @@ impl Race {
         );
         // The report moves into the error: a failed race is over, nothing reads it here.
         let started = self.report.started;
-        let report = std::mem::replace(&mut self.report, RaceReport::new(started));
+        let report = std::mem::replace(&mut self.report, RaceReport::placeholder(started));
         let err = RaceError::new(kind, report, not_started);
         self.actions.push_back(Action::Failed(err));
     }

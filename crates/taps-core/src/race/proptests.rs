@@ -280,6 +280,7 @@ fn config() -> impl Strategy<Value = RaceConfig> {
                 // The oracle staggers by the configured delays: no estimate mid-race.
                 path_rtt: None,
                 rtt_from_dns: false,
+                timeline: true,
             },
         )
 }
@@ -352,5 +353,51 @@ proptest! {
     #[test]
     fn coinciding_events_keep_the_invariants(script in script().prop_map(Script::on_grid)) {
         script.sim().run();
+    }
+}
+
+/// What a run decided and reported, without the timeline and the run's own clock: what
+/// must not change when the race keeps no timeline.
+fn decisions(run: &super::tests::Run) -> String {
+    let r = run.race.report();
+    let attempts: Vec<_> = r
+        .attempts
+        .iter()
+        .map(|a| (a.id, a.candidate.remote, a.start, a.end, &a.outcome))
+        .collect();
+    let starts: Vec<_> = run
+        .starts
+        .iter()
+        .map(|(t, id, c)| (t, id, c.remote))
+        .collect();
+    format!(
+        "{starts:?} {:?} {:?} {:?} {:?} {attempts:?} {:?} {:?} {}",
+        run.cancels,
+        run.failures,
+        run.won,
+        run.failed.as_ref().map(|(t, e)| (t, e.to_string())),
+        r.winner,
+        r.total,
+        r.dns.len(),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: GRID_CASES,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// A race that keeps no timeline decides and reports everything else the same, and
+    /// its timeline stays empty.
+    #[test]
+    fn a_race_without_a_timeline_decides_the_same(script in script()) {
+        let with = script.sim().run();
+        let mut sim = script.sim();
+        sim.config.timeline = false;
+        let without = sim.run();
+        prop_assert!(without.race.report().timeline.is_empty());
+        prop_assert_eq!(decisions(&with), decisions(&without));
     }
 }

@@ -369,7 +369,9 @@ fn write_dns(
 }
 
 impl RaceReport {
-    pub(crate) fn new(started: Instant) -> RaceReport {
+    /// An empty report of a race starting at `started`; room for a timeline only if
+    /// one is `kept`.
+    pub(crate) fn new(started: Instant, kept: bool) -> RaceReport {
         RaceReport {
             started,
             attempts: Vec::new(),
@@ -379,7 +381,25 @@ impl RaceReport {
             winner: None,
             total: None,
             // A one-candidate race logs about five events.
-            timeline: Vec::with_capacity(6),
+            timeline: if kept {
+                Vec::with_capacity(6)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// What stands in a finished race's place once its report has moved out: nothing
+    /// allocated.
+    pub(crate) fn placeholder(started: Instant) -> RaceReport {
+        RaceReport {
+            started,
+            attempts: Vec::new(),
+            dns: Vec::new(),
+            service: None,
+            winner: None,
+            total: None,
+            timeline: Vec::new(),
         }
     }
 
