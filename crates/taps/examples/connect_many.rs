@@ -143,7 +143,12 @@ fn main() {
                 std::mem::size_of_val(&pre.initiate())
             );
             let c = pre.initiate().await.unwrap();
-            println!("connection: {} bytes", std::mem::size_of_val(&c));
+            println!(
+                "connection: {} bytes, its info {} bytes (a candidate {} bytes)",
+                std::mem::size_of_val(&c),
+                std::mem::size_of_val(c.info()),
+                std::mem::size_of::<taps::taps_core::candidates::Candidate>(),
+            );
             if let Some(r) = &c.info().race {
                 println!(
                     "race report: {} bytes + {} attempts x {} + {} events x {} + {} DNS x {}",

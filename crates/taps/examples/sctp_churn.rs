@@ -26,7 +26,9 @@ async fn main() {
         .protocols(Preference::Require, [Protocol::Sctp, Protocol::Tcp])
         .compile()
         .unwrap();
-    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port));
+    let pre = Preconnection::new(&ctx, props)
+        .race_timeline(true)
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
     let (mut slow, mut tcp, mut failed) = (0, 0, 0);
     let t0 = Instant::now();
     for i in 0..n {

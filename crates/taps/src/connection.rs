@@ -108,12 +108,18 @@ pub struct ConnectionInfo {
     pub remote: SocketAddr,
     /// For MPTCP: whether MPTCP is in use (false = fell back to plain TCP).
     pub mptcp_active: Option<bool>,
-    /// The winning candidate (initiated connections).
-    pub candidate: Option<Candidate>,
     /// The race that chose it (initiated connections).
     pub race: Option<RaceReport>,
     /// What the security handshake established (secure stacks).
     pub security: Option<SecurityInfo>,
+}
+
+impl ConnectionInfo {
+    /// The winning candidate (initiated connections, and their clones): the race
+    /// report's winner, not a copy. Cost: a scan of the report's few attempts.
+    pub fn candidate(&self) -> Option<&Candidate> {
+        self.race.as_ref()?.won().map(|a| &a.candidate)
+    }
 }
 
 /// Traffic counters and transport statistics.
@@ -194,7 +200,6 @@ impl Connection {
     pub(crate) fn from_established(
         est: Established,
         stack: Stack,
-        candidate: Option<Candidate>,
         race: Option<RaceReport>,
     ) -> io::Result<Connection> {
         let mut security = None;
@@ -215,7 +220,7 @@ impl Connection {
             Established::Udp(s, _) => (Io::Datagram(s), None),
             Established::Sctp(a) => (Io::Sctp(SctpFlow::first(a)?), None),
         };
-        let mut conn = Connection::new(io, stack, mptcp_active, candidate, race)?;
+        let mut conn = Connection::new(io, stack, mptcp_active, race)?;
         conn.info.security = security;
         Ok(conn)
     }
@@ -224,11 +229,13 @@ impl Connection {
         io: Io,
         stack: Stack,
         mptcp_active: Option<bool>,
-        candidate: Option<Candidate>,
         race: Option<RaceReport>,
     ) -> io::Result<Connection> {
         // An initiated connection's peer is its candidate's address: no getpeername.
-        let known_peer = candidate.as_ref().map(|c| c.remote);
+        let known_peer = race
+            .as_ref()
+            .and_then(RaceReport::won)
+            .map(|a| a.candidate.remote);
         let (local, remote) = match &io {
             Io::Stream(s) => s.addrs(known_peer)?,
             Io::Datagram(s) => (s.local_addr()?, s.peer_addr()?),
@@ -245,7 +252,6 @@ impl Connection {
             mptcp_active,
             local,
             remote,
-            candidate,
             race,
         ))
     }
@@ -271,7 +277,6 @@ impl Connection {
             local,
             peer,
             None,
-            None,
         ))
     }
 
@@ -282,7 +287,6 @@ impl Connection {
         mptcp_active: Option<bool>,
         local: SocketAddr,
         remote: SocketAddr,
-        candidate: Option<Candidate>,
         race: Option<RaceReport>,
     ) -> Connection {
         Connection {
@@ -292,7 +296,6 @@ impl Connection {
                 local,
                 remote,
                 mptcp_active,
-                candidate,
                 race,
                 security: None,
             }),
@@ -482,7 +485,7 @@ impl Connection {
                 let mut c = Connection::quic_sibling(&q.shared)
                     .await?
                     .ok_or(Error::usage("the QUIC connection is closing or grants no new stream"))?;
-                c.info.candidate = self.info.candidate.clone();
+                c.info.race = self.info.race.clone();
                 Ok(c)
             }
             Io::Sctp(f) => {
@@ -494,8 +497,8 @@ impl Connection {
                         }
                     })
                 })?;
-                let mut c = Connection::new(Io::Sctp(flow), self.info.stack, None, None, None)?;
-                c.info.candidate = self.info.candidate.clone();
+                let mut c = Connection::new(Io::Sctp(flow), self.info.stack, None, None)?;
+                c.info.race = self.info.race.clone();
                 Ok(c)
             }
             _ => Err(Error::usage(
@@ -539,7 +542,6 @@ impl Connection {
         let mut conn = Connection::new(
             Io::Stream(Stream::Quic(Box::new(stream))),
             stack,
-            None,
             None,
             None,
         )?;

@@ -637,7 +637,7 @@ async fn accept_stream(
             };
             let stack = Stack::new(protocol, Security::Tls);
             let io = Io::Stream(Stream::Tls(Box::new(tls.into())));
-            let conn = Connection::new(io, stack, mptcp, None, None).map(|mut c| {
+            let conn = Connection::new(io, stack, mptcp, None).map(|mut c| {
                 c.set_security(info);
                 c
             });
@@ -679,7 +679,7 @@ async fn accept_quic(endpoint: quinn::Endpoint, acc: Accepting) {
                 let stack = Stack::new(Protocol::Quic, Security::QuicTls);
                 let info = shared.info.clone();
                 let io = Io::Stream(Stream::Quic(Box::new(stream)));
-                let conn = Connection::new(io, stack, None, None, None).map(|mut c| {
+                let conn = Connection::new(io, stack, None, None).map(|mut c| {
                     c.set_security(info);
                     c
                 });
@@ -704,7 +704,7 @@ async fn accept_dtls(
         let Some((flow, info)) = accepted.recv().await else {
             return;
         };
-        let conn = Connection::new(Io::Dtls(flow), stack, None, None, None).map(|mut c| {
+        let conn = Connection::new(Io::Dtls(flow), stack, None, None).map(|mut c| {
             c.set_security(info);
             c
         });
@@ -754,7 +754,7 @@ async fn accept_datagrams(socket: Arc<UdpSocket>, stack: Stack, acc: Accepting) 
             rx: frx,
             pending: None,
         };
-        let conn = Connection::new(io, stack, None, None, None);
+        let conn = Connection::new(io, stack, None, None);
         if !acc.hand_on(conn, slot).await {
             return;
         }

@@ -40,6 +40,8 @@ pub struct Preconnection {
     /// The TLS client configuration (`None` for a plan without secure stacks), decided
     /// on the first race and shared by every race after.
     client_security: OnceLock<Option<Arc<ClientSecurity>>>,
+    /// Whether races keep a timeline ([`Preconnection::race_timeline`]).
+    race_timeline: bool,
 }
 
 /// The outcome of resolving and ranking without connecting ([`Preconnection::candidates`]).
@@ -70,7 +72,21 @@ impl Preconnection {
             scored: AnswerCache::default(),
             security: SecurityParameters::default(),
             client_security: OnceLock::new(),
+            race_timeline: false,
         }
+    }
+
+    /// Whether each race keeps a timeline of what it did, step by step (DNS answers,
+    /// starts, the stagger, wins, cancellations, with their offsets): the report's
+    /// `timeline`, which `RaceReport::trace` prints (`taps connect --trace`). Off by
+    /// default: a race still reports every attempt with its candidate, times and
+    /// outcome, the DNS answers, the winner and its total time (in
+    /// `ConnectionInfo::race`, or in the error of a failed race), but not the
+    /// steps, each a timestamp and an entry kept as long as the connection (about five
+    /// per connection, 336 bytes).
+    pub fn race_timeline(mut self, keep: bool) -> Preconnection {
+        self.race_timeline = keep;
+        self
     }
 
     /// Sets the remote endpoint.
@@ -278,7 +294,6 @@ impl Preconnection {
                     taps_core::candidates::Stack::plain(Protocol::Sctp),
                     None,
                     None,
-                    None,
                 )?);
             }
         }
@@ -323,7 +338,8 @@ impl Preconnection {
     /// One race, and the connection its winner makes.
     async fn race(&self, remote: &RemoteEndpoint, plan: &Arc<Plan>) -> Result<Connection, Error> {
         let opts = self.socket_options();
-        let config = racing::race_config(&self.props);
+        let mut config = racing::race_config(&self.props);
+        config.timeline = self.race_timeline;
         let key = self.remote_key(remote);
         let security = self.client_security(plan, remote)?;
         // Boxed: the race's state (driver, timer, attempts: about 1.7 KB) lives on the heap
@@ -339,11 +355,9 @@ impl Preconnection {
             security,
         };
         let won = Box::pin(racing::race(input, config)).await?;
-        let stack = won.candidate.stack;
         Ok(Connection::from_established(
             won.established,
-            stack,
-            Some(won.candidate),
+            won.stack,
             Some(won.report),
         )?)
     }

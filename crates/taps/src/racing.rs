@@ -48,7 +48,8 @@ type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + 
 /// What a won race hands to the connection.
 pub(crate) struct Won {
     pub(crate) established: Established,
-    pub(crate) candidate: Candidate,
+    /// The winner's stack (its candidate is the report's winning attempt).
+    pub(crate) stack: Stack,
     pub(crate) report: RaceReport,
 }
 
@@ -560,11 +561,14 @@ impl Driver<'_> {
         self.connected.clear();
         let report = self.race.into_report();
         self.input.ctx.learn(&self.input.key, report.learned());
-        let candidate = report.attempt(id).map(|a| a.candidate.clone());
-        match (established, candidate) {
-            (Some(established), Some(candidate)) => Ok(Won {
+        let stack = report
+            .won()
+            .filter(|a| a.id == id)
+            .map(|a| a.candidate.stack);
+        match (established, stack) {
+            (Some(established), Some(stack)) => Ok(Won {
                 established,
-                candidate,
+                stack,
                 report,
             }),
             // The core names only a connected attempt it reported as the winner.

@@ -76,6 +76,7 @@ fn client(ctx: &Context, host: &str, port: u16, params: SecurityParameters) -> P
         ctx,
         secure_udp(TransportProperties::new()).compile().unwrap(),
     )
+    .race_timeline(true)
     .remote(RemoteEndpoint::new(host, port))
     .security(params)
 }
@@ -229,6 +230,7 @@ async fn a_cancelled_dtls_attempt_leaves_no_socket() {
         .compile()
         .unwrap();
     let pre = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("localhost", port))
         .security(trusted(&pki));
     // Warm up what a context opens once (its interface watcher), on another remote.

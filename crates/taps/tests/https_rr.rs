@@ -71,6 +71,7 @@ async fn connect(s: &Setup, port: u16) -> taps::Connection {
             .compile()
             .unwrap(),
     )
+    .race_timeline(true)
     .remote(RemoteEndpoint::new("svc.test", port))
     .security(SecurityParameters::new().ca_file(&s.pki.ca))
     .initiate()

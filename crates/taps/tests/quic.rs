@@ -91,6 +91,7 @@ async fn quic_alone_fails(ctx: &Context, port: u16) -> (String, Vec<AttemptCause
         .compile()
         .unwrap();
     let err = Preconnection::new(ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(SecurityParameters::new().server_name("localhost"))
         .initiate()
@@ -130,6 +131,7 @@ async fn quic_wins_when_both_quic_and_tls_serve_the_port() {
     let port = free_port();
     let _listener = secure_echo(&ctx, &pki, port).await;
     let pre = Preconnection::new(&ctx, secure().compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(trusting(&pki));
     let mut conn = pre.initiate().await.unwrap();
@@ -179,6 +181,7 @@ async fn blackholed_quic_loses_to_tls_and_leaves_nothing_open() {
         .compile()
         .unwrap();
     let mut conn = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(trusting(&pki))
         .initiate()
@@ -214,6 +217,7 @@ async fn a_port_without_quic_refuses_the_quic_attempt_at_once() {
     let props = secure().compile().unwrap();
     let started = std::time::Instant::now();
     let conn = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(trusting(&pki))
         .initiate()
@@ -297,6 +301,7 @@ async fn interoperates_with_ngtcp2() {
         .compile()
         .unwrap();
     let pre = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(trusting(&pki).alpn(["h3"]));
     let mut conn = None;
@@ -331,6 +336,7 @@ async fn flows_map_onto_streams_of_one_quic_connection() {
         .compile()
         .unwrap();
     let pre = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(trusting(&pki));
     let mut first = pre.initiate().await.unwrap();
@@ -390,6 +396,7 @@ async fn quic_gives_up_after_conn_timeout_when_the_path_dies() {
         .compile()
         .unwrap();
     let mut conn = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", relay))
         .security(trusting(&pki))
         .initiate()
@@ -435,6 +442,7 @@ async fn a_dropped_quic_connection_delivers_what_it_queued() {
     });
     let client = secure().protocols(taps::Preference::Require, [Protocol::Quic]);
     let pre = Preconnection::new(&ctx, client.compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(trusting(&pki));
     // Written and dropped at once: most of it is still queued in the stream.
@@ -478,6 +486,7 @@ async fn flows_waiting_on_a_failed_race_do_not_fail_one_after_another() {
         .timeout(TIMEOUT);
     let pre = std::sync::Arc::new(
         Preconnection::new(&ctx, props.compile().unwrap())
+            .race_timeline(true)
             .remote(RemoteEndpoint::new("127.0.0.1", port))
             .security(SecurityParameters::new().server_name("localhost")),
     );

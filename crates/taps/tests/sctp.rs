@@ -54,6 +54,7 @@ async fn sctp_only_connects_and_carries_messages() {
     let port = free_port();
     let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let mut c = pre.initiate().await.unwrap();
     assert_eq!(c.info().stack.protocol, Protocol::Sctp);
@@ -85,6 +86,7 @@ async fn sctp_wins_against_tcp_when_both_listen_on_the_port() {
     );
     let server = echo(listener);
     let pre = Preconnection::new(&ctx, sctp_then_tcp().compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let mut c = pre.initiate().await.unwrap();
     let report = c.info().race.clone().unwrap();
@@ -153,6 +155,7 @@ async fn a_stalled_sctp_handshake_lets_tcp_win_when_the_commitment_lapses() {
         .build()
         .unwrap();
     let pre = Preconnection::new(&ctx, sctp_then_tcp().compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let started = std::time::Instant::now();
     let c = tokio::time::timeout(Duration::from_secs(5), pre.initiate())
@@ -180,6 +183,7 @@ async fn a_stalled_sctp_handshake_lets_tcp_win_when_the_commitment_lapses() {
 
 async fn flows(ctx: &Context, port: u16, n: usize) -> Vec<taps::Connection> {
     let pre = Preconnection::new(ctx, only(Protocol::Sctp).compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let pre = std::sync::Arc::new(pre);
     let tasks: Vec<_> = (0..n)
@@ -245,6 +249,7 @@ async fn clone_flow_is_a_new_stream_the_peer_accepts() {
     let port = free_port();
     let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let mut first = pre.initiate().await.unwrap();
     let mut second = first.clone_flow().await.unwrap();
@@ -264,6 +269,7 @@ async fn each_side_opens_streams_of_its_own_parity() {
     let port = free_port();
     let mut listener = listen(&ctx, only(Protocol::Sctp), port).await;
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let first = pre.initiate().await.unwrap();
     let accepted = listener.accept().await.unwrap().unwrap();
@@ -298,7 +304,9 @@ async fn scheduler_property_is_accepted() {
             .unwrap()
             .compile()
             .unwrap();
-        let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port));
+        let pre = Preconnection::new(&ctx, props)
+            .race_timeline(true)
+            .remote(RemoteEndpoint::new("127.0.0.1", port));
         let mut c = pre.initiate().await.unwrap();
         // A lone message on an idle association goes out at once with every scheduler
         // (libusrsctp's round-robin-per-packet one used to hold it until the 30 s heartbeat).
@@ -337,6 +345,7 @@ async fn shutdown_ends_a_mapped_flow_like_a_fin_and_the_association_outlives_it(
     let port = free_port();
     let server = byte_echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
     let mut first = pre.initiate().await.unwrap();
     let mut second = pre.initiate().await.unwrap();

@@ -30,7 +30,9 @@ async fn tcp_only_server_tcp_wins_and_the_sctp_attempt_leaves_nothing() {
         .attempt_delay(Duration::from_millis(30))
         .compile()
         .unwrap();
-    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port));
+    let pre = Preconnection::new(&ctx, props)
+        .race_timeline(true)
+        .remote(RemoteEndpoint::new("127.0.0.1", port));
     let c = pre.initiate().await.unwrap();
     let report = c.info().race.clone().unwrap();
     assert_eq!(c.info().stack.protocol, Protocol::Tcp, "{}", report.trace());

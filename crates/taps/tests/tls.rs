@@ -44,6 +44,7 @@ async fn echo_server(ctx: &Context, params: SecurityParameters) -> (Listener, u1
 
 fn client(ctx: &Context, port: u16, params: SecurityParameters) -> Preconnection {
     Preconnection::new(ctx, secure_tcp().compile().unwrap())
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port))
         .security(params)
 }
@@ -241,6 +242,7 @@ async fn tcp_up_but_tls_stuck_does_not_win() {
         .compile()
         .unwrap();
     let mut conn = Preconnection::new(&ctx, props)
+        .race_timeline(true)
         .remote(RemoteEndpoint::new("localhost", port))
         .security(
             SecurityParameters::new()

@@ -78,6 +78,8 @@ struct Inner {
     plain: Properties,
     secure: Properties,
     security: SecurityParameters,
+    /// Whether races keep their timelines.
+    race_timeline: bool,
     /// One preconnection per origin.
     origins: Mutex<HashMap<Origin, Arc<Preconnection>>>,
 }
@@ -99,6 +101,7 @@ pub struct ConnectorBuilder {
     ctx: Context,
     props: TransportProperties,
     security: SecurityParameters,
+    race_timeline: bool,
 }
 
 impl std::fmt::Debug for ConnectorBuilder {
@@ -127,6 +130,13 @@ impl ConnectorBuilder {
         self
     }
 
+    /// Whether each connection's race keeps its timeline (see
+    /// [`Preconnection::race_timeline`]; off by default).
+    pub fn race_timeline(mut self, keep: bool) -> ConnectorBuilder {
+        self.race_timeline = keep;
+        self
+    }
+
     /// Compiles the properties for `http` and `https` and checks that they allow only
     /// byte streams hyper can speak over. Errors: bad properties, no stack left, or a
     /// stack other than TCP/MPTCP allowed. Cost: two compilations and two plans, once.
@@ -150,6 +160,7 @@ impl ConnectorBuilder {
                 plain,
                 secure,
                 security: params,
+                race_timeline: self.race_timeline,
                 origins: Mutex::new(HashMap::new()),
             }),
         })
@@ -199,6 +210,7 @@ impl Connector {
             ctx: ctx.clone(),
             props: TransportProperties::new(),
             security: SecurityParameters::new(),
+            race_timeline: false,
         }
     }
 
@@ -243,8 +255,9 @@ impl Connector {
         // to an origin race here, the first one stored is kept.
         let inner = &self.inner;
         let props = if secure { &inner.secure } else { &inner.plain };
-        let mut pre =
-            Preconnection::new(&inner.ctx, props.clone()).remote(RemoteEndpoint::new(host, port));
+        let mut pre = Preconnection::new(&inner.ctx, props.clone())
+            .race_timeline(inner.race_timeline)
+            .remote(RemoteEndpoint::new(host, port));
         if secure {
             pre = pre.security(inner.security.clone());
         }

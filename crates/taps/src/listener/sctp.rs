@@ -97,11 +97,5 @@ async fn accept_sctp_streams(
 }
 
 fn sctp_connection(flow: SctpFlow) -> io::Result<Connection> {
-    Connection::new(
-        Io::Sctp(flow),
-        Stack::plain(Protocol::Sctp),
-        None,
-        None,
-        None,
-    )
+    Connection::new(Io::Sctp(flow), Stack::plain(Protocol::Sctp), None, None)
 }
