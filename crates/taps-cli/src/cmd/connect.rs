@@ -83,12 +83,21 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let props = args.ctx.properties(TransportProperties::new())?;
     let pre = Preconnection::new(&ctx, props)
         .remote(RemoteEndpoint::new(&args.host, args.port))
-        .security(args.security.params()?);
+        .security(args.security.params()?)
+        // The timeline is printed by --trace and is part of the --json output.
+        .race_timeline(args.trace || args.json);
     // Fail fast on unsatisfiable properties or unusable security files before any flow.
     pre.prepare()?;
     let started = Instant::now();
+    // The `--send-bytes` pattern, made once for every flow (no longer than what a flow
+    // sends: a 1-byte flow should not fault in 256 KiB).
+    let pattern = args
+        .send_bytes
+        .map(|total| send_pattern(total.min(PATTERN_CHUNK as u64) as usize))
+        .unwrap_or_default();
     let payload = Payload {
         bytes: args.send_bytes,
+        pattern: &pattern,
         message: args.message.as_deref(),
         line: args.line.as_deref(),
     };
@@ -108,7 +117,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let waiting = Waiting::new();
     let running: FuturesUnordered<_> = results
         .iter_mut()
-        .map(|r| flow(&pre, payload, wants, &waiting, r))
+        .map(|r| flow(&pre, &payload, wants, &waiting, r))
         .collect();
     tokio::task::unconstrained(run_flows(running, &waiting)).await;
     let elapsed = started.elapsed();
@@ -191,10 +200,13 @@ struct Wants {
     json: bool,
 }
 
-/// What each flow sends (the command's arguments, shared by every flow).
+/// What each flow sends (the command's arguments, shared by every flow, which each hold
+/// a reference: 8 bytes of a flow's future rather than 64).
 #[derive(Clone, Copy)]
 struct Payload<'a> {
     bytes: Option<u64>,
+    /// The start of the `--send-bytes` pattern, written over and over.
+    pattern: &'a [u8],
     message: Option<&'a str>,
     line: Option<&'a str>,
 }
@@ -274,7 +286,7 @@ async fn run_flows(mut running: FuturesUnordered<impl Future<Output = ()>>, wait
 
 async fn flow(
     pre: &Preconnection,
-    payload: Payload<'_>,
+    payload: &Payload<'_>,
     wants: Wants,
     waiting: &Waiting,
     r: &mut FlowResult,
@@ -312,7 +324,7 @@ async fn flow(
 #[allow(clippy::manual_async_fn)]
 fn connected<'a>(
     mut conn: Connection,
-    payload: Payload<'a>,
+    payload: &'a Payload<'a>,
     wants: Wants,
     waiting: &'a Waiting,
     r: &'a mut FlowResult,
@@ -348,11 +360,12 @@ fn connected<'a>(
 /// Sends the payload and shuts down the sending side.
 async fn exchange(
     conn: &mut Connection,
-    payload: Payload<'_>,
+    payload: &Payload<'_>,
     r: &mut FlowResult,
 ) -> Result<(), taps::Error> {
-    let Payload {
+    let &Payload {
         bytes,
+        pattern,
         message,
         line,
     } = payload;
@@ -361,12 +374,10 @@ async fn exchange(
         r.sent += line.len() as u64 + 1;
     }
     if let Some(total) = bytes {
-        // No bigger than what is sent: a 1-byte flow should not fault in 64 KiB.
-        let chunk = send_pattern(total.min(PATTERN_CHUNK as u64) as usize);
         let mut left = total;
         while left > 0 {
-            let n = left.min(chunk.len() as u64) as usize;
-            conn.write_all(&chunk[..n]).await?;
+            let n = left.min(pattern.len() as u64) as usize;
+            conn.write_all(&pattern[..n]).await?;
             left -= n as u64;
         }
         r.sent = total;
@@ -385,7 +396,7 @@ async fn exchange(
 /// closes.
 async fn drain(
     conn: &mut Connection,
-    payload: Payload<'_>,
+    payload: &Payload<'_>,
     r: &mut FlowResult,
 ) -> Result<(), taps::Error> {
     if payload.line.is_some() || payload.message.is_some() {
