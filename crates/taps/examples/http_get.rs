@@ -288,7 +288,7 @@ async fn run(a: Args) -> Result<bool, BoxError> {
         } else {
             let connector = Connector::builder(&ctx)
                 .security(security.clone())
-                .race_timeline(a.trace || a.json)
+                .race_timeline(a.trace && !a.json)
                 .build()?;
             fetch(connector, &a.url).await
         };

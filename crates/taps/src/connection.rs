@@ -108,15 +108,20 @@ pub struct ConnectionInfo {
     pub remote: SocketAddr,
     /// For MPTCP: whether MPTCP is in use (false = fell back to plain TCP).
     pub mptcp_active: Option<bool>,
-    /// The race that chose it (initiated connections).
+    /// The race that made it: for a connection `initiate` raced. `None` for accepted
+    /// connections, for flows mapped onto an existing SCTP association or QUIC
+    /// connection and for clones (their path is the first flow's; read its info). Its
+    /// `timeline` is empty unless the preconnection asked for one
+    /// ([`Preconnection::race_timeline`](crate::Preconnection::race_timeline)).
     pub race: Option<RaceReport>,
     /// What the security handshake established (secure stacks).
     pub security: Option<SecurityInfo>,
 }
 
 impl ConnectionInfo {
-    /// The winning candidate (initiated connections, and their clones): the race
-    /// report's winner, not a copy. Cost: a scan of the report's few attempts.
+    /// The winning candidate of the race that made this connection (see
+    /// [`race`](Self::race)): the report's winner, not a copy. Cost: an index into the
+    /// report's attempts.
     pub fn candidate(&self) -> Option<&Candidate> {
         self.race.as_ref()?.won().map(|a| &a.candidate)
     }
@@ -478,15 +483,13 @@ impl Connection {
     /// SCTP it is a new stream of this connection's association, on QUIC a new stream of
     /// its QUIC connection (no handshake; the peer sees a new connection); other stacks
     /// cannot clone here and return a usage error (initiate again from the
-    /// preconnection instead).
+    /// preconnection instead). The clone ran no race: its `info().race` is `None`.
     pub async fn clone_flow(&self) -> Result<Connection, Error> {
         match &self.io {
             Io::Stream(Stream::Quic(q)) => {
-                let mut c = Connection::quic_sibling(&q.shared)
+                Connection::quic_sibling(&q.shared)
                     .await?
-                    .ok_or(Error::usage("the QUIC connection is closing or grants no new stream"))?;
-                c.info.race = self.info.race.clone();
-                Ok(c)
+                    .ok_or(Error::usage("the QUIC connection is closing or grants no new stream"))
             }
             Io::Sctp(f) => {
                 let flow = SctpFlow::open_sibling(f.shared()).await?.map_err(|why| {
@@ -497,9 +500,7 @@ impl Connection {
                         }
                     })
                 })?;
-                let mut c = Connection::new(Io::Sctp(flow), self.info.stack, None, None)?;
-                c.info.race = self.info.race.clone();
-                Ok(c)
+                Ok(Connection::new(Io::Sctp(flow), self.info.stack, None, None)?)
             }
             _ => Err(Error::usage(
                 "only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)",

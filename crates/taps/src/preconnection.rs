@@ -78,12 +78,12 @@ impl Preconnection {
 
     /// Whether each race keeps a timeline of what it did, step by step (DNS answers,
     /// starts, the stagger, wins, cancellations, with their offsets): the report's
-    /// `timeline`, which `RaceReport::trace` prints (`taps connect --trace`). Off by
-    /// default: a race still reports every attempt with its candidate, times and
-    /// outcome, the DNS answers, the winner and its total time (in
-    /// `ConnectionInfo::race`, or in the error of a failed race), but not the
-    /// steps, each a timestamp and an entry kept as long as the connection (about five
-    /// per connection, 336 bytes).
+    /// `timeline`, which [`RaceReport::trace`](taps_core::race::RaceReport::trace)
+    /// prints (`taps connect --trace`). Off by default: a race still reports every
+    /// attempt with its candidate, times and outcome, the DNS answers, the winner and
+    /// its total time (in [`ConnectionInfo::race`](crate::ConnectionInfo::race), or in
+    /// the error of a failed race), but not the steps, each a timestamp and an entry
+    /// kept as long as the connection (about five per connection, 336 bytes).
     pub fn race_timeline(mut self, keep: bool) -> Preconnection {
         self.race_timeline = keep;
         self

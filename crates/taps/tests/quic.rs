@@ -349,6 +349,7 @@ async fn flows_map_onto_streams_of_one_quic_connection() {
     assert_eq!(second.info().stack.to_string(), "QUIC");
     assert!(second.info().security.is_some());
     let mut third = first.clone_flow().await.unwrap();
+    assert!(third.info().race.is_none(), "a clone ran no race");
     for (i, c) in [&mut first, &mut second, &mut third]
         .into_iter()
         .enumerate()

@@ -254,6 +254,10 @@ async fn clone_flow_is_a_new_stream_the_peer_accepts() {
     let mut first = pre.initiate().await.unwrap();
     let mut second = first.clone_flow().await.unwrap();
     assert_ne!(second.sctp_stream(), first.sctp_stream());
+    // The first flow's race chose the association; the clone ran none.
+    let won = first.info().candidate().expect("the first flow's winner");
+    assert_eq!(won.remote.port(), port);
+    assert!(second.info().race.is_none() && second.info().candidate().is_none());
     second.send(b"on the clone").await.unwrap();
     first.send(b"on the first").await.unwrap();
     assert_eq!(second.receive().await.unwrap().unwrap(), b"on the clone");

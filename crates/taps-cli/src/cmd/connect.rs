@@ -126,6 +126,29 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     // before exiting, waiting 100 ms at most.
     ctx.flush_policy_manager(Duration::from_millis(100)).await;
     let failed = results.iter().filter(|r| r.error.is_some()).count();
+    print_results(&args, &results, failed, elapsed)?;
+    if failed > 0 {
+        let first = results
+            .iter()
+            .find_map(|r| r.error.clone())
+            .unwrap_or_default();
+        return Err(CliError::failure(if args.flows == 1 {
+            first
+        } else {
+            format!("{failed} of {} flows failed; first: {first}", args.flows)
+        }));
+    }
+    Ok(())
+}
+
+/// Prints every flow's outcome and, with several flows, the totals: one JSON document
+/// with `--json`, else a line per flow written in one buffer.
+fn print_results(
+    args: &Args,
+    results: &[FlowResult],
+    failed: usize,
+    elapsed: Duration,
+) -> Result<(), CliError> {
     if args.json {
         let flows: Vec<Value> = results.iter().map(flow_json).collect();
         let out = if args.flows == 1 {
@@ -165,17 +188,6 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
                 out.flush()
             });
         written.map_err(|e| CliError::failure(format!("cannot write the results: {e}")))?;
-    }
-    if failed > 0 {
-        let first = results
-            .iter()
-            .find_map(|r| r.error.clone())
-            .unwrap_or_default();
-        return Err(CliError::failure(if args.flows == 1 {
-            first
-        } else {
-            format!("{failed} of {} flows failed; first: {first}", args.flows)
-        }));
     }
     Ok(())
 }

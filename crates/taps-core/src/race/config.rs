@@ -84,7 +84,8 @@ pub struct RaceConfig {
     /// ([`RaceReport::timeline`](super::RaceReport::timeline), what
     /// [`RaceReport::trace`](super::RaceReport::trace) prints). Default true. Off, each
     /// event costs nothing and the timeline stays empty (no allocation); the attempts,
-    /// DNS answers, winner and total are kept either way.
+    /// DNS answers, winner and total are kept either way. (The taps library turns it off
+    /// unless the application asks for it.)
     pub timeline: bool,
 }
 

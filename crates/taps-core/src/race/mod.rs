@@ -164,6 +164,8 @@ impl Race {
     pub fn new(config: RaceConfig, now: Instant) -> Race {
         let config = config.clamped();
         let mut report = RaceReport::new(now, config.timeline);
+        // The one event logged before the race exists, so not through `Race::log`:
+        // gated the same way.
         if config.timeline && config.awaited_family != Family::V6 {
             report.log(now, RaceEvent::ExpectFamily(config.awaited_family));
         }

@@ -359,7 +359,11 @@ proptest! {
 /// What a run decided and reported, without the timeline and the run's own clock: what
 /// must not change when the race keeps no timeline.
 fn decisions(run: &super::tests::Run) -> String {
-    let r = run.race.report();
+    // A failed race's report is in its error (the race keeps an empty one).
+    let r = run
+        .failed
+        .as_ref()
+        .map_or(run.race.report(), |(_, e)| e.report());
     let attempts: Vec<_> = r
         .attempts
         .iter()
@@ -398,6 +402,9 @@ proptest! {
         sim.config.timeline = false;
         let without = sim.run();
         prop_assert!(without.race.report().timeline.is_empty());
+        if let Some((_, e)) = &without.failed {
+            prop_assert!(e.report().timeline.is_empty());
+        }
         prop_assert_eq!(decisions(&with), decisions(&without));
     }
 }

@@ -146,7 +146,8 @@ pub struct RaceReport {
     pub total: Option<Duration>,
     /// What happened, with offsets since the start, in order. Plain data while the race
     /// runs (no formatting on the connect path); [`RaceReport::describe`] and
-    /// [`RaceReport::trace`] turn it into text for `--trace`.
+    /// [`RaceReport::trace`] turn it into text for `--trace`. Empty when the race kept
+    /// no timeline ([`RaceConfig::timeline`](super::RaceConfig::timeline) off).
     pub timeline: Vec<(Duration, RaceEvent)>,
 }
 
@@ -447,7 +448,9 @@ impl RaceReport {
     }
 
     /// The timeline as text, one event a line, offsets in milliseconds
-    /// (`"     0.1 ms  start #1 TCP [::1]:7400"`). Allocates the whole text.
+    /// (`"     0.1 ms  start #1 TCP [::1]:7400"`). Allocates the whole text. Empty when
+    /// the race kept no timeline ([`RaceConfig::timeline`](super::RaceConfig::timeline)
+    /// off; in taps, unless the preconnection asked for one).
     pub fn trace(&self) -> String {
         use fmt::Write as _;
         let mut out = String::new();
