@@ -63,6 +63,26 @@ pub struct Outcome {
     pub failures: u32,
 }
 
+impl Outcome {
+    /// A successful attempt that took `connect_time`: the newest sample (the oldest
+    /// dropped beyond the last 8) and the median again.
+    fn succeeded(&mut self, connect_time: Duration) {
+        self.last = Ok(());
+        self.failures = 0;
+        if self.rtt_samples.len() == RTT_SAMPLES {
+            self.rtt_samples.remove(0);
+        }
+        self.rtt_samples.push(connect_time);
+        self.rtt_median = median(&self.rtt_samples);
+    }
+
+    /// A failed attempt.
+    fn failed(&mut self, cause: AttemptCause) {
+        self.last = Err(cause);
+        self.failures = self.failures.saturating_add(1);
+    }
+}
+
 /// The history of a candidate, as ranking uses it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum History {
@@ -199,21 +219,12 @@ impl Cib {
 
     /// Records a successful attempt that took `connect_time`.
     pub fn record_success(&mut self, key: OutcomeKey, connect_time: Duration, now: Instant) {
-        let o = self.entry(key, now);
-        o.last = Ok(());
-        o.failures = 0;
-        if o.rtt_samples.len() == RTT_SAMPLES {
-            o.rtt_samples.remove(0);
-        }
-        o.rtt_samples.push(connect_time);
-        o.rtt_median = median(&o.rtt_samples);
+        self.entry(key, now).succeeded(connect_time);
     }
 
     /// Records a failed attempt.
     pub fn record_failure(&mut self, key: OutcomeKey, cause: AttemptCause, now: Instant) {
-        let o = self.entry(key, now);
-        o.last = Err(cause);
-        o.failures = o.failures.saturating_add(1);
+        self.entry(key, now).failed(cause);
     }
 
     /// How long `o` of `key` counts: the configured lifetime, except for a QUIC failure,
@@ -242,15 +253,10 @@ impl Cib {
     /// per record.
     pub fn learn(&mut self, endpoint: &Arc<str>, records: impl IntoIterator<Item = AttemptRecord>) {
         for r in records {
-            let key = OutcomeKey {
-                endpoint: endpoint.clone(),
-                stack: r.stack,
-                remote: r.remote,
-                interface: r.interface,
-            };
+            let o = self.slot(endpoint, r.stack, r.remote, r.interface, r.at);
             match r.result {
-                Ok(connect_time) => self.record_success(key, connect_time, r.at),
-                Err(cause) => self.record_failure(key, cause, r.at),
+                Ok(connect_time) => o.succeeded(connect_time),
+                Err(cause) => o.failed(cause),
             }
         }
     }
@@ -261,38 +267,60 @@ impl Cib {
     }
 
     fn entry(&mut self, key: OutcomeKey, now: Instant) -> &mut Outcome {
-        let known = self.of(&key.endpoint).iter().any(|(k, _)| {
-            k.stack == key.stack && k.remote == key.remote && k.interface == key.interface
-        });
-        if !known && self.count >= self.config.max_entries {
+        let OutcomeKey {
+            endpoint,
+            stack,
+            remote,
+            interface,
+        } = key;
+        self.slot(&endpoint, stack, remote, interface, now)
+    }
+
+    /// The outcome of `stack` to `remote` over `interface` for `endpoint`, stamped `now`;
+    /// made if new (the cache pruned, or its oldest entry evicted, when full). Cost: one
+    /// lookup of the endpoint and a scan of its few entries; the endpoint's name is
+    /// shared (an `Arc` clone) only by a new entry.
+    fn slot(
+        &mut self,
+        endpoint: &Arc<str>,
+        stack: Stack,
+        remote: SocketAddr,
+        interface: Option<Arc<str>>,
+        now: Instant,
+    ) -> &mut Outcome {
+        let same =
+            |k: &OutcomeKey| k.stack == stack && k.remote == remote && k.interface == interface;
+        if let Some(i) = self.of(endpoint).iter().position(|(k, _)| same(k)) {
+            let list = self.outcomes.get_mut(&**endpoint).expect("found above");
+            let o = &mut list[i].1;
+            o.at = now;
+            return o;
+        }
+        if self.count >= self.config.max_entries {
             self.prune(now);
             if self.count >= self.config.max_entries {
                 self.evict_oldest();
             }
         }
-        let list = self.outcomes.entry(key.endpoint.clone()).or_default();
-        let i = match list.iter().position(|(k, _)| {
-            k.stack == key.stack && k.remote == key.remote && k.interface == key.interface
-        }) {
-            Some(i) => i,
-            None => {
-                list.push((
-                    key,
-                    Outcome {
-                        at: now,
-                        last: Ok(()),
-                        rtt_samples: Vec::new(),
-                        rtt_median: Duration::ZERO,
-                        failures: 0,
-                    },
-                ));
-                self.count += 1;
-                list.len() - 1
-            }
+        let key = OutcomeKey {
+            endpoint: endpoint.clone(),
+            stack,
+            remote,
+            interface,
         };
-        let o = &mut list[i].1;
-        o.at = now;
-        o
+        let list = self.outcomes.entry(key.endpoint.clone()).or_default();
+        list.push((
+            key,
+            Outcome {
+                at: now,
+                last: Ok(()),
+                rtt_samples: Vec::new(),
+                rtt_median: Duration::ZERO,
+                failures: 0,
+            },
+        ));
+        self.count += 1;
+        &mut list.last_mut().expect("just pushed").1
     }
 
     /// Drops the least recently updated outcome. Cost: a scan of every outcome.
