@@ -342,20 +342,6 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: GRID_CASES,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
-
-    /// The same with coinciding inputs and timers.
-    #[test]
-    fn coinciding_events_keep_the_invariants(script in script().prop_map(Script::on_grid)) {
-        script.sim().run();
-    }
-}
-
 /// What a run decided and reported, without the timeline and the run's own clock: what
 /// must not change when the race keeps no timeline.
 fn decisions(run: &super::tests::Run) -> String {
@@ -392,6 +378,12 @@ proptest! {
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
+
+    /// The same with coinciding inputs and timers.
+    #[test]
+    fn coinciding_events_keep_the_invariants(script in script().prop_map(Script::on_grid)) {
+        script.sim().run();
+    }
 
     /// A race that keeps no timeline decides and reports everything else the same, and
     /// its timeline stays empty.
