@@ -373,25 +373,18 @@ impl RaceReport {
     /// An empty report of a race starting at `started`; room for a timeline only if
     /// one is `kept`.
     pub(crate) fn new(started: Instant, kept: bool) -> RaceReport {
-        RaceReport {
-            started,
-            attempts: Vec::new(),
-            // One answer per family at most, for most races.
-            dns: Vec::with_capacity(2),
-            service: None,
-            winner: None,
-            total: None,
+        let mut report = RaceReport::placeholder(started);
+        // One answer per family at most, for most races.
+        report.dns.reserve_exact(2);
+        if kept {
             // A one-candidate race logs about five events.
-            timeline: if kept {
-                Vec::with_capacity(6)
-            } else {
-                Vec::new()
-            },
+            report.timeline.reserve_exact(6);
         }
+        report
     }
 
-    /// What stands in a finished race's place once its report has moved out: nothing
-    /// allocated.
+    /// An empty report with nothing allocated: what stands in a finished race's place
+    /// once its report has moved out.
     pub(crate) fn placeholder(started: Instant) -> RaceReport {
         RaceReport {
             started,
