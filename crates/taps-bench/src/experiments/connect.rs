@@ -114,6 +114,12 @@ pub struct ConnectPoint {
     pub taps_mapped: Option<ConnectSide>,
     /// SCTP only: taps with flow mapping on against raw.
     pub mapped_vs_raw: Option<ConnectRatios>,
+    /// TCP only: the raw client against a taps `Listener` (its server figures are the
+    /// listener's; the client's are raw's).
+    pub taps_listener: Option<ConnectSide>,
+    /// TCP only: server CPU, a taps `Listener` against a tokio `TcpListener`, both
+    /// serving the raw client (median of per-repetition ratios).
+    pub listener_server_cpu_ratio: Option<f64>,
 }
 
 /// The summary of one side's trials.
@@ -154,7 +160,7 @@ pub(crate) fn connect_flows(cfg: &Config) -> Vec<usize> {
 
 /// The trials of experiment 1 over `proto`.
 pub(super) fn connect_trials(cfg: &Config, proto: Proto) -> usize {
-    connect_flows(cfg).len() * cfg.reps() * Variant::all(proto).len()
+    connect_flows(cfg).len() * cfg.reps() * Variant::connect(proto).len()
 }
 
 /// Experiment 1 over `proto`: N flows at once, from context creation to the last
@@ -166,7 +172,7 @@ pub(crate) fn run_connect(
     launcher: &Launcher,
     progress: &mut Progress,
 ) -> Result<Vec<ConnectPoint>, String> {
-    let variants = Variant::all(proto);
+    let variants = Variant::connect(proto);
     let mut points = Vec::new();
     for n in connect_flows(cfg) {
         let mut by_variant: Vec<Vec<Trial>> = vec![Vec::new(); variants.len()];
@@ -178,7 +184,7 @@ pub(crate) fn run_connect(
                     cfg.reps()
                 ));
                 let spec = ServerSpec {
-                    imp: v.imp(),
+                    imp: v.server_imp(),
                     mode: ServeMode::Sink,
                     dual: false,
                     listen: Listen::only(proto),
@@ -197,7 +203,7 @@ pub(crate) fn run_connect(
                     accepted: r.ok as u64,
                     closed: 0,
                 })?;
-                if v.imp() == Impl::Taps {
+                if v.client_imp() == Impl::Taps {
                     // Fair only if taps pays its context in the window, as raw pays its
                     // first socket there.
                     phases::window_covers(&t.client.phases, CONTEXT_START, CONTEXT_END)
@@ -206,10 +212,16 @@ pub(crate) fn run_connect(
                 by_variant[i].push(t);
             }
         }
-        let taps = connect_side(&by_variant[0]);
-        let raw = connect_side(&by_variant[1]);
+        let side = |want: Variant| {
+            let i = variants.iter().position(|v| *v == want)?;
+            Some(connect_side(&by_variant[i]))
+        };
+        let (Some(taps), Some(raw)) = (side(Variant::Taps), side(Variant::Raw)) else {
+            return Err("experiment 1 runs taps and raw".into());
+        };
         let r = ConnectRatios::of(&taps, &raw, n);
-        let mapped = by_variant.get(2).map(|t| connect_side(t));
+        let mapped = side(Variant::TapsMapped);
+        let listener = side(Variant::TapsListener);
         points.push(ConnectPoint {
             protocol: proto,
             flows: n,
@@ -220,6 +232,10 @@ pub(crate) fn run_connect(
             delay_max_diff_ms: r.delay_max_diff_ms,
             mapped_vs_raw: mapped.as_ref().map(|m| ConnectRatios::of(m, &raw, n)),
             taps_mapped: mapped,
+            listener_server_cpu_ratio: listener
+                .as_ref()
+                .map(|l| pairwise(&l.server_cpu_us, &raw.server_cpu_us, ratio)),
+            taps_listener: listener,
             taps,
             raw,
         });

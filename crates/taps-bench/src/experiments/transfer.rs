@@ -171,7 +171,7 @@ pub(crate) fn run_transfer(
                         rep + 1,
                         transfer_reps(cfg)
                     ));
-                    let server = &mut servers[usize::from(v.imp() == Impl::Raw)];
+                    let server = &mut servers[usize::from(v.server_imp() == Impl::Raw)];
                     let client = ClientSpec::Transfer {
                         target: v.target(proto, server),
                         flows,

@@ -52,6 +52,7 @@ fn connect_side(cpu: &[f64]) -> ConnectSide {
 /// experiment computes them).
 fn connect_point(taps_cpu: &[f64], raw_cpu: &[f64]) -> ConnectPoint {
     let (taps, raw) = (connect_side(taps_cpu), connect_side(raw_cpu));
+    let listener = connect_side(raw_cpu);
     ConnectPoint {
         protocol: Proto::Tcp,
         flows: 256,
@@ -62,6 +63,12 @@ fn connect_point(taps_cpu: &[f64], raw_cpu: &[f64]) -> ConnectPoint {
         delay_max_diff_ms: 0.0,
         taps_mapped: None,
         mapped_vs_raw: None,
+        listener_server_cpu_ratio: Some(pairwise(
+            &listener.server_cpu_us,
+            &raw.server_cpu_us,
+            ratio,
+        )),
+        taps_listener: Some(listener),
         taps,
         raw,
     }
@@ -98,22 +105,66 @@ fn a_ratio_within_the_limit_is_met() {
     assert!(all.iter().all(|g| g.met));
 }
 
+fn server_goal(r: &Results) -> Goal {
+    goals(r, &connect_expected())
+        .into_iter()
+        .find(|g| g.name.starts_with("server CPU"))
+        .expect("a server CPU goal")
+}
+
+/// `p`'s taps listener with these server CPU samples (and its ratio recomputed).
+fn set_listener_cpu(p: &mut ConnectPoint, cpu: &[f64]) {
+    let l = p.taps_listener.as_mut().expect("a listener side");
+    l.server_cpu_us = s(cpu);
+    p.listener_server_cpu_ratio = Some(pairwise(&l.server_cpu_us, &p.raw.server_cpu_us, ratio));
+}
+
 #[test]
 fn a_slow_accept_path_is_not_met() {
     let mut r = results();
     let mut p = connect_point(&[100.0, 100.0, 100.0], &[100.0, 100.0, 100.0]);
-    p.taps.server_cpu_us = s(&[230.0, 226.0, 224.0]);
-    p.server_cpu_ratio = pairwise(&p.taps.server_cpu_us, &p.raw.server_cpu_us, ratio);
+    set_listener_cpu(&mut p, &[230.0, 226.0, 224.0]);
     r.connect.push(p);
-    let all = goals(&r, &connect_expected());
-    let g = all
-        .iter()
-        .find(|g| g.name.starts_with("server CPU"))
-        .expect("a server CPU goal");
+    let g = server_goal(&r);
     assert!(!g.met && g.problem.is_none(), "{g:?}");
     assert!((g.value - 1.13).abs() < 1e-9, "{}", g.value);
     // The client's goal is untouched by the server's figure.
     assert!(cpu_goal(&r).met);
+}
+
+#[test]
+fn the_accept_path_is_the_listener_under_the_raw_client() {
+    // The taps server with the taps client costs more (a slower client); the goal is
+    // the listener under the same client as raw's, within the limit here.
+    let mut r = results();
+    let mut p = connect_point(&[100.0, 100.0, 100.0], &[100.0, 100.0, 100.0]);
+    p.taps.server_cpu_us = s(&[260.0, 250.0, 240.0]);
+    p.server_cpu_ratio = pairwise(&p.taps.server_cpu_us, &p.raw.server_cpu_us, ratio);
+    set_listener_cpu(&mut p, &[210.0, 212.0, 208.0]);
+    r.connect.push(p.clone());
+    let g = server_goal(&r);
+    assert!(g.met, "{g:?}");
+    assert!((g.value - 1.05).abs() < 1e-9, "{}", g.value);
+    // Without listener trials, or with a failure in them, the goal is not met.
+    let mut r = results();
+    let mut q = p.clone();
+    q.taps_listener = None;
+    q.listener_server_cpu_ratio = None;
+    r.connect.push(q);
+    let g = server_goal(&r);
+    assert!(!g.met && g.problem.is_some(), "{g:?}");
+    let mut r = results();
+    let mut q = p;
+    if let Some(l) = q.taps_listener.as_mut() {
+        l.server_timeouts = 1;
+    }
+    r.connect.push(q);
+    let g = server_goal(&r);
+    assert!(!g.met, "{g:?}");
+    assert!(
+        g.problem.as_deref().unwrap_or("").contains("taps listener"),
+        "{g:?}"
+    );
 }
 
 #[test]

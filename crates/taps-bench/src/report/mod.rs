@@ -145,7 +145,7 @@ pub(crate) fn markdown(r: &Results, plots: &[&str]) -> String {
 /// The one-line summary `taps bench connect` prints per protocol and flow count.
 pub fn connect_line(p: &ConnectPoint) -> String {
     let mut line = format!(
-        "connect {} {} flows: client CPU taps{}/raw {:.2}x ({:.2} ms vs {:.2} ms), server CPU {:.2}x, \
+        "connect {} {} flows: client CPU taps{}/raw {:.2}x ({:.2} ms vs {:.2} ms), server CPU {:.2}x{}, \
          RSS {:+.2} KiB/flow over raw, delay median {:.3} vs {:.3} ms ({:+.3} ms), max {:.3} vs {:.3} ms",
         p.protocol,
         p.flows,
@@ -158,6 +158,8 @@ pub fn connect_line(p: &ConnectPoint) -> String {
         p.taps.client_cpu_us.median / 1e3,
         p.raw.client_cpu_us.median / 1e3,
         p.server_cpu_ratio,
+        p.listener_server_cpu_ratio
+            .map_or(String::new(), |r| format!(" (listener under the raw client {r:.2}x)")),
         p.rss_extra_per_flow_kib,
         p.taps.delay_median_us.median / 1e3,
         p.raw.delay_median_us.median / 1e3,

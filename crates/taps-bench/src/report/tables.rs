@@ -51,21 +51,31 @@ pub(super) fn connect_section(s: &mut String, r: &Results, proto: Proto, plots: 
         s,
         "### {proto}\n\nN concurrent flows to a server on 127.0.0.1, measured from context \
          creation (taps) or the first socket (raw) to the last flow connected; {baseline}. \
-         Client and server are separate processes; a fresh server per trial.\n"
+         Client and server are separate processes; a fresh server per trial. *Server CPU \
+         ratio*: each server with its own client (taps with taps, raw with raw), from the \
+         client's start to the last flow accepted. *Listener / raw, raw client* (TCP): a \
+         taps `Listener` against a tokio `TcpListener`, both serving the raw client, the \
+         listener's accept path alone (a slower client changes what any server pays per \
+         connection).\n"
     );
     let _ = writeln!(
         s,
-        "| flows | client CPU taps ms | client CPU raw ms | ratio | server CPU ratio | RSS growth taps KiB | raw KiB | extra KiB/flow | delay median taps ms | raw ms | max taps ms | max raw ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| flows | client CPU taps ms | client CPU raw ms | ratio | server CPU ratio | listener / raw, raw client | RSS growth taps KiB | raw KiB | extra KiB/flow | delay median taps ms | raw ms | max taps ms | max raw ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for p in &points {
+        let listener = match (&p.taps_listener, p.listener_server_cpu_ratio) {
+            (Some(l), Some(r)) => format!("{r:.2} ({:.2} ms)", l.server_cpu_us.median / 1e3),
+            _ => "–".into(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.2} | {:.2} | {:.0} | {:.0} | {:+.2} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.2} | {:.2} | {} | {:.0} | {:.0} | {:+.2} | {} | {} | {} | {} |",
             p.flows,
             fmt_median_range(&p.taps.client_cpu_us, 1e3, 2),
             fmt_median_range(&p.raw.client_cpu_us, 1e3, 2),
             p.client_cpu_ratio,
             p.server_cpu_ratio,
+            listener,
             p.taps.rss_growth_kib.median,
             p.raw.rss_growth_kib.median,
             p.rss_extra_per_flow_kib,
@@ -112,9 +122,10 @@ pub(super) fn connect_section(s: &mut String, r: &Results, proto: Proto, plots: 
     }
     failures_note(
         s,
-        points
-            .iter()
-            .flat_map(|p| side_failures(&p.taps, &p.raw, p.taps_mapped.as_ref())),
+        points.iter().flat_map(|p| {
+            side_failures(&p.taps, &p.raw, p.taps_mapped.as_ref())
+                .chain(p.taps_listener.as_ref().map(Failures::faults))
+        }),
     );
     for what in ["cpu", "rss", "delay"] {
         embed_plot(s, plots, &plot_name("connect", proto, what));

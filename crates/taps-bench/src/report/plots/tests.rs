@@ -49,6 +49,8 @@ fn connect(protocol: Proto) -> Vec<ConnectPoint> {
                 delay_max_diff_ms: 0.2,
                 taps_mapped: (protocol == Proto::Sctp).then(|| connect_side(0.5 * k)),
                 mapped_vs_raw: None,
+                taps_listener: (protocol == Proto::Tcp).then(|| connect_side(1.05 * k)),
+                listener_server_cpu_ratio: (protocol == Proto::Tcp).then_some(1.05),
             }
         })
         .collect()

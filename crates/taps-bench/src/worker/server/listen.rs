@@ -4,7 +4,6 @@
 #![forbid(unsafe_code)]
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use taps::{Context, Preconnection, Protocol};
@@ -38,7 +37,7 @@ pub(super) async fn start_raw_server(
             tokio::spawn(async move {
                 while let Ok((s, _)) = l.accept().await {
                     let _ = s.set_nodelay(true);
-                    counters.accepted.fetch_add(1, Ordering::AcqRel);
+                    counters.count_accepted();
                     tokio::spawn(serve(s, mode, counters.clone()));
                 }
             });
@@ -64,7 +63,7 @@ pub(super) async fn start_raw_server(
         udp_port = l.local_addr().port();
         tokio::spawn(async move {
             while let Ok((a, _)) = l.accept().await {
-                counters.accepted.fetch_add(1, Ordering::AcqRel);
+                counters.count_accepted();
                 tokio::spawn(raw_sctp_sink(a, counters.clone()));
             }
         });
@@ -152,7 +151,7 @@ fn spawn_taps_accept(mut l: taps::Listener, mode: ServeMode, counters: Arc<Count
     tokio::spawn(async move {
         while let Some(accepted) = l.accept().await {
             let Ok(conn) = accepted else { continue };
-            counters.accepted.fetch_add(1, Ordering::AcqRel);
+            counters.count_accepted();
             tokio::spawn(serve(conn, mode, counters.clone()));
         }
     });

@@ -11,26 +11,90 @@ pub(crate) use secure::QUIC_LINGER;
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::protocol::{Impl, Listen, ServerSpec, ServerStats, STATS_WAIT};
 use super::{runtime, say};
 use crate::measure;
 
-/// What a server has seen so far (shared by its accepting and serving tasks).
+/// What a server has seen so far (shared by its accepting and serving tasks), and the
+/// `stats` thread waiting for counts: it is woken when they are reached rather than
+/// polling on a timer, so its CPU in a measurement window does not grow with the
+/// window's length (a slower client would otherwise pay for the server's polling).
 #[derive(Default)]
 struct Counters {
     accepted: AtomicU64,
     closed: AtomicU64,
     bytes: AtomicU64,
     requests: AtomicU64,
+    /// The counts the waiting `stats` thread wants (`u64::MAX` = none) and the thread.
+    want_accepted: AtomicU64,
+    want_closed: AtomicU64,
+    waiter: OnceLock<std::thread::Thread>,
+}
+
+impl Counters {
+    /// One more connection accepted; wakes the `stats` thread if that was the count
+    /// it waits for. An atomic add and a load (an unpark once per window).
+    fn count_accepted(&self) {
+        let now = self.accepted.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake_if(now, &self.want_accepted);
+    }
+
+    /// One more connection closed; wakes as [`count_accepted`](Self::count_accepted).
+    fn count_closed(&self) {
+        let now = self.closed.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake_if(now, &self.want_closed);
+    }
+
+    fn wake_if(&self, now: u64, want: &AtomicU64) {
+        if now == want.load(Ordering::SeqCst) {
+            if let Some(t) = self.waiter.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Blocks the calling (`stats`) thread until `accepted` and `closed` reach the given
+    /// counts or `deadline` passes; true if it timed out.
+    fn wait_for(&self, accepted: u64, closed: u64, deadline: Instant) -> bool {
+        let _ = self.waiter.set(std::thread::current());
+        // SeqCst on both sides: either the counting task sees the wanted count or this
+        // thread sees the count it reached (never neither, which would sleep to the
+        // deadline).
+        self.want_accepted.store(accepted, Ordering::SeqCst);
+        self.want_closed.store(closed, Ordering::SeqCst);
+        let reached = || {
+            self.accepted.load(Ordering::SeqCst) >= accepted
+                && self.closed.load(Ordering::SeqCst) >= closed
+        };
+        let mut timed_out = false;
+        while !reached() {
+            let now = Instant::now();
+            if now >= deadline {
+                timed_out = true;
+                break;
+            }
+            // A count passed between the check and the park leaves the unpark token
+            // set, so the park returns at once; a wake-up for one count while the other
+            // is short only loops.
+            std::thread::park_timeout(deadline - now);
+        }
+        self.want_accepted.store(u64::MAX, Ordering::Release);
+        self.want_closed.store(u64::MAX, Ordering::Release);
+        timed_out
+    }
 }
 
 /// A server worker: listens, says `PORT`, answers `stats` lines until `quit`.
 pub(super) fn server_main(spec: ServerSpec) -> Result<(), String> {
     let rt = runtime()?;
-    let counters = Arc::new(Counters::default());
+    let counters = Arc::new(Counters {
+        want_accepted: AtomicU64::new(u64::MAX),
+        want_closed: AtomicU64::new(u64::MAX),
+        ..Counters::default()
+    });
     let (port, udp_port) = rt.block_on(start_server(&spec, counters.clone()))?;
     say(&format!("PORT {port} {udp_port}"))?;
     let stdin = std::io::stdin();
@@ -41,17 +105,8 @@ pub(super) fn server_main(spec: ServerSpec) -> Result<(), String> {
             Some("stats") => {
                 let want_accepted: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
                 let want_closed: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                let deadline = Instant::now() + STATS_WAIT;
-                let mut timed_out = false;
-                while counters.accepted.load(Ordering::Acquire) < want_accepted
-                    || counters.closed.load(Ordering::Acquire) < want_closed
-                {
-                    if Instant::now() > deadline {
-                        timed_out = true;
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_micros(500));
-                }
+                let timed_out =
+                    counters.wait_for(want_accepted, want_closed, Instant::now() + STATS_WAIT);
                 let (cpu, rss) = (measure::process_cpu(), measure::rss_kib());
                 let error = [cpu.as_ref().err(), rss.as_ref().err()]
                     .into_iter()

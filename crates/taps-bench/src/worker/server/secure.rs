@@ -5,7 +5,6 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,7 +50,7 @@ fn start_raw(mode: ServeMode, spec: &SecureServe, counters: Arc<Counters>) -> Re
                     let (acceptor, counters) = (acceptor.clone(), counters.clone());
                     tokio::spawn(async move {
                         if let Ok(tls) = acceptor.accept(s).await {
-                            counters.accepted.fetch_add(1, Ordering::AcqRel);
+                            counters.count_accepted();
                             serve(tls, mode, counters).await;
                         }
                     });
@@ -83,7 +82,7 @@ async fn raw_quic_serve(incoming: quinn::Incoming, mode: ServeMode, counters: Ar
     let Ok((send, recv)) = conn.accept_bi().await else {
         return;
     };
-    counters.accepted.fetch_add(1, Ordering::AcqRel);
+    counters.count_accepted();
     let mut stream = tokio::io::join(recv, send);
     serve(&mut stream, mode, counters).await;
     let (_, mut send) = stream.into_inner();
@@ -129,7 +128,7 @@ async fn start_taps(
                         let _ctx = ctx;
                         while let Some(accepted) = l.accept().await {
                             let Ok(conn) = accepted else { continue };
-                            counters.accepted.fetch_add(1, Ordering::AcqRel);
+                            counters.count_accepted();
                             tokio::spawn(serve(conn, mode, counters.clone()));
                         }
                     });

@@ -26,7 +26,7 @@ pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         ServeMode::Sink => sink(s, &counters).await,
         ServeMode::Http => http_serve(s, &counters).await,
     }
-    counters.closed.fetch_add(1, Ordering::AcqRel);
+    counters.count_closed();
 }
 
 /// Reads and drops everything until end of stream, then ends its own side.
@@ -54,7 +54,7 @@ pub(super) async fn raw_sctp_sink(a: Association, counters: Arc<Counters>) {
         match a.recv().await {
             Ok(Some(m)) if m.ppid == RAW_END_PPID => {
                 let _ = a.send(m.stream, &[0], true, RAW_END_PPID).await;
-                counters.closed.fetch_add(1, Ordering::AcqRel);
+                counters.count_closed();
                 ended += 1;
             }
             Ok(Some(m)) => {
@@ -66,7 +66,7 @@ pub(super) async fn raw_sctp_sink(a: Association, counters: Arc<Counters>) {
         }
     }
     if ended == 0 {
-        counters.closed.fetch_add(1, Ordering::AcqRel);
+        counters.count_closed();
     }
 }
 
