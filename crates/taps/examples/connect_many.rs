@@ -104,7 +104,17 @@ fn main() {
         // `taps` (TCP required) when history works.
         let race_hit = mode == "race-hit";
         let race = race_hit || mode == "race-miss";
-        let ctx = if race {
+        // family-hit / family-miss: TCP to `localhost` (::1 first, nothing listens
+        // there; 127.0.0.1 live), the CIB seeded or forgetting at once, as `taps bench
+        // he`'s family race; localhost4: the same name with IPv4 required (its baseline).
+        let family = mode.starts_with("family-") || mode == "localhost4";
+        let ctx = if mode == "family-miss" {
+            let forget = taps::taps_core::policy::CibConfig {
+                lifetime: std::time::Duration::ZERO,
+                ..Default::default()
+            };
+            Context::builder().cib_config(forget).build().unwrap()
+        } else if race {
             let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let udp = dead.local_addr().unwrap().port();
             drop(dead);
@@ -127,14 +137,14 @@ fn main() {
         } else {
             vec![Protocol::Tcp]
         };
-        let props = TransportProperties::new()
-            .protocols(Preference::Require, protocols)
-            .compile()
-            .unwrap();
-        let pre = Arc::new(
-            Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("127.0.0.1", port)),
-        );
-        if race_hit {
+        let mut props = TransportProperties::new().protocols(Preference::Require, protocols);
+        if mode == "localhost4" {
+            props = props.ip_version(Preference::Require, taps::taps_core::Family::V4);
+        }
+        let props = props.compile().unwrap();
+        let host = if family { "localhost" } else { "127.0.0.1" };
+        let pre = Arc::new(Preconnection::new(&ctx, props).remote(RemoteEndpoint::new(host, port)));
+        if race_hit || mode == "family-hit" {
             drop(pre.initiate().await.unwrap());
         }
         if mode == "size" {

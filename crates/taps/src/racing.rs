@@ -480,7 +480,7 @@ impl Driver<'_> {
             .unwrap_or(input.remote.port);
         let mut gathered = input
             .scored
-            .gather(input.plan, input.ctx, &input.key, port, addrs, now);
+            .gather(input.plan, input.ctx, &input.key, port, family, addrs, now);
         tracing::trace!(
             %family,
             port,

@@ -1,47 +1,102 @@
-//! The last scored DNS answer of a preconnection, kept so that its flows to one endpoint
-//! score their candidates once: the sans-IO core computes a [`ScoredAnswer`], the I/O
-//! side decides how long to keep it (here: until an answer, endpoint or interface list
-//! differs).
+//! The last scored DNS answer of a preconnection per address family, kept so that its
+//! flows to one endpoint score their candidates once: the sans-IO core computes a
+//! [`ScoredAnswer`], the I/O side decides how long to keep it (here: until an answer,
+//! endpoint or interface list differs).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use taps_core::candidates::{Gathered, Plan, ScoredAnswer};
+use taps_core::Family;
 
 use crate::context::Context;
 
-/// One preconnection's last scored answer. Cost: one uncontended lock per DNS answer.
+/// One preconnection's last scored answer of each family: a name's A and AAAA answers
+/// keep one each (with one slot for both, every race to a dual-stack name scored both
+/// of its answers anew, ~5 k instructions each). Cost: one uncontended lock per DNS
+/// answer.
 #[derive(Debug, Default)]
-pub(crate) struct AnswerCache(Mutex<Option<Arc<ScoredAnswer>>>);
+pub(crate) struct AnswerCache(Mutex<[Option<Arc<ScoredAnswer>>; 2]>);
 
 impl AnswerCache {
-    /// Candidates for `addrs` of `endpoint` in race order, with the CIB's histories:
-    /// scored anew only when the last answer differs (endpoint, port, addresses or
-    /// interface list); the CIB is locked only to add the histories.
+    /// Candidates for `addrs` (the answer for `family`) of `endpoint` in race order,
+    /// with the CIB's histories: scored anew only when the family's last answer differs
+    /// (endpoint, port, addresses or interface list); the CIB is locked only to add the
+    /// histories.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn gather(
         &self,
         plan: &Plan,
         ctx: &Context,
         endpoint: &Arc<str>,
         port: u16,
+        family: Family,
         addrs: &[IpAddr],
         now: Instant,
     ) -> Gathered {
-        let interfaces = ctx.cib().interfaces();
-        let cached = self.lock().clone();
-        let scored = match cached.filter(|s| s.matches(endpoint, port, addrs, &interfaces)) {
-            Some(hit) => hit,
-            None => {
-                let fresh = Arc::new(plan.score_answer(endpoint, port, addrs, interfaces));
-                *self.lock() = Some(fresh.clone());
-                fresh
-            }
-        };
+        let scored = self.scored(plan, ctx, endpoint, port, family, addrs);
         plan.gather_scored(&scored, endpoint, &ctx.cib(), now)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<ScoredAnswer>>> {
+    /// The family's kept answer if it matches, else `addrs` scored and kept.
+    fn scored(
+        &self,
+        plan: &Plan,
+        ctx: &Context,
+        endpoint: &Arc<str>,
+        port: u16,
+        family: Family,
+        addrs: &[IpAddr],
+    ) -> Arc<ScoredAnswer> {
+        let slot = match family {
+            Family::V4 => 0,
+            Family::V6 => 1,
+        };
+        let interfaces = ctx.cib().interfaces();
+        let cached = self.lock()[slot].clone();
+        match cached.filter(|s| s.matches(endpoint, port, addrs, &interfaces)) {
+            Some(hit) => hit,
+            None => {
+                let fresh = Arc::new(plan.score_answer(endpoint, port, addrs, interfaces));
+                self.lock()[slot] = Some(fresh.clone());
+                fresh
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Arc<ScoredAnswer>>; 2]> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TransportProperties;
+
+    /// A race to a dual-stack name scores each family's answer once: the A and AAAA
+    /// answers alternate without evicting each other; another address list is scored
+    /// anew.
+    #[tokio::test]
+    async fn each_family_keeps_its_answer() {
+        let ctx = Context::builder().build().unwrap();
+        let props = TransportProperties::new().compile().unwrap();
+        let plan = crate::Preconnection::new(&ctx, props).plan().unwrap();
+        let cache = AnswerCache::default();
+        let endpoint: Arc<str> = "localhost:80".into();
+        let v4 = [IpAddr::from([127, 0, 0, 1])];
+        let v6 = [IpAddr::from(std::net::Ipv6Addr::LOCALHOST)];
+        let score =
+            |family, addrs: &[IpAddr]| cache.scored(&plan, &ctx, &endpoint, 80, family, addrs);
+        let (a, aaaa) = (score(Family::V4, &v4), score(Family::V6, &v6));
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(&a, &score(Family::V4, &v4)));
+            assert!(Arc::ptr_eq(&aaaa, &score(Family::V6, &v6)));
+        }
+        let other = [IpAddr::from([127, 0, 0, 2])];
+        let b = score(Family::V4, &other);
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&aaaa, &score(Family::V6, &v6)));
     }
 }
