@@ -39,7 +39,7 @@ use crate::context::Context;
 use crate::endpoint::RemoteEndpoint;
 use crate::error::{Error, EstablishError};
 use crate::resolver::{DnsAnswer, Resolution, ResolutionEvent};
-use crate::scoring::AnswerCache;
+use crate::scoring::{AnswerCache, ScoreFor};
 use crate::security::ClientSecurity;
 use crate::transport::{self, AttemptError, Established, Milestone, SocketOptions};
 
@@ -478,9 +478,13 @@ impl Driver<'_> {
             .as_ref()
             .and_then(ServiceInfo::port)
             .unwrap_or(input.remote.port);
-        let mut gathered = input
-            .scored
-            .gather(input.plan, input.ctx, &input.key, port, family, addrs, now);
+        let on = ScoreFor {
+            plan: input.plan,
+            ctx: input.ctx,
+            endpoint: &input.key,
+            port,
+        };
+        let mut gathered = input.scored.gather(&on, family, addrs, now);
         tracing::trace!(
             %family,
             port,

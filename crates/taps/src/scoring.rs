@@ -19,46 +19,46 @@ use crate::context::Context;
 #[derive(Debug, Default)]
 pub(crate) struct AnswerCache(Mutex<[Option<Arc<ScoredAnswer>>; 2]>);
 
+/// What a DNS answer is scored for: the preconnection's plan and context, its remote
+/// endpoint (`host:port`, the CIB's key) and the port the candidates use.
+pub(crate) struct ScoreFor<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) ctx: &'a Context,
+    pub(crate) endpoint: &'a Arc<str>,
+    pub(crate) port: u16,
+}
+
 impl AnswerCache {
-    /// Candidates for `addrs` (the answer for `family`) of `endpoint` in race order,
-    /// with the CIB's histories: scored anew only when the family's last answer differs
-    /// (endpoint, port, addresses or interface list); the CIB is locked only to add the
-    /// histories.
-    #[allow(clippy::too_many_arguments)]
+    /// Candidates for `addrs` (the answer for `family`) in race order, with the CIB's
+    /// histories: scored anew only when the family's last answer differs (endpoint,
+    /// port, addresses or interface list); the CIB is locked only to add the histories.
     pub(crate) fn gather(
         &self,
-        plan: &Plan,
-        ctx: &Context,
-        endpoint: &Arc<str>,
-        port: u16,
+        on: &ScoreFor<'_>,
         family: Family,
         addrs: &[IpAddr],
         now: Instant,
     ) -> Gathered {
-        let scored = self.scored(plan, ctx, endpoint, port, family, addrs);
-        plan.gather_scored(&scored, endpoint, &ctx.cib(), now)
+        let scored = self.scored(on, family, addrs);
+        on.plan
+            .gather_scored(&scored, on.endpoint, &on.ctx.cib(), now)
     }
 
     /// The family's kept answer if it matches, else `addrs` scored and kept.
-    fn scored(
-        &self,
-        plan: &Plan,
-        ctx: &Context,
-        endpoint: &Arc<str>,
-        port: u16,
-        family: Family,
-        addrs: &[IpAddr],
-    ) -> Arc<ScoredAnswer> {
+    fn scored(&self, on: &ScoreFor<'_>, family: Family, addrs: &[IpAddr]) -> Arc<ScoredAnswer> {
         let slot = match family {
             Family::V4 => 0,
             Family::V6 => 1,
         };
-        let interfaces = ctx.cib().interfaces();
+        let interfaces = on.ctx.cib().interfaces();
         let cached = self.lock()[slot].clone();
-        match cached.filter(|s| s.matches(endpoint, port, addrs, &interfaces)) {
+        match cached.filter(|s| s.matches(on.endpoint, on.port, addrs, &interfaces)) {
             Some(hit) => hit,
             None => {
-                let fresh = Arc::new(plan.score_answer(endpoint, port, addrs, interfaces));
+                let fresh = on
+                    .plan
+                    .score_answer(on.endpoint, on.port, addrs, interfaces);
+                let fresh = Arc::new(fresh);
                 self.lock()[slot] = Some(fresh.clone());
                 fresh
             }
@@ -87,8 +87,13 @@ mod tests {
         let endpoint: Arc<str> = "localhost:80".into();
         let v4 = [IpAddr::from([127, 0, 0, 1])];
         let v6 = [IpAddr::from(std::net::Ipv6Addr::LOCALHOST)];
-        let score =
-            |family, addrs: &[IpAddr]| cache.scored(&plan, &ctx, &endpoint, 80, family, addrs);
+        let on = ScoreFor {
+            plan: &plan,
+            ctx: &ctx,
+            endpoint: &endpoint,
+            port: 80,
+        };
+        let score = |family, addrs: &[IpAddr]| cache.scored(&on, family, addrs);
         let (a, aaaa) = (score(Family::V4, &v4), score(Family::V6, &v6));
         for _ in 0..3 {
             assert!(Arc::ptr_eq(&a, &score(Family::V4, &v4)));
