@@ -152,3 +152,43 @@ async fn start_server(spec: &ServerSpec, counters: Arc<Counters>) -> Result<(u16
         Impl::Taps => listen::start_taps_tcp_server(spec, counters).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters() -> Arc<Counters> {
+        Arc::new(Counters {
+            want_accepted: AtomicU64::new(u64::MAX),
+            want_closed: AtomicU64::new(u64::MAX),
+            ..Counters::default()
+        })
+    }
+
+    /// The `stats` wait ends when the counting tasks reach the wanted counts (woken, not
+    /// at its deadline), counts reached before it began included; a count never reached
+    /// ends it at the deadline, timed out.
+    #[test]
+    fn the_stats_wait_ends_when_the_counts_are_reached() {
+        let c = counters();
+        c.count_accepted();
+        let counting = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for _ in 0..2 {
+                    std::thread::sleep(Duration::from_millis(5));
+                    c.count_accepted();
+                }
+                c.count_closed();
+            })
+        };
+        let start = Instant::now();
+        assert!(!c.wait_for(3, 1, start + Duration::from_secs(30)));
+        assert!(start.elapsed() < Duration::from_secs(10), "woken at once");
+        counting.join().unwrap();
+        assert!(!c.wait_for(2, 1, Instant::now() + Duration::from_secs(30)));
+        let start = Instant::now();
+        assert!(c.wait_for(4, 0, start + Duration::from_millis(20)));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+    }
+}
