@@ -480,11 +480,10 @@ impl Driver<'_> {
             .unwrap_or(input.remote.port);
         let on = ScoreFor {
             plan: input.plan,
-            ctx: input.ctx,
             endpoint: &input.key,
             port,
         };
-        let mut gathered = input.scored.gather(&on, family, addrs, now);
+        let mut gathered = input.scored.gather(&on, input.ctx, family, addrs, now);
         tracing::trace!(
             %family,
             port,

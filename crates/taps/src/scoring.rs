@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use taps_core::candidates::{Gathered, Plan, ScoredAnswer};
-use taps_core::Family;
+use taps_core::{Family, Interface};
 
 use crate::context::Context;
 
@@ -19,11 +19,10 @@ use crate::context::Context;
 #[derive(Debug, Default)]
 pub(crate) struct AnswerCache(Mutex<[Option<Arc<ScoredAnswer>>; 2]>);
 
-/// What a DNS answer is scored for: the preconnection's plan and context, its remote
-/// endpoint (`host:port`, the CIB's key) and the port the candidates use.
+/// What a DNS answer is scored for: the preconnection's plan, its remote endpoint
+/// (`host:port`, the CIB's key) and the port the candidates use.
 pub(crate) struct ScoreFor<'a> {
     pub(crate) plan: &'a Plan,
-    pub(crate) ctx: &'a Context,
     pub(crate) endpoint: &'a Arc<str>,
     pub(crate) port: u16,
 }
@@ -31,26 +30,33 @@ pub(crate) struct ScoreFor<'a> {
 impl AnswerCache {
     /// Candidates for `addrs` (the answer for `family`) in race order, with the CIB's
     /// histories: scored anew only when the family's last answer differs (endpoint,
-    /// port, addresses or interface list); the CIB is locked only to add the histories.
+    /// port, addresses or the context's interface list); the CIB is locked only to add
+    /// the histories.
     pub(crate) fn gather(
         &self,
         on: &ScoreFor<'_>,
+        ctx: &Context,
         family: Family,
         addrs: &[IpAddr],
         now: Instant,
     ) -> Gathered {
-        let scored = self.scored(on, family, addrs);
-        on.plan
-            .gather_scored(&scored, on.endpoint, &on.ctx.cib(), now)
+        let scored = self.scored(on, family, addrs, ctx.cib().interfaces());
+        on.plan.gather_scored(&scored, on.endpoint, &ctx.cib(), now)
     }
 
-    /// The family's kept answer if it matches, else `addrs` scored and kept.
-    fn scored(&self, on: &ScoreFor<'_>, family: Family, addrs: &[IpAddr]) -> Arc<ScoredAnswer> {
+    /// The family's kept answer if it matches, else `addrs` scored on `interfaces` and
+    /// kept.
+    fn scored(
+        &self,
+        on: &ScoreFor<'_>,
+        family: Family,
+        addrs: &[IpAddr],
+        interfaces: Arc<Vec<Interface>>,
+    ) -> Arc<ScoredAnswer> {
         let slot = match family {
             Family::V4 => 0,
             Family::V6 => 1,
         };
-        let interfaces = on.ctx.cib().interfaces();
         let cached = self.lock()[slot].clone();
         match cached.filter(|s| s.matches(on.endpoint, on.port, addrs, &interfaces)) {
             Some(hit) => hit,
@@ -78,22 +84,24 @@ mod tests {
     /// A race to a dual-stack name scores each family's answer once: the A and AAAA
     /// answers alternate without evicting each other; another address list is scored
     /// anew.
-    #[tokio::test]
-    async fn each_family_keeps_its_answer() {
-        let ctx = Context::builder().build().unwrap();
+    #[test]
+    fn each_family_keeps_its_answer() {
+        // No context: the test opens no file descriptor (the transport tests count the
+        // process's).
         let props = TransportProperties::new().compile().unwrap();
-        let plan = crate::Preconnection::new(&ctx, props).plan().unwrap();
+        let pib = Arc::new(taps_core::policy::Pib::empty());
+        let plan = Plan::new(&props, pib, &taps_core::candidates::Availability::all()).unwrap();
+        let interfaces = Arc::new(Vec::new());
         let cache = AnswerCache::default();
         let endpoint: Arc<str> = "localhost:80".into();
         let v4 = [IpAddr::from([127, 0, 0, 1])];
         let v6 = [IpAddr::from(std::net::Ipv6Addr::LOCALHOST)];
         let on = ScoreFor {
             plan: &plan,
-            ctx: &ctx,
             endpoint: &endpoint,
             port: 80,
         };
-        let score = |family, addrs: &[IpAddr]| cache.scored(&on, family, addrs);
+        let score = |family, addrs: &[IpAddr]| cache.scored(&on, family, addrs, interfaces.clone());
         let (a, aaaa) = (score(Family::V4, &v4), score(Family::V6, &v6));
         for _ in 0..3 {
             assert!(Arc::ptr_eq(&a, &score(Family::V4, &v4)));
