@@ -12,7 +12,9 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use super::checks::{check_connected, millis_f64, millis_u64, show_connection, show_timeline};
+use super::checks::{
+    check_connected, first_answer_ms, millis_f64, millis_u64, show_connection, show_timeline,
+};
 use super::runner::{Ctx, Outcome};
 use super::setup::{connect_tcp, rtt_rules};
 use crate::lab::{addresses, fqdn, Lab, DNS_V4, DNS_V6, SERVICE_PORT};
@@ -31,14 +33,6 @@ fn rules(rtt4: Duration, rtt6: Duration) -> Vec<Rule> {
         rules.push(Rule::new(Match::host(ip)).rtt(RTT));
     }
     rules
-}
-
-/// When the race's first address answer came (ms since the race began).
-fn first_answer_ms(f: &FlowReport) -> Option<f64> {
-    f.timeline
-        .iter()
-        .find(|(_, e)| e.starts_with("A answered") || e.starts_with("AAAA answered"))
-        .map(|(t, _)| *t)
 }
 
 /// Attempts that started.
@@ -69,10 +63,16 @@ pub(super) fn rx_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
         Duration::from_secs(1),
         "a first contact",
     );
+    // The stagger this lookup's time sets, then the winner's round trip: with the lab's
+    // RTT (a lookup of ~50 ms) that is within the goal; the benchmark judges the goal on
+    // the figure (a release build), this checks the mechanism (a debug build's slower
+    // lookup sets a longer stagger).
+    let stagger = (2.0 * answer + 10.0).clamp(100.0, 250.0);
+    let bound = stagger + millis_f64(RTT) + 25.0;
     out.check(
-        after <= millis_f64(GOAL),
+        after <= bound,
         format!(
-            "#1 connected {after:.1} ms after the first DNS answer (at {answer:.1} ms) <= {} ms (RFC 8305's 250 ms stagger would give 300)",
+            "#1 connected {after:.1} ms after the first DNS answer (at {answer:.1} ms) <= {bound:.1} ms (the stagger the lookup set, {stagger:.1} ms, + RTT 50 + 25; the goal is {} ms at the lab's RTT, RFC 8305's 250 ms stagger would give 300)",
             millis_u64(GOAL)
         ),
     );
@@ -113,14 +113,14 @@ pub(super) fn rd_first(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), St
     show_timeline(out, "#1", f);
     let answer = first_answer_ms(f).unwrap_or(f64::NAN);
     record_first_contact(out, f, answer);
-    let bound = Duration::from_secs_f64((answer.max(0.0) + 1.0) / 1e3) + rtt6 + RTT;
+    let bound = Duration::from_millis(1) + rtt6 + RTT;
     check_connected(
         out,
         "#1",
         f,
         Some("IPv6"),
         bound,
-        "first DNS answer + IPv6 RTT 40 + 50 (the DNS round trip, for load)",
+        "IPv6 RTT 40 + 50 (the DNS round trip, for load) + 1",
     );
     out.check(
         started(f) == 1,
