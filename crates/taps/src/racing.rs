@@ -138,19 +138,19 @@ impl<'a> Driver<'a> {
     /// A driver for `input`'s race starting at `start`: the race state machine, with the
     /// name's lookups already under way.
     fn new(input: RaceInput<'a>, mut config: RaceConfig, start: Instant) -> Driver<'a> {
-        if let Some(family) = input.ctx.cib().best_family(&input.key, start) {
+        // Properties that admit one family only: its records alone are asked for and
+        // awaited (no AAAA query, nor RFC 8305's resolution delay, for an IPv4-only race).
+        let only = input.plan.only_family();
+        if let Some(family) = only.or_else(|| input.ctx.cib().best_family(&input.key, start)) {
             config.awaited_family = family;
         }
         // HEv3: a secure race looks up the name's HTTPS records beside A and AAAA.
         // (The preconnection set up `security` exactly when the plan has secure stacks.)
-        let resolution = if input.security.is_some() {
-            input
-                .ctx
-                .resolver()
-                .resolve_with_service(&input.remote.host)
-        } else {
-            input.ctx.resolver().resolve(&input.remote.host)
-        };
+        let resolution = input.ctx.resolver().resolve_families(
+            &input.remote.host,
+            only,
+            input.security.is_some(),
+        );
         config.await_service = resolution.service_pending();
         tracing::debug!(
             awaited = %config.awaited_family,

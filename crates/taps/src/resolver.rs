@@ -191,6 +191,19 @@ impl Resolver {
     /// If called outside a tokio runtime with a name that is neither a literal address
     /// nor a localhost name.
     pub fn resolve(&self, host: &str) -> Resolution {
+        self.resolve_families(host, None, false)
+    }
+
+    /// [`resolve`](Self::resolve), narrowed and widened: with `only`, just that family's
+    /// records are asked for (one task, not two; localhost answers just that family; a
+    /// literal address is given as it is, whatever its family); with `https`, the name's
+    /// HTTPS records too, as [`resolve_with_service`](Self::resolve_with_service). What a
+    /// race uses when its properties admit one family only.
+    ///
+    /// # Panics
+    /// As [`resolve`](Self::resolve).
+    pub fn resolve_families(&self, host: &str, only: Option<Family>, https: bool) -> Resolution {
+        let wanted = |family: Family| only.is_none_or(|f| f == family);
         let ready = |answers: [Option<(Family, IpAddr)>; 2]| Resolution {
             ready: answers.map(|a| {
                 a.map(|(family, ip)| DnsAnswer {
@@ -208,13 +221,14 @@ impl Resolver {
         }
         if is_localhost(host) {
             return ready([
-                Some((Family::V6, IpAddr::V6(Ipv6Addr::LOCALHOST))),
-                Some((Family::V4, IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))),
+                wanted(Family::V6).then_some((Family::V6, IpAddr::V6(Ipv6Addr::LOCALHOST))),
+                wanted(Family::V4)
+                    .then_some((Family::V4, IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))),
             ]);
         }
         let mut tasks = JoinSet::new();
         let mut families = Vec::with_capacity(2);
-        for family in [Family::V6, Family::V4] {
+        for family in [Family::V6, Family::V4].into_iter().filter(|f| wanted(*f)) {
             let resolver = self.inner.clone();
             let name = host.to_owned();
             let handle = tasks.spawn(async move {
@@ -226,11 +240,21 @@ impl Resolver {
             });
             families.push((handle.id(), family));
         }
+        let service = https.then(|| {
+            let resolver = self.inner.clone();
+            let name = host.to_owned();
+            tokio::spawn(async move {
+                match resolver.get() {
+                    Ok(r) => lookup_service(&r, &name).await,
+                    Err(e) => Err(e),
+                }
+            })
+        });
         Resolution {
             ready: [None, None],
             tasks: Some(tasks),
             families,
-            service: None,
+            service,
             addresses_done: false,
         }
     }
@@ -239,18 +263,7 @@ impl Resolver {
     /// beside A and AAAA (a third task), read with [`Resolution::next_event`]. Literal
     /// addresses and localhost names have none (no query).
     pub fn resolve_with_service(&self, host: &str) -> Resolution {
-        let mut resolution = self.resolve(host);
-        if resolution.tasks.is_some() {
-            let resolver = self.inner.clone();
-            let name = host.to_owned();
-            resolution.service = Some(tokio::spawn(async move {
-                match resolver.get() {
-                    Ok(r) => lookup_service(&r, &name).await,
-                    Err(e) => Err(e),
-                }
-            }));
-        }
-        resolution
+        self.resolve_families(host, None, true)
     }
 }
 

@@ -276,3 +276,44 @@ async fn blackholed_address_times_out_with_a_timeout_cause_in_virtual_time() {
         "{err}"
     );
 }
+
+/// With one address family required, the other family's records are not asked for, and
+/// the race does not wait for them: an AAAA answer that would come after 2 s neither
+/// delays an IPv4-only connection (RFC 8305's 50 ms resolution delay waits for AAAA only
+/// when IPv6 could be used) nor is queried at all.
+#[tokio::test]
+async fn a_required_family_asks_only_its_records() {
+    use taps::taps_core::Family;
+    let dns = DnsServer::start("test.", &[("v4.test.", "127.0.0.1".parse().unwrap())]);
+    dns.set_delay(Family::V6, Duration::from_secs(2));
+    let ctx = context(&dns);
+    let listener = StdListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let props = tcp()
+        .ip_version(taps::Preference::Require, Family::V4)
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("v4.test.", port));
+    let start = std::time::Instant::now();
+    let conn = pre.initiate().await.unwrap();
+    let took = start.elapsed();
+    assert_eq!(conn.info().remote, SocketAddr::from(([127, 0, 0, 1], port)));
+    assert_eq!(dns.queries(Family::V6), 0, "AAAA was asked for");
+    assert_eq!(dns.queries(Family::V4), 1);
+    assert!(took < Duration::from_millis(40), "connected after {took:?}");
+
+    // IPv6 required: no A query, and the name's lack of AAAA records is the error.
+    dns.clear_delays();
+    let props = tcp()
+        .ip_version(taps::Preference::Require, Family::V6)
+        .compile()
+        .unwrap();
+    let pre = Preconnection::new(&ctx, props).remote(RemoteEndpoint::new("v4.test.", port));
+    let err = pre.initiate().await.unwrap_err();
+    assert_eq!(dns.queries(Family::V4), 1, "A was asked for again: {err}");
+    assert_eq!(dns.queries(Family::V6), 1, "{err}");
+    assert_eq!(
+        err.to_string(),
+        "v4.test. does not resolve: AAAA: no record of that type"
+    );
+}

@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use taps::resolver::{
-    DnsAnswer, DnsFailure, NameServers, Resolution, Resolver, ResolverConfig, ResolverConfigError,
+    DnsAnswer, DnsFailure, NameServers, Resolution, ResolutionEvent, Resolver, ResolverConfig,
+    ResolverConfigError,
 };
 use taps_core::Family;
 use taps_testkit::DnsServer;
@@ -308,4 +309,46 @@ fn empty_custom_list_is_rejected() {
     let err = Resolver::new(config(Vec::new())).unwrap_err();
     assert!(matches!(err, ResolverConfigError::NoNameServers));
     assert_eq!(err.to_string(), "no name servers configured");
+}
+
+/// One family asked for: one query, one answer; localhost answers that family alone; the
+/// HTTPS lookup still runs beside it when asked for.
+#[tokio::test]
+async fn one_family_asks_one_query() {
+    let dns = server();
+    let resolver = resolver(&dns);
+    for family in [Family::V4, Family::V6] {
+        let got: Vec<DnsAnswer> = collect(
+            resolver.resolve_families("both.test", Some(family), false),
+            Instant::now(),
+        )
+        .await
+        .into_iter()
+        .map(|(a, _)| a)
+        .collect();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].family, family);
+    }
+    assert_eq!(dns.queries(Family::V4), 1);
+    assert_eq!(dns.queries(Family::V6), 1);
+
+    let got = collect(
+        resolver.resolve_families("localhost", Some(Family::V4), false),
+        Instant::now(),
+    )
+    .await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0.result, Ok(vec![ip("127.0.0.1")]));
+
+    let mut resolution = resolver.resolve_families("both.test", Some(Family::V4), true);
+    assert!(resolution.service_pending());
+    let mut families = Vec::new();
+    while let Some(event) = resolution.next_event().await {
+        if let ResolutionEvent::Addresses(a) = event {
+            families.push(a.family);
+        }
+    }
+    assert_eq!(families, [Family::V4]);
+    assert_eq!(dns.queries(Family::V6), 1, "no second AAAA query");
+    assert_eq!(dns.queries(hickory_proto::rr::RecordType::HTTPS), 1);
 }

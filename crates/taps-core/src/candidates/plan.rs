@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::conflict::explain_conflict;
-use super::evaluate::{evaluate_stack, Evaluation};
+use super::evaluate::{evaluate_facts, evaluate_stack, Evaluation};
 use super::reasons::{Reason, Unsatisfiable, Violation};
 use crate::policy::pib::PropertySet;
 use crate::policy::Pib;
-use crate::properties::Properties;
+use crate::properties::{Name, Properties, Value};
 use crate::stack::Stack;
+use crate::Family;
 
 /// A stack allowed by the properties, with its base score.
 #[derive(Debug, Clone)]
@@ -70,6 +71,7 @@ pub struct Plan {
     pruned: Vec<PrunedStack>,
     pub(super) pib: Arc<Pib>,
     pub(super) first_family_count: usize,
+    only_family: Option<Family>,
 }
 
 impl Plan {
@@ -126,12 +128,22 @@ impl Plan {
             })
             .collect();
         pruned.sort_by_key(|p| p.stack.index());
+        let only_family = only_family(&stacks, &pib);
         Ok(Plan {
             stacks,
             pruned,
             pib,
             first_family_count: 1,
+            only_family,
         })
+    }
+
+    /// The one address family every candidate must have, when the properties (after
+    /// profiles) require one (`ip_version` required, or the other one prohibited) and no
+    /// PIB policy names `ip_version` (a policy could change it per candidate). A race
+    /// then neither looks up nor waits for the other family's addresses. Free.
+    pub fn only_family(&self) -> Option<Family> {
+        self.only_family
     }
 
     /// Sets how many addresses of the first family go before interleaving (RFC 8305, 1 or
@@ -154,6 +166,35 @@ impl Plan {
     /// The stacks ruled out, with reasons. Free.
     pub fn pruned(&self) -> &[PrunedStack] {
         &self.pruned
+    }
+}
+
+/// The one family the planned stacks admit, if only one: each stack's property set
+/// checked against a candidate fact of each family. `None` when a policy of `pib` reads
+/// or sets `ip_version` (it could admit what the set alone does not), or when both (or
+/// neither) pass.
+fn only_family(stacks: &[PlannedStack], pib: &Pib) -> Option<Family> {
+    let policies_decide = pib.policies().iter().any(|rule| {
+        rule.matches.iter().any(|(n, _)| *n == Name::IpVersion)
+            || rule
+                .alternatives
+                .iter()
+                .any(|alt| alt.iter().any(|(n, _)| *n == Name::IpVersion))
+    });
+    if policies_decide {
+        return None;
+    }
+    let admits = |family: Family| {
+        let fact = [(
+            Name::IpVersion,
+            Value::Int(if family == Family::V4 { 4 } else { 6 }),
+        )];
+        stacks.iter().any(|p| evaluate_facts(&p.set, &fact).is_ok())
+    };
+    match (admits(Family::V6), admits(Family::V4)) {
+        (true, false) => Some(Family::V6),
+        (false, true) => Some(Family::V4),
+        _ => None,
     }
 }
 

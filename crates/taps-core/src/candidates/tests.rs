@@ -6,6 +6,7 @@ use super::*;
 use crate::failure::AttemptCause;
 use crate::net::{Family, Interface, InterfaceKind};
 use crate::policy::pib::PropertySet;
+use crate::policy::pib::{Rule, RuleKind};
 use crate::policy::{Cib, CibConfig, History, OutcomeKey, Pib};
 use crate::properties::{
     Entry, Name, Precedence, Preference, Properties, Protocol, TransportProperties, Value,
@@ -246,6 +247,49 @@ fn ip_version_required_prunes_the_other_family() {
     assert!(g.candidates.iter().all(|c| c.family() == Family::V6));
     assert!(g.pruned.iter().all(|p| p.remote.is_ipv4()));
     assert!(!g.pruned.is_empty());
+}
+
+#[test]
+fn only_family_is_known_when_the_properties_require_one() {
+    let only = |json: &str| plan_json(json).unwrap().only_family();
+    assert_eq!(
+        only(r#"{"ip_version":{"value":6,"precedence":2}}"#),
+        Some(Family::V6)
+    );
+    assert_eq!(
+        only(r#"{"ip_version":{"value":4,"precedence":2}}"#),
+        Some(Family::V4)
+    );
+    // Asked for, not required: both families stay in the race.
+    assert_eq!(only(r#"{"ip_version":{"value":4,"precedence":1}}"#), None);
+    assert_eq!(
+        only(r#"{"transport":{"value":"TCP","precedence":2}}"#),
+        None
+    );
+    // Prohibiting IPv6 leaves IPv4 alone.
+    let props = TransportProperties::new()
+        .ip_version(Preference::Prohibit, Family::V6)
+        .compile()
+        .unwrap();
+    let plan = Plan::new(&props, Arc::new(Pib::builtin()), &Availability::all()).unwrap();
+    assert_eq!(plan.only_family(), Some(Family::V4));
+}
+
+#[test]
+fn a_policy_naming_ip_version_leaves_both_families_to_the_candidates() {
+    let props = TransportProperties::from_neat_json(r#"{"ip_version":{"value":4,"precedence":2}}"#)
+        .unwrap()
+        .compile()
+        .unwrap();
+    let policy: serde_json::Value = serde_json::from_str(
+        r#"{"uid":"v6-for-one-host","match":{"domain_name":{"value":"example.org"}},
+            "properties":{"ip_version":{"value":6,"precedence":2}}}"#,
+    )
+    .unwrap();
+    let mut pib = Pib::builtin();
+    pib.add(Rule::from_json(&policy, RuleKind::Policy, "p").unwrap());
+    let plan = Plan::new(&props, Arc::new(pib), &Availability::all()).unwrap();
+    assert_eq!(plan.only_family(), None);
 }
 
 #[test]
