@@ -78,10 +78,29 @@ fn get_int(fd: &impl std::os::fd::AsRawFd, level: i32, name: i32) -> i32 {
     super::sys::get_int(fd, level, name).expect("getsockopt")
 }
 
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
+/// IPv4 TCP sockets of this host connecting (SYN_SENT) to local port `port`, from
+/// /proc/net/tcp: what a pending attempt to that port holds open. Only this test's
+/// sockets match (the port is its own), so tests running beside it in the process do
+/// not change the count, as they did a count of the process's file descriptors.
+fn connecting_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut cols = line.split_whitespace().skip(2);
+            let (Some(rem), Some(state)) = (cols.next(), cols.next()) else {
+                return false;
+            };
+            rem.ends_with(&remote) && state == "02"
+        })
         .count()
+}
+
+/// The socket behind file descriptor `fd` (`socket:[inode]`), while it is open.
+fn socket_of(fd: i32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
 }
 
 #[test]
@@ -442,44 +461,53 @@ fn keepalive_and_user_timeout_are_applied() {
 
 #[test]
 fn dropping_a_connect_future_closes_its_socket() {
+    use std::os::fd::AsRawFd;
     run(async {
         let l = listen_tcp(addr(V4), false, &SocketOptions::default()).unwrap();
         // A listener whose accept queue is full (backlog 0, one connection queued and
         // never accepted): the kernel drops further SYNs, so an attempt to it stays
         // pending. (To an open loopback port a connect is done inside `connect()`.)
         let full = listen_tcp_backlog(addr(V4), false, &SocketOptions::default(), 0).unwrap();
-        let _queued = std::net::TcpStream::connect(full.local_addr().unwrap()).unwrap();
+        let full_addr = full.local_addr().unwrap();
+        let _queued = std::net::TcpStream::connect(full_addr).unwrap();
         let opts = SocketOptions::default();
         for proto in [Protocol::Tcp, Protocol::Mptcp] {
-            let c = cand(proto, full.local_addr().unwrap());
-            let baseline = open_fds();
+            let c = cand(proto, full_addr);
             {
                 let mut fut = pin!(connect(&c, &opts));
-                assert_eq!(open_fds(), baseline, "no socket before the first poll");
+                assert_eq!(
+                    connecting_to(full_addr.port()),
+                    0,
+                    "no socket before the first poll"
+                );
                 // One poll starts the non-blocking connect, which is not done: the
                 // attempt waits for writability.
                 let first = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
                 assert!(first, "{proto}: attempt finished on its first poll");
                 assert_eq!(
-                    open_fds(),
-                    baseline + 1,
+                    connecting_to(full_addr.port()),
+                    1,
                     "{proto}: the attempt's socket is open"
                 );
             }
             assert_eq!(
-                open_fds(),
-                baseline,
+                connecting_to(full_addr.port()),
+                0,
                 "{proto}: dropping the attempt closed its socket"
             );
         }
-        // A completed attempt whose result is dropped also leaves nothing behind.
-        let baseline = open_fds();
+        // A completed attempt whose result is dropped also leaves nothing behind: its
+        // descriptor no longer names its socket.
         let est = connect(&cand(Protocol::Tcp, l.local_addr().unwrap()), &opts)
             .await
             .unwrap();
-        assert_eq!(open_fds(), baseline + 1);
+        let Established::Tcp(stream, _) = &est else {
+            panic!("not a TCP stream")
+        };
+        let fd = stream.as_raw_fd();
+        let socket = socket_of(fd).expect("the stream's descriptor is open");
         drop(est);
-        assert_eq!(open_fds(), baseline);
+        assert_ne!(socket_of(fd), Some(socket), "dropping the stream closed it");
     });
 }
 
