@@ -28,7 +28,8 @@ struct Counters {
     closed: AtomicU64,
     bytes: AtomicU64,
     requests: AtomicU64,
-    /// The counts the waiting `stats` thread wants (`u64::MAX` = none) and the thread.
+    /// The counts the waiting `stats` thread wants (0 = none: a count just made is at
+    /// least 1) and the thread.
     want_accepted: AtomicU64,
     want_closed: AtomicU64,
     waiter: OnceLock<std::thread::Thread>,
@@ -81,8 +82,8 @@ impl Counters {
             // is short only loops.
             std::thread::park_timeout(deadline - now);
         }
-        self.want_accepted.store(u64::MAX, Ordering::Release);
-        self.want_closed.store(u64::MAX, Ordering::Release);
+        self.want_accepted.store(0, Ordering::Release);
+        self.want_closed.store(0, Ordering::Release);
         timed_out
     }
 }
@@ -90,11 +91,7 @@ impl Counters {
 /// A server worker: listens, says `PORT`, answers `stats` lines until `quit`.
 pub(super) fn server_main(spec: ServerSpec) -> Result<(), String> {
     let rt = runtime()?;
-    let counters = Arc::new(Counters {
-        want_accepted: AtomicU64::new(u64::MAX),
-        want_closed: AtomicU64::new(u64::MAX),
-        ..Counters::default()
-    });
+    let counters = Arc::new(Counters::default());
     let (port, udp_port) = rt.block_on(start_server(&spec, counters.clone()))?;
     say(&format!("PORT {port} {udp_port}"))?;
     let stdin = std::io::stdin();
@@ -158,11 +155,7 @@ mod tests {
     use super::*;
 
     fn counters() -> Arc<Counters> {
-        Arc::new(Counters {
-            want_accepted: AtomicU64::new(u64::MAX),
-            want_closed: AtomicU64::new(u64::MAX),
-            ..Counters::default()
-        })
+        Arc::new(Counters::default())
     }
 
     /// The `stats` wait ends when the counting tasks reach the wanted counts (woken, not
