@@ -169,8 +169,16 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
+                    // What it said before (a client's stall report, see
+                    // `worker/client/stall.rs`) is the only evidence of where it hung.
+                    let said = self.stderr_tail();
+                    let said = if said.is_empty() {
+                        "nothing on stderr".to_string()
+                    } else {
+                        format!("its stderr: {said}")
+                    };
                     return Err(WorkerError::Died(format!(
-                        "{} hung: no `{prefix}` within {LINE_TIMEOUT:?}; killed",
+                        "{} hung: no `{prefix}` within {LINE_TIMEOUT:?}; killed; {said}",
                         self.what
                     )));
                 }

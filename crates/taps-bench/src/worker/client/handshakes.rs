@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::connector::Connector;
+use super::stall::StallWatch;
 use super::{note_failure, ready, send_result, Window};
 use crate::measure;
 use crate::worker::protocol::{ClientKind, ClientResult};
@@ -21,6 +22,7 @@ pub(super) async fn handshake_client(
     ready().await?;
     let mut r = ClientResult::default();
     let w = Window::open();
+    let watch = StallWatch::start("handshakes");
     for i in 0..count {
         let t = Instant::now();
         match connector.connect(measure::is_hit(i, hit_percent)).await {
@@ -33,7 +35,9 @@ pub(super) async fn handshake_client(
             }
             Err(e) => note_failure(&mut r, e),
         }
+        watch.progress();
     }
     w.close(&mut r);
+    drop(watch);
     send_result(&r).await
 }

@@ -9,6 +9,7 @@ mod flow;
 mod handshakes;
 mod http;
 mod secure;
+mod stall;
 mod transfer;
 
 use std::io::BufRead;
