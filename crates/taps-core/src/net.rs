@@ -23,6 +23,14 @@ impl Family {
         }
     }
 
+    /// Its IP version number, 4 or 6 (what the `ip_version` property names). Free.
+    pub fn version(self) -> i64 {
+        match self {
+            Family::V4 => 4,
+            Family::V6 => 6,
+        }
+    }
+
     /// The other family.
     pub fn other(self) -> Family {
         match self {

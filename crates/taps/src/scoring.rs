@@ -86,8 +86,7 @@ mod tests {
     /// anew.
     #[test]
     fn each_family_keeps_its_answer() {
-        // No context: the test opens no file descriptor (the transport tests count the
-        // process's).
+        // No context: the test needs no sockets, interface list or runtime.
         let props = TransportProperties::new().compile().unwrap();
         let pib = Arc::new(taps_core::policy::Pib::empty());
         let plan = Plan::new(&props, pib, &taps_core::candidates::Availability::all()).unwrap();

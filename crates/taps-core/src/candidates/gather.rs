@@ -259,11 +259,7 @@ fn facts(
         (Name::Transport, Value::Str(stack.protocol.as_str().into())),
         (
             Name::IpVersion,
-            Value::Int(if Family::of(&remote.ip()) == Family::V4 {
-                4
-            } else {
-                6
-            }),
+            Value::Int(Family::of(&remote.ip()).version()),
         ),
         (Name::RemoteIp, Value::Str(remote.ip().to_string())),
         (Name::Port, Value::Int(remote.port().into())),

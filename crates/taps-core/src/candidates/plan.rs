@@ -185,10 +185,7 @@ fn only_family(stacks: &[PlannedStack], pib: &Pib) -> Option<Family> {
         return None;
     }
     let admits = |family: Family| {
-        let fact = [(
-            Name::IpVersion,
-            Value::Int(if family == Family::V4 { 4 } else { 6 }),
-        )];
+        let fact = [(Name::IpVersion, Value::Int(family.version()))];
         stacks.iter().any(|p| evaluate_facts(&p.set, &fact).is_ok())
     };
     match (admits(Family::V6), admits(Family::V4)) {

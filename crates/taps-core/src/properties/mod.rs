@@ -419,7 +419,7 @@ impl TransportProperties {
     /// Requires, prefers, avoids or prohibits an address family.
     pub fn ip_version(mut self, pref: Preference, family: Family) -> Self {
         let (positive, precedence) = pref.to_neat();
-        let v = Value::Int(if family == Family::V4 { 4 } else { 6 });
+        let v = Value::Int(family.version());
         let value = if positive { v } else { Value::Not(Box::new(v)) };
         self.entries
             .insert(Name::IpVersion, Entry::new(value, precedence));
