@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/deps.sh
 
+# One build from scratch: incremental state (~4 GB of `target/`) would never be reused.
+export CARGO_INCREMENTAL=0
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The API docs build without warnings (a broken intra-doc link fails here, not later).
