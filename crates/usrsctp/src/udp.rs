@@ -389,8 +389,14 @@ struct Remote {
     dst: Option<IpAddr>,
     claims: usize,
     last_seen: Instant,
-    /// A COOKIE ECHO came from this remote: an association of its may exist.
+    /// A COOKIE ECHO came from this remote (since its last accept, once one was
+    /// accepted): an association of its may be waiting for `accept`.
     cookie_seen: bool,
+    /// An INIT or COOKIE ECHO came since the last accept: another association from
+    /// this UDP address (a NAT, or the kernel handing a just-freed ephemeral port to
+    /// the next client) may be in its handshake or waiting for `accept` on this conn
+    /// address, so the last accepted association's end must not deregister it.
+    handshake_since_accept: bool,
 }
 
 #[derive(Default)]
@@ -509,6 +515,8 @@ impl SharedUdp {
         if let Some(r) = t.by_addr.get_mut(&addr) {
             was_unclaimed = r.claims == 0;
             r.claims += 1;
+            r.cookie_seen = false;
+            r.handshake_since_accept = false;
         }
         if was_unclaimed {
             t.unclaimed -= 1;
@@ -516,20 +524,28 @@ impl SharedUdp {
         Some(addr)
     }
 
-    /// Releases a claim; the remote's conn address is deregistered when no association uses it.
+    /// Releases a claim; the remote's conn address is deregistered when no association uses
+    /// it: at once, unless a handshake came from the same UDP address since the last
+    /// accept (see [`Remote::handshake_since_accept`]); then the remote is kept as one whose
+    /// handshake has not reached `accept` yet, and forgotten as those are.
     pub(crate) fn unclaim(&self, remote: SocketAddr) {
         let removed = {
             let mut t = lock(&self.table);
-            let gone = match t.by_addr.get_mut(&remote) {
+            let (last, keep) = match t.by_addr.get_mut(&remote) {
                 Some(r) if r.claims > 0 => {
                     r.claims -= 1;
-                    r.claims == 0
+                    if r.claims == 0 && r.handshake_since_accept {
+                        r.last_seen = Instant::now();
+                    }
+                    (r.claims == 0, r.handshake_since_accept)
                 }
-                _ => false,
+                _ => (false, false),
             };
-            if gone {
-                // Counted unclaimed for the moment it takes to remove it.
+            if last {
+                // Unclaimed from now on (for the moment it takes to remove it, if not kept).
                 t.unclaimed += 1;
+            }
+            if last && !keep {
                 t.remove(&remote)
             } else {
                 None
@@ -646,8 +662,15 @@ fn lookup_or_create(
     let mut t = lock(table);
     if let Some(r) = t.by_addr.get_mut(&from) {
         r.last_seen = Instant::now();
-        if !r.cookie_seen && r.claims == 0 {
-            r.cookie_seen = has_chunk(pkt, 0x0a);
+        // INIT stands alone in its packet and COOKIE ECHO comes first in its: the first
+        // chunk's type tells a handshake (one load, for every packet).
+        match pkt.get(12) {
+            Some(0x01) => r.handshake_since_accept = true,
+            Some(0x0a) => {
+                r.handshake_since_accept = true;
+                r.cookie_seen = true;
+            }
+            _ => {}
         }
         if dst.is_some() && dst != r.dst {
             // The remote now sends to another of our addresses (rare): answer from that one.
@@ -690,6 +713,7 @@ fn lookup_or_create(
             claims: 0,
             last_seen: Instant::now(),
             cookie_seen: has_chunk(pkt, 0x0a),
+            handshake_since_accept: true,
         },
     );
     t.unclaimed += 1;
