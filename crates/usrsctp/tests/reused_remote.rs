@@ -119,6 +119,30 @@ async fn ended_by_its_client(l: &SctpListener, relay: &Relay, port: u16) -> Asso
     sa
 }
 
+/// A listener on SCTP `port`, a relay in front of it, and an association A through the
+/// relay, ended by its client and still open on the server (its server side returned).
+async fn with_ended_association(port: u16) -> (SctpListener, Relay, Association) {
+    let l = SctpStack::global()
+        .listen(
+            "127.0.0.1:0".parse().unwrap(),
+            port,
+            &SctpOptions::default(),
+        )
+        .expect("listen");
+    let relay = Relay::start(l.local_addr()).await;
+    let sa = ended_by_its_client(&l, &relay, port).await;
+    (l, relay, sa)
+}
+
+/// The next association `l` accepts.
+async fn accepted(l: &SctpListener) -> Association {
+    let (a, _) = timeout(T, l.accept())
+        .await
+        .expect("accept timed out")
+        .expect("accept");
+    a
+}
+
 /// A message from `client` reaches `server`.
 async fn carries(client: &Association, server: &Association) {
     client.send(0, b"after", true, 1).await.expect("send");
@@ -134,15 +158,8 @@ async fn carries(client: &Association, server: &Association) {
 /// COOKIE ECHO.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_association_dropped_inside_the_new_handshake() {
-    let stack = SctpStack::global();
-    let opts = SctpOptions::default();
-    let port = 5301;
-    let l = stack
-        .listen("127.0.0.1:0".parse().unwrap(), port, &opts)
-        .expect("listen");
-    let relay = Relay::start(l.local_addr()).await;
-
-    let sa = ended_by_its_client(&l, &relay, port).await;
+    let (stack, opts, port) = (SctpStack::global(), SctpOptions::default(), 5301);
+    let (l, relay, sa) = with_ended_association(port).await;
 
     // B: its INIT passes, its COOKIE ECHO waits at the relay.
     relay.pass.store(1, Ordering::SeqCst);
@@ -163,10 +180,7 @@ async fn old_association_dropped_inside_the_new_handshake() {
         .expect("B's handshake did not finish")
         .expect("join")
         .expect("connect B");
-    let (sb, _) = timeout(T, l.accept())
-        .await
-        .expect("accept B timed out")
-        .expect("accept B");
+    let sb = accepted(&l).await;
     carries(&cb, &sb).await;
 }
 
@@ -174,15 +188,8 @@ async fn old_association_dropped_inside_the_new_handshake() {
 /// new one is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_association_dropped_before_the_new_one_is_accepted() {
-    let stack = SctpStack::global();
-    let opts = SctpOptions::default();
-    let port = 5302;
-    let l = stack
-        .listen("127.0.0.1:0".parse().unwrap(), port, &opts)
-        .expect("listen");
-    let relay = Relay::start(l.local_addr()).await;
-
-    let sa = ended_by_its_client(&l, &relay, port).await;
+    let (stack, opts, port) = (SctpStack::global(), SctpOptions::default(), 5302);
+    let (l, relay, sa) = with_ended_association(port).await;
 
     // B connects completely while the server still has A.
     let cb = timeout(
@@ -197,25 +204,15 @@ async fn old_association_dropped_before_the_new_one_is_accepted() {
     .expect("connect B");
     drop(sa);
     sleep(Duration::from_millis(50)).await;
-    let (sb, _) = timeout(T, l.accept())
-        .await
-        .expect("accept B timed out")
-        .expect("accept B");
+    let sb = accepted(&l).await;
     carries(&cb, &sb).await;
 }
 
 /// Control: the old association ends on the server after the new one was accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_association_dropped_after_the_new_one_is_accepted() {
-    let stack = SctpStack::global();
-    let opts = SctpOptions::default();
-    let port = 5303;
-    let l = stack
-        .listen("127.0.0.1:0".parse().unwrap(), port, &opts)
-        .expect("listen");
-    let relay = Relay::start(l.local_addr()).await;
-
-    let sa = ended_by_its_client(&l, &relay, port).await;
+    let (stack, opts, port) = (SctpStack::global(), SctpOptions::default(), 5303);
+    let (l, relay, sa) = with_ended_association(port).await;
 
     let b = stack.connect(relay.front, port, &opts).expect("connect B");
     let (sb, cb) = tokio::join!(timeout(T, l.accept()), timeout(T, b.into_future()));
