@@ -412,3 +412,71 @@ async fn listener_interoperates_with_openssl_s_client_dtls12() {
     let printed = tokio::time::timeout(Duration::from_secs(5), printed).await;
     assert!(printed.unwrap().unwrap(), "s_client printed the reply");
 }
+
+/// OpenSSL's DTLS 1.2 client on a fixed local port.
+fn s_client_from(port: u16, local: u16, pki: &TestPki) -> Peer {
+    Peer(
+        Command::new("openssl")
+            .args(["s_client", "-dtls1_2", "-quiet", "-connect"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["-bind", &format!("127.0.0.1:{local}")])
+            .arg("-CAfile")
+            .arg(&pki.ca)
+            .args(["-verify_return_error", "-verify_hostname", "localhost"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A DTLS client that restarts from the same address and port without a close_notify
+/// (killed, as a crash or a port-keeping NAT would have it) connects again: its new
+/// ClientHello starts a second session (RFC 9147 section 4.2.8), which replaces the old
+/// one once its handshake is done. Before, the ClientHello went to the old session and
+/// the new client's handshake never finished.
+#[tokio::test]
+async fn a_client_restarted_from_the_same_port_connects_again() {
+    let _serial = SERIAL.lock().await;
+    if openssl_missing() {
+        return;
+    }
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = context();
+    let (mut listener, port) = echo_server(&ctx, &pki, (Ipv4Addr::LOCALHOST, 0).into()).await;
+    let local = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .unwrap()
+        .port();
+    let first = s_client_from(port, local, &pki);
+    let mut old = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+        .await
+        .expect("the first client connected")
+        .unwrap()
+        .unwrap();
+    drop(first); // SIGKILL: no close_notify
+
+    let mut second = s_client_from(port, local, &pki);
+    let mut conn = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+        .await
+        .expect("the restarted client connected")
+        .unwrap()
+        .unwrap();
+    let printed = expect_output(&mut second.0, b"back at you");
+    write_line(&mut second.0, b"from openssl\n");
+    let m = tokio::time::timeout(Duration::from_secs(5), conn.receive())
+        .await
+        .expect("a message from the restarted client")
+        .unwrap()
+        .unwrap();
+    assert_eq!(m, b"from openssl\n");
+    conn.send(b"back at you\n").await.unwrap();
+    let printed = tokio::time::timeout(Duration::from_secs(5), printed).await;
+    assert!(printed.unwrap().unwrap(), "s_client printed the reply");
+    // The old session ended when the new one replaced it.
+    let end = tokio::time::timeout(Duration::from_secs(5), old.receive())
+        .await
+        .expect("the old session ended");
+    assert!(!matches!(end, Ok(Some(_))), "{end:?}");
+}

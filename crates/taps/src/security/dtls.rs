@@ -28,11 +28,13 @@
 //! if a server asks.
 
 mod flow;
+mod routes;
 
 pub(crate) use flow::{DtlsFlow, MAX_MESSAGE};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,7 @@ use tokio::sync::mpsc;
 use super::failure::verify_failure;
 use super::{provider, SecurityInfo};
 use flow::{Failure, Path, Session};
+use routes::{Delivery, Route, SessionHandle};
 
 /// How long a listener gives a client to finish its handshake.
 const SERVER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -293,16 +296,18 @@ pub(crate) enum Inbound {
 
 /// Serves DTLS on `socket`: datagrams are demultiplexed by peer address; a handshake
 /// record from a new peer starts a session (a task of its own), handed to `accepted`
-/// once its handshake is done; a failed handshake is logged and forgotten. Runs until
-/// aborted (every session still in its handshake then ends; established ones end
-/// when they next wait for a datagram).
+/// once its handshake is done; a failed handshake is logged and forgotten. A new
+/// ClientHello from a peer whose session is established starts a second session that
+/// replaces the first once its handshake is done (see [`routes`]). Runs until aborted
+/// (every session still in its handshake then ends; established ones end when they
+/// next wait for a datagram).
 pub(crate) async fn serve(
     socket: Arc<UdpSocket>,
     mut inbound: Inbound,
     server: Arc<DtlsServer>,
     accepted: mpsc::Sender<Accepted>,
 ) {
-    let mut peers: HashMap<SocketAddr, mpsc::Sender<Vec<u8>>> = HashMap::new();
+    let mut peers: HashMap<SocketAddr, Route> = HashMap::new();
     let mut buf = match inbound {
         Inbound::Socket => vec![0u8; 65536],
         Inbound::Queue(_) => Vec::new(),
@@ -319,11 +324,16 @@ pub(crate) async fn serve(
                 None => return, // the QUIC endpoint reading the socket is gone
             },
         };
-        if let Some(session) = peers.get(&peer) {
-            match session.try_send(datagram) {
-                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
-                // That session ended: this may be the peer's next one.
-                Err(mpsc::error::TrySendError::Closed(d)) => {
+        if let Some(route) = peers.get_mut(&peer) {
+            match route.deliver(datagram) {
+                Delivery::Queued => continue,
+                Delivery::NewHandshake(hello) => {
+                    let next = start_session(&socket, peer, hello, &server, &accepted);
+                    route.set_next(next);
+                    continue;
+                }
+                // Its sessions ended: this may be the peer's next one.
+                Delivery::Ended(d) => {
                     peers.remove(&peer);
                     datagram = d;
                 }
@@ -333,34 +343,50 @@ pub(crate) async fn serve(
             continue;
         }
         if peers.len() >= prune_at {
-            peers.retain(|_, s| !s.is_closed());
+            peers.retain(|_, r| !r.is_closed());
             prune_at = (peers.len() * 2).max(64);
         }
-        let (tx, rx) = mpsc::channel(PEER_QUEUE);
-        let _ = tx.try_send(datagram);
-        peers.insert(peer, tx);
-        let path = Path::Shared {
-            socket: socket.clone(),
-            peer,
-            rx,
-        };
-        tokio::spawn(accept_one(server.clone(), path, peer, accepted.clone()));
+        let session = start_session(&socket, peer, datagram, &server, &accepted);
+        peers.insert(peer, Route::new(session));
     }
 }
 
-/// Runs one client's handshake, hands the session on and then runs it.
+/// Starts a session (a task running its handshake, see [`accept_one`]) for `peer`, with
+/// `first` as its first datagram.
+fn start_session(
+    socket: &Arc<UdpSocket>,
+    peer: SocketAddr,
+    first: Vec<u8>,
+    server: &Arc<DtlsServer>,
+    accepted: &mpsc::Sender<Accepted>,
+) -> SessionHandle {
+    let (tx, rx) = mpsc::channel(PEER_QUEUE);
+    let _ = tx.try_send(first);
+    let done = Arc::new(AtomicBool::new(false));
+    let path = Path::Shared {
+        socket: socket.clone(),
+        peer,
+        rx,
+    };
+    let task = accept_one(server.clone(), path, peer, accepted.clone(), done.clone());
+    tokio::spawn(task);
+    SessionHandle { tx, done }
+}
+
+/// Runs one client's handshake, says so in `done`, hands the session on and then runs it.
 async fn accept_one(
     server: Arc<DtlsServer>,
     path: Path,
     peer: SocketAddr,
     accepted: mpsc::Sender<Accepted>,
+    done: Arc<AtomicBool>,
 ) {
     let dtls = Dtls::new_auto(server_config(), server.certificate.clone(), Instant::now());
     let mut s = Session::new(dtls, path);
     let mut client_cert = None;
-    let mut done = s.flush().await;
-    while done.is_ok() && !s.connected {
-        done = match s.peer_cert.take() {
+    let mut finished = s.flush().await;
+    while finished.is_ok() && !s.connected {
+        finished = match s.peer_cert.take() {
             // A client certificate (never asked for, so never verified): noted only.
             Some(der) => {
                 client_cert = Some(CertificateDer::from(der));
@@ -369,10 +395,11 @@ async fn accept_one(
             None => s.step(None).await.map(drop),
         };
     }
-    if let Err(f) = done {
+    if let Err(f) = finished {
         tracing::debug!(%peer, cause = %cause(f), "DTLS handshake with a client failed");
         return;
     }
+    done.store(true, Ordering::Release);
     let info = info(&s.dtls, client_cert);
     let (flow, driver) = match DtlsFlow::new(s) {
         Ok(x) => x,
