@@ -12,8 +12,8 @@ use taps::taps_core::properties::{Name, Protocol};
 use taps::taps_core::race::{AttemptOutcome, RaceEvent};
 use taps::taps_core::VerifyFailure;
 use taps::{
-    AttemptCause, Context, Error, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
-    TransportProperties,
+    AttemptCause, Connection, Context, Error, Listener, Preconnection, RemoteEndpoint,
+    SecurityParameters, TransportProperties,
 };
 use taps_testkit::{open_sockets, TestPki};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -381,25 +381,36 @@ async fn listener_interoperates_with_openssl_s_client_dtls12() {
     let pki = TestPki::new(&["localhost"]).unwrap();
     let ctx = context();
     let (mut listener, port) = echo_server(&ctx, &pki, (Ipv4Addr::LOCALHOST, 0).into()).await;
-    let mut s_client = Peer(
-        Command::new("openssl")
-            .args(["s_client", "-dtls1_2", "-quiet", "-connect"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("-CAfile")
-            .arg(&pki.ca)
-            .args(["-verify_return_error", "-verify_hostname", "localhost"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut s_client = s_client(port, None, &pki);
     let mut conn = tokio::time::timeout(Duration::from_secs(10), listener.accept())
         .await
         .expect("s_client connected")
         .unwrap()
         .unwrap();
     assert_eq!(conn.info().security.as_ref().unwrap().version, "DTLS 1.2");
+    exchange(&mut conn, &mut s_client).await;
+}
+
+/// OpenSSL's DTLS 1.2 client to 127.0.0.1:`port`, verifying the name localhost, from
+/// the local UDP port `local` if given.
+fn s_client(port: u16, local: Option<u16>, pki: &TestPki) -> Peer {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-dtls1_2", "-quiet", "-connect"])
+        .arg(format!("127.0.0.1:{port}"));
+    if let Some(local) = local {
+        cmd.args(["-bind", &format!("127.0.0.1:{local}")]);
+    }
+    cmd.arg("-CAfile")
+        .arg(&pki.ca)
+        .args(["-verify_return_error", "-verify_hostname", "localhost"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    Peer(cmd.spawn().unwrap())
+}
+
+/// A line from `s_client` reaches `conn`, and `conn`'s answer is printed by `s_client`.
+async fn exchange(conn: &mut Connection, s_client: &mut Peer) {
     let printed = expect_output(&mut s_client.0, b"back at you");
     write_line(&mut s_client.0, b"from openssl\n");
     let m = tokio::time::timeout(Duration::from_secs(5), conn.receive())
@@ -411,24 +422,6 @@ async fn listener_interoperates_with_openssl_s_client_dtls12() {
     conn.send(b"back at you\n").await.unwrap();
     let printed = tokio::time::timeout(Duration::from_secs(5), printed).await;
     assert!(printed.unwrap().unwrap(), "s_client printed the reply");
-}
-
-/// OpenSSL's DTLS 1.2 client on a fixed local port.
-fn s_client_from(port: u16, local: u16, pki: &TestPki) -> Peer {
-    Peer(
-        Command::new("openssl")
-            .args(["s_client", "-dtls1_2", "-quiet", "-connect"])
-            .arg(format!("127.0.0.1:{port}"))
-            .args(["-bind", &format!("127.0.0.1:{local}")])
-            .arg("-CAfile")
-            .arg(&pki.ca)
-            .args(["-verify_return_error", "-verify_hostname", "localhost"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
 }
 
 /// A DTLS client that restarts from the same address and port without a close_notify
@@ -449,7 +442,7 @@ async fn a_client_restarted_from_the_same_port_connects_again() {
         .and_then(|s| s.local_addr())
         .unwrap()
         .port();
-    let first = s_client_from(port, local, &pki);
+    let first = s_client(port, Some(local), &pki);
     let mut old = tokio::time::timeout(Duration::from_secs(10), listener.accept())
         .await
         .expect("the first client connected")
@@ -457,23 +450,13 @@ async fn a_client_restarted_from_the_same_port_connects_again() {
         .unwrap();
     drop(first); // SIGKILL: no close_notify
 
-    let mut second = s_client_from(port, local, &pki);
+    let mut second = s_client(port, Some(local), &pki);
     let mut conn = tokio::time::timeout(Duration::from_secs(10), listener.accept())
         .await
         .expect("the restarted client connected")
         .unwrap()
         .unwrap();
-    let printed = expect_output(&mut second.0, b"back at you");
-    write_line(&mut second.0, b"from openssl\n");
-    let m = tokio::time::timeout(Duration::from_secs(5), conn.receive())
-        .await
-        .expect("a message from the restarted client")
-        .unwrap()
-        .unwrap();
-    assert_eq!(m, b"from openssl\n");
-    conn.send(b"back at you\n").await.unwrap();
-    let printed = tokio::time::timeout(Duration::from_secs(5), printed).await;
-    assert!(printed.unwrap().unwrap(), "s_client printed the reply");
+    exchange(&mut conn, &mut second).await;
     // The old session ended when the new one replaced it.
     let end = tokio::time::timeout(Duration::from_secs(5), old.receive())
         .await
