@@ -389,15 +389,25 @@ struct Remote {
     dst: Option<IpAddr>,
     claims: usize,
     last_seen: Instant,
-    /// A COOKIE ECHO came from this remote (since its last accept, once one was
-    /// accepted): an association of its may be waiting for `accept`.
-    cookie_seen: bool,
-    /// An INIT or COOKIE ECHO came since the last accept: another association from
-    /// this UDP address (a NAT, or the kernel handing a just-freed ephemeral port to
-    /// the next client) may be in its handshake or waiting for `accept` on this conn
-    /// address, so the last accepted association's end must not deregister it.
-    handshake_since_accept: bool,
+    heard: Heard,
 }
+
+/// The handshake heard from a remote since its last accept (or since it was first heard).
+/// Another association from the same UDP address (a NAT, a just-freed ephemeral port
+/// reused) can be in its handshake or awaiting `accept` while accepted ones live: the
+/// last one's end deregisters the remote only if nothing was heard.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Heard {
+    Nothing,
+    /// An INIT: a handshake may be under way.
+    Init,
+    /// A COOKIE ECHO: an association may be waiting for `accept`.
+    CookieEcho,
+}
+
+/// SCTP chunk types that open a handshake (RFC 9260 section 3.2).
+const INIT: u8 = 0x01;
+const COOKIE_ECHO: u8 = 0x0a;
 
 #[derive(Default)]
 pub(crate) struct RemoteTable {
@@ -515,8 +525,7 @@ impl SharedUdp {
         if let Some(r) = t.by_addr.get_mut(&addr) {
             was_unclaimed = r.claims == 0;
             r.claims += 1;
-            r.cookie_seen = false;
-            r.handshake_since_accept = false;
+            r.heard = Heard::Nothing;
         }
         if was_unclaimed {
             t.unclaimed -= 1;
@@ -526,7 +535,7 @@ impl SharedUdp {
 
     /// Releases a claim; the remote's conn address is deregistered when no association uses
     /// it: at once, unless a handshake came from the same UDP address since the last
-    /// accept (see [`Remote::handshake_since_accept`]); then the remote is kept as one whose
+    /// accept (see [`Heard`]); then the remote is kept as one whose
     /// handshake has not reached `accept` yet, and forgotten as those are.
     pub(crate) fn unclaim(&self, remote: SocketAddr) {
         let removed = {
@@ -534,10 +543,11 @@ impl SharedUdp {
             let (last, keep) = match t.by_addr.get_mut(&remote) {
                 Some(r) if r.claims > 0 => {
                     r.claims -= 1;
-                    if r.claims == 0 && r.handshake_since_accept {
+                    let keep = r.heard != Heard::Nothing;
+                    if r.claims == 0 && keep {
                         r.last_seen = Instant::now();
                     }
-                    (r.claims == 0, r.handshake_since_accept)
+                    (r.claims == 0, keep)
                 }
                 _ => (false, false),
             };
@@ -664,14 +674,12 @@ fn lookup_or_create(
         r.last_seen = Instant::now();
         // INIT stands alone in its packet and COOKIE ECHO comes first in its: the first
         // chunk's type tells a handshake (one load, for every packet).
-        match pkt.get(12) {
-            Some(0x01) => r.handshake_since_accept = true,
-            Some(0x0a) => {
-                r.handshake_since_accept = true;
-                r.cookie_seen = true;
-            }
-            _ => {}
-        }
+        let heard = match pkt.get(12) {
+            Some(&INIT) => Heard::Init,
+            Some(&COOKIE_ECHO) => Heard::CookieEcho,
+            _ => Heard::Nothing,
+        };
+        r.heard = r.heard.max(heard);
         if dst.is_some() && dst != r.dst {
             // The remote now sends to another of our addresses (rare): answer from that one.
             r.dst = dst;
@@ -681,7 +689,7 @@ fn lookup_or_create(
     }
     // Only an INIT or COOKIE ECHO with a right checksum may open state for a new remote;
     // stray and corrupt packets are dropped.
-    if !(has_chunk(pkt, 0x01) || has_chunk(pkt, 0x0a)) || !checksum_ok(pkt) {
+    if !(has_chunk(pkt, INIT) || has_chunk(pkt, COOKIE_ECHO)) || !checksum_ok(pkt) {
         return None;
     }
     let evicted = if t.unclaimed >= MAX_UNCLAIMED {
@@ -712,8 +720,11 @@ fn lookup_or_create(
             dst,
             claims: 0,
             last_seen: Instant::now(),
-            cookie_seen: has_chunk(pkt, 0x0a),
-            handshake_since_accept: true,
+            heard: if has_chunk(pkt, COOKIE_ECHO) {
+                Heard::CookieEcho
+            } else {
+                Heard::Init
+            },
         },
     );
     t.unclaimed += 1;
@@ -731,7 +742,9 @@ fn expire(table: &Mutex<RemoteTable>) {
             .iter()
             .filter(|(_, r)| {
                 let idle = now.duration_since(r.last_seen);
-                r.claims == 0 && (idle > REMOTE_IDLE || (!r.cookie_seen && idle > HANDSHAKE_IDLE))
+                r.claims == 0
+                    && (idle > REMOTE_IDLE
+                        || (r.heard != Heard::CookieEcho && idle > HANDSHAKE_IDLE))
             })
             .map(|(a, _)| *a)
             .collect();

@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::HANDSHAKE_RECORD;
+
 /// A session of a peer: where its datagrams go, and whether its handshake is done.
 pub(super) struct SessionHandle {
     pub(super) tx: mpsc::Sender<Vec<u8>>,
@@ -76,7 +78,7 @@ impl Route {
         let to = match &self.next {
             Some(next) if is_handshake_traffic(&datagram) => &next.tx,
             Some(_) => &self.session.tx,
-            None if self.session.done.load(Ordering::Acquire) && is_client_hello(&datagram) => {
+            None if is_client_hello(&datagram) && self.session.done.load(Ordering::Acquire) => {
                 return Delivery::NewHandshake(datagram);
             }
             None => &self.session.tx,
@@ -90,8 +92,6 @@ impl Route {
     }
 }
 
-/// Record content type "handshake".
-const HANDSHAKE: u8 = 22;
 /// Handshake message type "ClientHello".
 const CLIENT_HELLO: u8 = 1;
 
@@ -99,7 +99,7 @@ const CLIENT_HELLO: u8 = 1;
 /// version, epoch, sequence number, length: 13 bytes; then the handshake message's type).
 pub(super) fn is_client_hello(datagram: &[u8]) -> bool {
     datagram.len() > 13
-        && datagram[0] == HANDSHAKE
+        && datagram[0] == HANDSHAKE_RECORD
         && datagram[3..5] == [0, 0]
         && datagram[13] == CLIENT_HELLO
 }
@@ -113,7 +113,7 @@ pub(super) fn is_handshake_traffic(datagram: &[u8]) -> bool {
         Some(&b) if b & 0xe0 == 0x20 => b & 0x03 == 2,
         Some(&kind) if datagram.len() >= 5 => {
             let epoch = u16::from_be_bytes([datagram[3], datagram[4]]);
-            epoch == 0 || (kind == HANDSHAKE && epoch == 1)
+            epoch == 0 || (kind == HANDSHAKE_RECORD && epoch == 1)
         }
         _ => false,
     }
