@@ -42,6 +42,9 @@
 //! - The race fails when every family has answered, nothing is queued and nothing is
 //!   alive, or when the establishment timeout expires; the error lists every cause.
 //! - Candidates with `unavailable` set are never started; the report lists them as skipped.
+//!
+//! [`SingleRace`] is the same race for the commonest case, an address literal that gives
+//! one candidate: the same decisions and reports at a fraction of the cost.
 
 mod commit;
 use commit::Commitment;
@@ -50,6 +53,7 @@ mod gate;
 #[cfg(test)]
 mod proptests;
 mod report;
+mod single;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +66,7 @@ pub use report::{
     AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, DnsSource, EventText, FailureKind,
     RaceError, RaceEvent, RaceReport,
 };
+pub use single::SingleRace;
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
