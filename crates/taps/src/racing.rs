@@ -12,6 +12,10 @@
 //! which flow they belong to. Spans and their fields are built only when a subscriber
 //! listens at `info`; otherwise a race pays a few relaxed atomic loads.
 //!
+//! A race to an address literal that gives one candidate takes the core's
+//! [`SingleRace`](taps_core::race::SingleRace) instead ([`single`]): the same decisions and
+//! report, one attempt awaited against the deadline, without this driver's event loop.
+//!
 //! Time comes from tokio's clock ([`tokio::time::Instant`]), so a test with a paused
 //! runtime clock runs a whole race over real sockets in virtual time.
 
@@ -42,6 +46,8 @@ use crate::resolver::{DnsAnswer, Resolution, ResolutionEvent};
 use crate::scoring::{AnswerCache, ScoreFor};
 use crate::security::ClientSecurity;
 use crate::transport::{self, AttemptError, Established, Milestone, SocketOptions};
+
+mod single;
 
 type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + Send>>;
 
@@ -120,18 +126,42 @@ pub(crate) fn race<'a>(
         remote = %input.remote,
     );
     let start = now();
-    // Boxed on its own: the driver (at most `DRIVER_SIZE_LIMIT`, checked at compile
-    // time) and the future awaiting `drive` (~0.6 KB) are each a small block for glibc's
-    // malloc (small bins, and its per-thread cache), where one 1.6 KB block went through its large
-    // bins: 340 instructions fewer per race (callgrind, `connect_many taps 256 8`).
-    let mut driver = Box::new(span.in_scope(|| Driver::new(input, config, start)));
+    // An address literal with one candidate takes the core's one-candidate race, unless
+    // a subscriber listens (the general driver logs every step).
+    let one = if span.is_disabled() {
+        single::start(input, &config, start)
+    } else {
+        Err(input)
+    };
+    let way = match one {
+        Ok(one) => Way::One(one),
+        // Boxed on its own: the driver (at most `DRIVER_SIZE_LIMIT`, checked at compile
+        // time) and the future awaiting `drive` (~0.6 KB) are each a small block for
+        // glibc's malloc (small bins, and its per-thread cache), where one 1.6 KB block
+        // went through its large bins: 340 instructions fewer per race (callgrind,
+        // `connect_many taps 256 8`).
+        Err(input) => Way::General(Box::new(
+            span.in_scope(|| Driver::new(input, config, start)),
+        )),
+    };
     async move {
-        match driver.drive(start).await {
-            Decided::Won(id) => driver.finish_won(id),
-            Decided::Failed(err) => Err(driver.finish_failed(err)),
+        match way {
+            Way::One(one) => one.run().await,
+            Way::General(mut driver) => match driver.drive(start).await {
+                Decided::Won(id) => driver.finish_won(id),
+                Decided::Failed(err) => Err(driver.finish_failed(err)),
+            },
         }
     }
     .instrument(span)
+}
+
+/// Which executor a race takes.
+enum Way<'a> {
+    /// The core's one-candidate race ([`single`]).
+    One(Box<single::One<'a>>),
+    /// The general race's driver.
+    General(Box<Driver<'a>>),
 }
 
 impl<'a> Driver<'a> {

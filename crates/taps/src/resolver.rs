@@ -485,7 +485,7 @@ fn is_localhost(host: &str) -> bool {
 }
 
 /// `host` as an address literal: dotted IPv4, IPv6, or IPv6 in brackets.
-fn parse_literal(host: &str) -> Option<IpAddr> {
+pub(crate) fn parse_literal(host: &str) -> Option<IpAddr> {
     match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         Some(inner) => inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
         None => host.parse().ok(),
