@@ -88,13 +88,52 @@ impl TapsListener {
     }
 }
 
-/// Waits until something accepts TCP on 127.0.0.1:`port`.
-fn wait_for(port: u16) {
-    let t0 = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "nothing on {port}");
-        std::thread::sleep(Duration::from_millis(20));
+/// `openssl s_server -rev` (ALPN h2) on a free port, once it listens: it says "ACCEPT"
+/// on its output when its own socket is bound and listening. (A port answering is not
+/// enough: a port free when picked can be taken before the server binds it, by another
+/// test's listener; the server then exits, and the port's other owner may be gone a
+/// moment later.) A server that exits before it listens starts again on another port.
+fn s_server(pki: &TestPki) -> (Killed, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut server = Killed(
+            Command::new("openssl")
+                .args(["s_server", "-rev", "-alpn", "h2", "-accept"])
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("-cert")
+                .arg(&pki.cert)
+                .arg("-key")
+                .arg(&pki.key)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let out = server.0.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads the server's output to its end (so it never blocks on a full pipe) and
+        // says whether "ACCEPT" came before it.
+        std::thread::spawn(move || {
+            let mut said = false;
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if !said && line.trim() == "ACCEPT" {
+                    said = true;
+                    let _ = tx.send(true);
+                }
+            }
+            if !said {
+                let _ = tx.send(false);
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(true) => return (server, port),
+            Ok(false) => continue,
+            Err(_) => panic!("openssl s_server did not listen on {port} within 10 s"),
+        }
     }
+    panic!("openssl s_server did not listen on any of five free ports");
 }
 
 struct Killed(Child);
@@ -118,22 +157,7 @@ fn connect_to_openssl_s_server_verified_and_not() {
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();
-    let port = free_port();
-    let _server = Killed(
-        Command::new("openssl")
-            .args(["s_server", "-quiet", "-rev", "-alpn", "h2", "-accept"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("-cert")
-            .arg(&pki.cert)
-            .arg("-key")
-            .arg(&pki.key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(port);
+    let (_server, port) = s_server(&pki);
     let p = port.to_string();
     let ca = pki.ca.to_str().unwrap();
     let text = connect_ok(&[
