@@ -14,7 +14,7 @@ use crate::connection::Io;
 use crate::endpoint::RemoteEndpoint;
 use crate::error::EstablishError;
 use crate::racing::RaceInput;
-use crate::resolver::{DnsFailure, ResolutionEvent};
+use crate::resolver::{parse_literal, DnsFailure, ResolutionEvent};
 use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
 use crate::security::{runs_secure, ClientSecurity, SecurityParameters, ServerSecurity};
@@ -31,8 +31,8 @@ pub struct Preconnection {
     pub(crate) props: Properties,
     plan: OnceLock<Result<Arc<Plan>, Unsatisfiable>>,
     socket_options: OnceLock<Arc<SocketOptions>>,
-    /// The remote's CIB key, formatted once.
-    remote_key: OnceLock<Arc<str>>,
+    /// The remote's CIB key and whether it is an address literal, worked out once.
+    remote_facts: OnceLock<RemoteFacts>,
     /// The last scored DNS answer, shared by this preconnection's races.
     scored: AnswerCache,
     /// Security parameters (defaults when unset).
@@ -58,6 +58,14 @@ pub struct CandidateListing {
     pub gathered: Gathered,
 }
 
+/// A preconnection's remote as its races use it.
+struct RemoteFacts {
+    /// The CIB key (`host:port`).
+    key: Arc<str>,
+    /// The address, when the host is an address literal.
+    literal: Option<IpAddr>,
+}
+
 impl Preconnection {
     /// A preconnection in `ctx` with compiled `props` (shared, not copied).
     pub fn new(ctx: &Context, props: Properties) -> Preconnection {
@@ -68,7 +76,7 @@ impl Preconnection {
             props,
             plan: OnceLock::new(),
             socket_options: OnceLock::new(),
-            remote_key: OnceLock::new(),
+            remote_facts: OnceLock::new(),
             scored: AnswerCache::default(),
             security: SecurityParameters::default(),
             client_security: OnceLock::new(),
@@ -92,7 +100,7 @@ impl Preconnection {
     /// Sets the remote endpoint.
     pub fn remote(mut self, remote: RemoteEndpoint) -> Preconnection {
         self.remote = Some(remote);
-        self.remote_key = OnceLock::new();
+        self.remote_facts = OnceLock::new();
         self.client_security = OnceLock::new();
         self
     }
@@ -135,9 +143,17 @@ impl Preconnection {
         Ok(self.client_security.get_or_init(|| Some(sec)).clone())
     }
 
-    /// The remote's CIB key (`host:port`), formatted on first use.
+    /// What every race to `remote` needs of its name, worked out on first use.
+    fn remote_facts(&self, remote: &RemoteEndpoint) -> &RemoteFacts {
+        self.remote_facts.get_or_init(|| RemoteFacts {
+            key: remote.key(),
+            literal: parse_literal(&remote.host),
+        })
+    }
+
+    /// The remote's CIB key (`host:port`).
     fn remote_key(&self, remote: &RemoteEndpoint) -> Arc<str> {
-        self.remote_key.get_or_init(|| remote.key()).clone()
+        self.remote_facts(remote).key.clone()
     }
 
     /// Sets the local endpoint (address and port to bind or listen on).
@@ -340,7 +356,7 @@ impl Preconnection {
         let opts = self.socket_options();
         let mut config = racing::race_config(&self.props);
         config.timeline = self.race_timeline;
-        let key = self.remote_key(remote);
+        let facts = self.remote_facts(remote);
         let security = self.client_security(plan, remote)?;
         // Boxed: the race's state (driver, timer, attempts: about 1.7 KB) lives on the heap
         // for the race only, so a caller's future (and the task it is spawned in) stays
@@ -348,7 +364,8 @@ impl Preconnection {
         let input = RaceInput {
             ctx: &self.ctx,
             remote,
-            key,
+            key: facts.key.clone(),
+            literal: facts.literal,
             plan,
             scored: &self.scored,
             opts: &opts,

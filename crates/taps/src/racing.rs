@@ -85,6 +85,8 @@ pub(crate) struct RaceInput<'a> {
     pub(crate) remote: &'a RemoteEndpoint,
     /// The remote's CIB key (`host:port`).
     pub(crate) key: Arc<str>,
+    /// The remote's address, when its host is an address literal.
+    pub(crate) literal: Option<IpAddr>,
     pub(crate) plan: &'a Arc<Plan>,
     /// The preconnection's last scored answer.
     pub(crate) scored: &'a AnswerCache,

@@ -16,7 +16,6 @@ use taps_core::Family;
 
 use super::{can_leave, interfaces_changed, now, reports_milestones, RaceInput, Won};
 use crate::error::Error;
-use crate::resolver::parse_literal;
 use crate::scoring::ScoreFor;
 use crate::transport::{self, AttemptError, Established};
 
@@ -29,17 +28,20 @@ pub(super) struct One<'a> {
 }
 
 /// The one-candidate race for `input`, its attempt due to start now; `input` back when
-/// the general race must run: the remote is a name (or `localhost`), its answer gives no
-/// candidate or several, or the one it gives reports milestones (SCTP, secure stacks),
-/// cannot run in this build, or the config keeps a timeline. Cost: parsing the literal
-/// and gathering its candidates (which the general race would do as well).
+/// the general race must run: the remote is a name (or `localhost`), the plan allows
+/// several stacks (checked before gathering, so a race of several candidates gathers them
+/// once, in the general driver) or one that reports milestones (SCTP, secure stacks), the
+/// literal's candidates are not exactly one this build can run, or the config keeps a
+/// timeline. Cost: gathering the literal's candidates (which the general race would do).
 pub(super) fn start<'a>(
     input: RaceInput<'a>,
     config: &RaceConfig,
     started: Instant,
 ) -> Result<Box<One<'a>>, RaceInput<'a>> {
-    let Some(ip) = parse_literal(&input.remote.host).filter(|_| !config.timeline) else {
-        return Err(input);
+    let one_plain_stack = matches!(input.plan.stacks(), [only] if !reports_milestones(&only.stack));
+    let ip = match input.literal {
+        Some(ip) if one_plain_stack && !config.timeline => ip,
+        _ => return Err(input),
     };
     let family = Family::of(&ip);
     let now = now();
@@ -49,8 +51,9 @@ pub(super) fn start<'a>(
         port: input.remote.port,
     };
     let mut gathered = input.scored.gather(&on, input.ctx, family, &[ip], now);
+    // One stack can still give several candidates (a policy binding several interfaces).
     let one = match gathered.candidates.pop() {
-        Some(c) if gathered.candidates.is_empty() && !reports_milestones(&c.stack) => c,
+        Some(c) if gathered.candidates.is_empty() => c,
         _ => return Err(input),
     };
     match SingleRace::start(config, started, family, DnsSource::Answer, one, now) {
