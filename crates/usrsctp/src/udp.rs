@@ -392,10 +392,9 @@ struct Remote {
     heard: Heard,
 }
 
-/// The handshake heard from a remote since its last accept (or since it was first heard).
-/// Another association from the same UDP address (a NAT, a just-freed ephemeral port
-/// reused) can be in its handshake or awaiting `accept` while accepted ones live: the
-/// last one's end deregisters the remote only if nothing was heard.
+/// The handshake heard from a remote since its last accept: another association from its
+/// UDP address (a NAT, a just-freed port reused) may be under way, so the end of its last
+/// accepted one deregisters the remote only if nothing was heard.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Heard {
     Nothing,
@@ -403,6 +402,18 @@ enum Heard {
     Init,
     /// A COOKIE ECHO: an association may be waiting for `accept`.
     CookieEcho,
+}
+
+impl Heard {
+    /// What `pkt` says of a handshake. INIT stands alone in its packet and COOKIE ECHO
+    /// comes first in its: the first chunk's type tells (one load, for every packet).
+    fn in_packet(pkt: &[u8]) -> Heard {
+        match pkt.get(12) {
+            Some(&INIT) => Heard::Init,
+            Some(&COOKIE_ECHO) => Heard::CookieEcho,
+            _ => Heard::Nothing,
+        }
+    }
 }
 
 /// SCTP chunk types that open a handshake (RFC 9260 section 3.2).
@@ -535,8 +546,7 @@ impl SharedUdp {
 
     /// Releases a claim; the remote's conn address is deregistered when no association uses
     /// it: at once, unless a handshake came from the same UDP address since the last
-    /// accept (see [`Heard`]); then the remote is kept as one whose
-    /// handshake has not reached `accept` yet, and forgotten as those are.
+    /// accept ([`Heard`]); then it is kept, and forgotten, as a handshake not yet accepted.
     pub(crate) fn unclaim(&self, remote: SocketAddr) {
         let removed = {
             let mut t = lock(&self.table);
@@ -672,14 +682,7 @@ fn lookup_or_create(
     let mut t = lock(table);
     if let Some(r) = t.by_addr.get_mut(&from) {
         r.last_seen = Instant::now();
-        // INIT stands alone in its packet and COOKIE ECHO comes first in its: the first
-        // chunk's type tells a handshake (one load, for every packet).
-        let heard = match pkt.get(12) {
-            Some(&INIT) => Heard::Init,
-            Some(&COOKIE_ECHO) => Heard::CookieEcho,
-            _ => Heard::Nothing,
-        };
-        r.heard = r.heard.max(heard);
+        r.heard = r.heard.max(Heard::in_packet(pkt));
         if dst.is_some() && dst != r.dst {
             // The remote now sends to another of our addresses (rare): answer from that one.
             r.dst = dst;
@@ -720,11 +723,8 @@ fn lookup_or_create(
             dst,
             claims: 0,
             last_seen: Instant::now(),
-            heard: if has_chunk(pkt, COOKIE_ECHO) {
-                Heard::CookieEcho
-            } else {
-                Heard::Init
-            },
+            // Checked above: the packet carries an INIT or a COOKIE ECHO.
+            heard: Heard::in_packet(pkt).max(Heard::Init),
         },
     );
     t.unclaimed += 1;
