@@ -3,9 +3,10 @@
 //! against `openssl s_client` and `taps connect`. Certificates are made at run time.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use taps_testkit::openssl::{s_server_rev, Killed};
 use taps_testkit::{free_port, TestPki};
 
 fn have_openssl() -> bool {
@@ -88,63 +89,6 @@ impl TapsListener {
     }
 }
 
-/// `openssl s_server -rev` (ALPN h2) on a free port, once it listens: it says "ACCEPT"
-/// on its output when its own socket is bound and listening. (A port answering is not
-/// enough: a port free when picked can be taken before the server binds it, by another
-/// test's listener; the server then exits, and the port's other owner may be gone a
-/// moment later.) A server that exits before it listens starts again on another port.
-fn s_server(pki: &TestPki) -> (Killed, u16) {
-    for _ in 0..5 {
-        let port = free_port();
-        let mut server = Killed(
-            Command::new("openssl")
-                .args(["s_server", "-rev", "-alpn", "h2", "-accept"])
-                .arg(format!("127.0.0.1:{port}"))
-                .arg("-cert")
-                .arg(&pki.cert)
-                .arg("-key")
-                .arg(&pki.key)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let out = server.0.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        // Reads the server's output to its end (so it never blocks on a full pipe) and
-        // says whether "ACCEPT" came before it.
-        std::thread::spawn(move || {
-            let mut said = false;
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if !said && line.trim() == "ACCEPT" {
-                    said = true;
-                    let _ = tx.send(true);
-                }
-            }
-            if !said {
-                let _ = tx.send(false);
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(true) => return (server, port),
-            Ok(false) => continue,
-            Err(_) => panic!("openssl s_server did not listen on {port} within 10 s"),
-        }
-    }
-    panic!("openssl s_server did not listen on any of five free ports");
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 const SECURE: &str = r#"{"security":"require"}"#;
 
 #[test]
@@ -157,7 +101,7 @@ fn connect_to_openssl_s_server_verified_and_not() {
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();
-    let (_server, port) = s_server(&pki);
+    let (_server, port) = s_server_rev(&pki, &["-alpn", "h2"]);
     let p = port.to_string();
     let ca = pki.ca.to_str().unwrap();
     let text = connect_ok(&[

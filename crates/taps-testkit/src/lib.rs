@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod openssl;
 mod pki;
 mod skip;
 mod sockets;

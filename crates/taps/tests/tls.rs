@@ -6,7 +6,7 @@ mod common;
 use common::spawn_echo;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use taps::taps_core::properties::{Name, Protocol};
@@ -16,6 +16,7 @@ use taps::{
     AttemptCause, Context, Error, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
     SetupError, TransportProperties,
 };
+use taps_testkit::openssl::s_server_rev;
 use taps_testkit::{TestPki, Validity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -334,23 +335,7 @@ async fn interoperates_with_openssl_s_server() {
         return;
     }
     let pki = TestPki::new(&["localhost"]).unwrap();
-    let port = StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Command::new("openssl")
-        .args(["s_server", "-quiet", "-rev", "-alpn", "h2", "-accept"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("-cert")
-        .arg(&pki.cert)
-        .arg("-key")
-        .arg(&pki.key)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (_server, port) = s_server_rev(&pki, &["-alpn", "h2"]);
     let ctx = Context::builder().build().unwrap();
     let pre = client(
         &ctx,
@@ -360,17 +345,7 @@ async fn interoperates_with_openssl_s_server() {
             .server_name("localhost")
             .alpn(["h2"]),
     );
-    let mut conn = None;
-    for _ in 0..50 {
-        match pre.initiate().await {
-            Ok(c) => {
-                conn = Some(c);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-    let mut conn = conn.expect("s_server answered");
+    let mut conn = pre.initiate().await.expect("s_server answered");
     let sec = conn.info().security.clone().unwrap();
     assert_eq!(sec.version, "TLS 1.3");
     assert_eq!(sec.alpn.as_deref(), Some(&b"h2"[..]));
@@ -378,6 +353,4 @@ async fn interoperates_with_openssl_s_server() {
     let mut line = [0u8; 6];
     conn.read_exact(&mut line).await.unwrap();
     assert_eq!(&line, b"olleh\n");
-    let _ = server.kill();
-    let _ = server.wait();
 }
