@@ -90,6 +90,25 @@ async fn roundtrip_ipv6() {
     roundtrip("[::1]:0", 5011).await;
 }
 
+/// A peer may send on a stream as soon as the association is up; what arrives before
+/// this side claims the stream is delivered to the handle it then claims (the claim came
+/// too late for NEAT's daytime server, whose one message waited in `recv`'s queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_claimed_late_gets_what_arrived_before() {
+    let opts = SctpOptions::default();
+    let (client, server, _l) = pair("127.0.0.1:0", 5012, &opts).await;
+    let marker = client.stream(7).unwrap();
+    server.send(0, b"early", true, 1).await.unwrap();
+    server.send(7, b"marker", true, 1).await.unwrap();
+    // Messages are delivered in the order they were sent (no loss on loopback), so
+    // "early" waits unclaimed once the marker is here.
+    let m = timeout(T, marker.recv()).await.unwrap().unwrap().unwrap();
+    assert_eq!(m.data, b"marker");
+    let s0 = client.stream(0).unwrap();
+    let m = timeout(T, s0.recv()).await.unwrap().unwrap().unwrap();
+    assert_eq!((m.stream, m.data.as_slice()), (0, &b"early"[..]));
+}
+
 fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(31) ^ (i >> 11)) as u8
 }

@@ -172,9 +172,10 @@ impl Association {
             .filter(|&f| f > 0)
     }
 
-    /// Claims `stream`: from now on its messages go to the returned handle (messages already
-    /// queued for [`Association::recv`] stay there). Fails if the stream already has a handle.
-    /// No I/O: one inbox allocation.
+    /// Claims `stream`: its messages go to the returned handle, those that arrived before
+    /// the claim and wait for [`Association::recv`] included (a peer may send on a stream
+    /// as soon as the association is up, before this side claims it). Fails if the stream
+    /// already has a handle. No I/O: one inbox allocation.
     pub fn stream(&self, id: u16) -> Result<StreamHandle> {
         let (_, outbound) = self.streams();
         if outbound != 0 && id >= outbound {
@@ -188,6 +189,9 @@ impl Association {
             return Err(Error::StreamInUse(id));
         }
         let ib = Inbox::new();
+        for m in r.default.take_where(|m| m.stream == id) {
+            ib.push(m);
+        }
         if let Some(end) = &r.end {
             ib.end(end.clone());
         }

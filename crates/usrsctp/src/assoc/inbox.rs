@@ -69,4 +69,15 @@ impl<T> Inbox<T> {
     pub(super) fn drain(&self) -> Vec<T> {
         lock(&self.st).q.drain(..).collect()
     }
+
+    /// Takes the queued items `pick` selects, in order; the rest stay, in order.
+    pub(super) fn take_where(&self, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut st = lock(&self.st);
+        if !st.q.iter().any(&mut pick) {
+            return Vec::new();
+        }
+        let (taken, kept): (VecDeque<T>, VecDeque<T>) = st.q.drain(..).partition(|v| pick(v));
+        st.q = kept;
+        taken.into()
+    }
 }
