@@ -23,10 +23,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
+use std::task::{ready, Context as TaskContext, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
@@ -34,6 +34,7 @@ use taps_core::candidates::{Candidate, Security, Stack};
 use taps_core::properties::Protocol;
 use taps_core::race::RaceReport;
 
+use crate::framing::{FrameReader, FrameWriter};
 use crate::sctp_flow::{NoSibling, SctpFlow};
 use crate::security::quic::SharedQuic;
 use crate::security::{dtls, DtlsFlow, QuicStream, SecurityInfo};
@@ -58,43 +59,6 @@ impl Drop for Slot {
         let _ = &self.permit;
         self.live.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-/// The first allocation for a received framed message; the buffer grows as bytes arrive.
-const FIRST_CHUNK: usize = 64 << 10;
-
-/// Reads one length-prefixed message (4-byte big-endian length, then that many bytes) from
-/// a byte stream: the framing decoder of [`Connection::receive`], apart so it can be fuzzed
-/// on in-memory readers. `None` when the stream ends before a whole header; a length over
-/// `max` is [`Error::MessageTooBig`] before anything is allocated; an end inside a body is
-/// an I/O error (`UnexpectedEof`). Cost: allocations growing with the bytes that arrive
-/// (the first at most 64 KiB), never the announced length up front.
-#[doc(hidden)]
-pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
-    r: &mut R,
-    max: usize,
-) -> Result<Option<Vec<u8>>, Error> {
-    let mut len = [0u8; 4];
-    let mut got = 0;
-    while got < len.len() {
-        match r.read(&mut len[got..]).await? {
-            // A clean end only between messages: the peer closed mid-header otherwise.
-            0 if got == 0 => return Ok(None),
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("the peer closed after {got} of a message's 4-byte length"),
-                )
-                .into())
-            }
-            n => got += n,
-        }
-    }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > max {
-        return Err(Error::MessageTooBig { size: len, max });
-    }
-    Ok(Some(read_framed(r, len).await?))
 }
 
 /// What was established and how.
@@ -184,6 +148,10 @@ pub struct Connection {
     max_message: usize,
     /// A received length was over the limit: the framing is lost, receiving fails.
     framing_lost: Option<usize>,
+    /// The framed message being received (byte streams).
+    frame_in: FrameReader,
+    /// The framed message being sent (byte streams).
+    frame_out: FrameWriter,
     /// The sending side was shut down (FIN sent): `close` does not repeat it (a second
     /// shutdown of a TCP socket whose peer has closed fails with ENOTCONN).
     write_shut: bool,
@@ -307,6 +275,8 @@ impl Connection {
             stats: Statistics::default(),
             max_message: MAX_MESSAGE,
             framing_lost: None,
+            frame_in: FrameReader::default(),
+            frame_out: FrameWriter::default(),
             write_shut: false,
             _slot: None,
         }
@@ -353,87 +323,108 @@ impl Connection {
         s
     }
 
-    /// Sends one message (framed on byte streams, one datagram otherwise).
+    /// Sends one message (framed on byte streams, one datagram otherwise, one SCTP
+    /// message on SCTP). Not cancel-safe on byte streams and SCTP: a send dropped after
+    /// part of the message went leaves the stream mid-message.
     pub async fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
-        match &mut self.io {
-            Io::Stream(s) => {
-                if msg.len() > self.max_message {
-                    return Err(Error::MessageTooBig {
-                        size: msg.len(),
-                        max: self.max_message,
-                    });
-                }
-                let len = (msg.len() as u32).to_be_bytes();
-                s.write_all(&len).await?;
-                s.write_all(msg).await?;
-            }
-            Io::Datagram(s) => {
-                s.send(msg).await?;
-            }
-            Io::Accepted { socket, peer, .. } => {
-                socket.send_to(msg, *peer).await?;
-            }
-            Io::Sctp(f) => f.send(msg).await?,
+        std::future::poll_fn(|cx| self.poll_send(cx, msg)).await
+    }
+
+    /// The poll form of [`send`](Self::send), for callers that drive the connection
+    /// from their own future: `Pending` until the whole message is handed to the
+    /// transport; call again with the same message (as with `AsyncWrite::poll_write`).
+    /// On SCTP the message goes whole, however long (usrsctp takes it in pieces with
+    /// explicit end of record); on UDP and DTLS it is one datagram. Costs what `send`
+    /// costs: a copy into the transport (SCTP: one boxed future per message).
+    pub fn poll_send(&mut self, cx: &mut TaskContext<'_>, msg: &[u8]) -> Poll<Result<(), Error>> {
+        let r = match &mut self.io {
+            Io::Stream(s) => self.frame_out.poll_frame(cx, s, msg, self.max_message),
+            Io::Datagram(s) => s.poll_send(cx, msg).map_ok(drop).map_err(Error::from),
+            Io::Accepted { socket, peer, .. } => socket
+                .poll_send_to(cx, msg, *peer)
+                .map_ok(drop)
+                .map_err(Error::from),
+            Io::Sctp(f) => f.poll_send(cx, msg).map_err(Error::from),
             Io::Dtls(d) => {
                 if msg.len() > dtls::MAX_MESSAGE {
-                    return Err(Error::MessageTooBig {
+                    return Poll::Ready(Err(Error::MessageTooBig {
                         size: msg.len(),
                         max: dtls::MAX_MESSAGE,
-                    });
+                    }));
                 }
-                d.send(msg).await?;
+                d.poll_write(cx, msg).map_ok(drop).map_err(Error::from)
             }
+        };
+        if let Poll::Ready(Ok(())) = r {
+            self.stats.bytes_sent += msg.len() as u64;
+            self.stats.messages_sent += 1;
         }
-        self.stats.bytes_sent += msg.len() as u64;
-        self.stats.messages_sent += 1;
-        Ok(())
+        r
     }
 
     /// Receives one message; `None` when the peer closed (byte streams) or the listener
-    /// stopped (accepted datagram flows).
+    /// stopped (accepted datagram flows). Cancel-safe: what a dropped call read is kept
+    /// for the next one.
     pub async fn receive(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        std::future::poll_fn(|cx| self.poll_receive(cx)).await
+    }
+
+    /// The poll form of [`receive`](Self::receive), for callers that drive the
+    /// connection from their own future: `Ready` with one whole message (an SCTP
+    /// message however long, one datagram, one framed message), `Ready(Ok(None))` at
+    /// the end. A datagram read allocates 64 KiB and keeps what arrived.
+    pub fn poll_receive(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Result<Option<Vec<u8>>, Error>> {
         let msg = match &mut self.io {
             Io::Stream(s) => {
                 if let Some(size) = self.framing_lost {
                     let max = self.max_message;
-                    return Err(Error::MessageTooBig { size, max });
+                    return Poll::Ready(Err(Error::MessageTooBig { size, max }));
                 }
-                match read_frame(s, self.max_message).await {
+                match ready!(self.frame_in.poll_frame(cx, s, self.max_message)) {
                     Ok(Some(m)) => m,
-                    Ok(None) => return Ok(None),
+                    Ok(None) => return Poll::Ready(Ok(None)),
                     Err(Error::MessageTooBig { size, max }) => {
                         // The rest of the stream cannot be framed any more.
                         self.framing_lost = Some(size);
-                        return Err(Error::MessageTooBig { size, max });
+                        return Poll::Ready(Err(Error::MessageTooBig { size, max }));
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => return Poll::Ready(Err(e)),
                 }
             }
-            Io::Datagram(s) => {
+            Io::Datagram(s) => loop {
+                ready!(s.poll_recv_ready(cx))?;
                 let mut buf = vec![0; 65536];
-                let n = s.recv(&mut buf).await?;
-                buf.truncate(n);
-                buf
-            }
+                match s.try_recv(&mut buf) {
+                    Ok(n) => {
+                        buf.truncate(n);
+                        break buf;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Err(e.into())),
+                }
+            },
             Io::Accepted { rx, pending, .. } => match pending.take() {
-                Some((d, _)) => d,
-                None => match rx.recv().await {
+                Some((d, off)) => d[off..].to_vec(),
+                None => match ready!(rx.poll_recv(cx)) {
                     Some(d) => d,
-                    None => return Ok(None),
+                    None => return Poll::Ready(Ok(None)),
                 },
             },
-            Io::Sctp(f) => match f.receive().await? {
+            Io::Sctp(f) => match ready!(f.poll_receive(cx))? {
                 Some(d) => d,
-                None => return Ok(None),
+                None => return Poll::Ready(Ok(None)),
             },
-            Io::Dtls(d) => match d.receive().await? {
+            Io::Dtls(d) => match ready!(d.poll_receive(cx))? {
                 Some(m) => m,
-                None => return Ok(None),
+                None => return Poll::Ready(Ok(None)),
             },
         };
         self.stats.bytes_received += msg.len() as u64;
         self.stats.messages_received += 1;
-        Ok(Some(msg))
+        Poll::Ready(Ok(Some(msg)))
     }
 
     /// Closes gracefully: on byte streams, sends FIN after queued data; the peer reads
@@ -558,19 +549,6 @@ impl Connection {
     }
 }
 
-/// Reads a framed message body of `len` bytes, growing the buffer as bytes arrive.
-async fn read_framed<R: AsyncRead + Unpin + ?Sized>(s: &mut R, len: usize) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::with_capacity(len.min(FIRST_CHUNK));
-    let n = s.take(len as u64).read_to_end(&mut buf).await?;
-    if n < len {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("the peer closed after {n} of a {len}-byte message"),
-        ));
-    }
-    Ok(buf)
-}
-
 impl AsyncRead for Connection {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -658,6 +636,7 @@ impl AsyncWrite for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framing::read_frame;
 
     fn decode(mut bytes: &[u8]) -> Vec<Result<Option<Vec<u8>>, String>> {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -29,6 +29,7 @@ mod connection;
 mod context;
 mod endpoint;
 mod error;
+mod framing;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod interfaces;
@@ -42,12 +43,12 @@ mod sctp_flow;
 mod security;
 mod transport;
 
-#[doc(hidden)]
-pub use connection::read_frame;
 pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
 pub use error::{Error, EstablishError, SetupError};
+#[doc(hidden)]
+pub use framing::read_frame;
 pub use listener::{Listener, ListenerOptions, MissingStack};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};

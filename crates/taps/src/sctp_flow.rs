@@ -161,6 +161,8 @@ pub(crate) struct SctpFlow {
     read: Mutex<Option<IoFuture<Option<Vec<u8>>>>>,
     pending: Option<(Vec<u8>, usize)>,
     write: Mutex<Option<IoFuture<usize>>>,
+    /// The whole message [`SctpFlow::poll_send`] is sending.
+    sending: Mutex<Option<IoFuture<()>>>,
     /// The peer ended its sending side: reads return end of stream.
     read_ended: bool,
     /// Our sending side is ended ([`FLOW_END_PPID`] handed to usrsctp).
@@ -186,6 +188,7 @@ impl SctpFlow {
             read: Mutex::new(None),
             pending: None,
             write: Mutex::new(None),
+            sending: Mutex::new(None),
             read_ended: false,
             write_ended: false,
             ending: Mutex::new(None),
@@ -240,31 +243,57 @@ impl SctpFlow {
         self.stream.queued_bytes()
     }
 
-    /// Sends one message (one SCTP user message, ordered). SCTP cannot carry an empty
-    /// message, so one is sent as one byte of [`EMPTY_PPID`].
-    pub(crate) async fn send(&self, msg: &[u8]) -> io::Result<()> {
-        let (data, ppid) = if msg.is_empty() {
-            (&[0u8][..], EMPTY_PPID)
-        } else {
-            (msg, DATA_PPID)
-        };
-        self.stream
-            .send(data, true, ppid)
-            .await
-            .map_err(io::Error::other)
+    /// Sends one message (one SCTP user message, ordered, however long: usrsctp takes it
+    /// in pieces with explicit end of record). SCTP cannot carry an empty message, so
+    /// one is sent as one byte of [`EMPTY_PPID`]. The caller repeats the same message
+    /// after `Pending` (as with `poll_write`); the first call copies it into a boxed
+    /// future.
+    pub(crate) fn poll_send(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        msg: &[u8],
+    ) -> Poll<io::Result<()>> {
+        let slot = self.sending.get_mut().unwrap_or_else(|e| e.into_inner());
+        let fut = slot.get_or_insert_with(|| {
+            let (data, ppid) = if msg.is_empty() {
+                (vec![0u8], EMPTY_PPID)
+            } else {
+                (msg.to_vec(), DATA_PPID)
+            };
+            let stream = self.stream.clone();
+            Box::pin(async move {
+                stream
+                    .send(&data, true, ppid)
+                    .await
+                    .map_err(io::Error::other)
+            })
+        });
+        let r = fut.as_mut().poll(cx);
+        if r.is_ready() {
+            *slot = None;
+        }
+        r
     }
 
-    /// Receives one message; `None` when the stream or association ended.
-    pub(crate) async fn receive(&mut self) -> io::Result<Option<Vec<u8>>> {
+    /// Receives one whole message (what a byte read left of one first); `None` when
+    /// the stream or association ended. Pending keeps the receive for the next call.
+    pub(crate) fn poll_receive(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<io::Result<Option<Vec<u8>>>> {
         if let Some((d, off)) = self.pending.take() {
-            return Ok(Some(d[off..].to_vec()));
+            return Poll::Ready(Ok(Some(d[off..].to_vec())));
         }
         if self.read_ended {
-            return Ok(None);
+            return Poll::Ready(Ok(None));
         }
-        let m = recv_data(self.stream.clone()).await?;
+        let slot = self.read.get_mut().unwrap_or_else(|e| e.into_inner());
+        let fut = slot.get_or_insert_with(|| Box::pin(recv_data(self.stream.clone())));
+        let m = std::task::ready!(fut.as_mut().poll(cx));
+        *slot = None;
+        let m = m?;
         self.read_ended = m.is_none();
-        Ok(m)
+        Poll::Ready(Ok(m))
     }
 
     /// Closes: the initiator's last flow of the association shuts it down gracefully

@@ -4,7 +4,6 @@
 //! the socket and the connection ([`DtlsFlow`]).
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -226,20 +225,13 @@ impl DtlsFlow {
         Ok((flow, drive(session, app_rx, in_tx)))
     }
 
-    /// Sends one message as one DTLS record (one datagram). Fails when the session
-    /// ended or the message does not fit a record ([`MAX_MESSAGE`]).
-    pub(crate) async fn send(&mut self, msg: &[u8]) -> io::Result<()> {
-        check_size(msg.len())?;
-        poll_fn(|cx| self.tx.poll_reserve(cx))
-            .await
-            .map_err(|_| ended())?;
-        self.tx.send_item(msg.to_vec()).map_err(|_| ended())
-    }
-
     /// The next message; `None` once the peer closed (close_notify) or the listener
     /// stopped.
-    pub(crate) async fn receive(&mut self) -> io::Result<Option<Vec<u8>>> {
-        self.rx.recv().await.transpose()
+    pub(crate) fn poll_receive(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<Option<Vec<u8>>>> {
+        self.rx.poll_recv(cx).map(Option::transpose)
     }
 
     /// One message per read, as a UDP socket's `recv`: what does not fit `buf` is
