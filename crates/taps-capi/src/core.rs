@@ -63,6 +63,21 @@ pub(crate) struct Ctx {
     pub(crate) pending_opens: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
 }
 
+/// How the peer's end of stream reaches a program on SCTP. NEAT on SCTP ended a flow's
+/// reading with a `neat_read` that returns `NEAT_OK` and 0 bytes (on kernel SCTP the
+/// SHUTDOWN event sets `eofSeen`, and the next read of an empty buffer returns so);
+/// msbench's server closes on that read and prints its report. On TCP NEAT found the
+/// end with a 1-byte peek before on_readable and ran on_close, never a 0-byte read.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ZeroRead {
+    /// Not an SCTP flow, or the end has not come.
+    No,
+    /// The SCTP peer ended its side: on_readable runs once more with nothing queued.
+    Due,
+    /// That on_readable ran: `neat_read` returns 0 bytes; the next dispatch closes.
+    Offered,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
     New,
@@ -89,6 +104,8 @@ pub(crate) struct Flow {
     /// Bytes of the front message already read (stream transports).
     pub(crate) head: usize,
     pub(crate) eof: bool,
+    /// NEAT's end of stream on SCTP: a read of 0 bytes (see [`ZeroRead`]).
+    pub(crate) zero_read: ZeroRead,
     pub(crate) unsent: u64,
     pub(crate) drain_pending: bool,
     pub(crate) shut: bool,
@@ -206,6 +223,7 @@ impl Flow {
             inbound: VecDeque::new(),
             head: 0,
             eof: false,
+            zero_read: ZeroRead::No,
             unsent: 0,
             drain_pending: false,
             shut: false,
@@ -488,7 +506,13 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                 }
                 all_written(flow);
             }
-            Event::Eof => (*flow).eof = true,
+            Event::Eof => {
+                let f = &mut *flow;
+                f.eof = true;
+                if f.info.is_some_and(|i| i.stack == NEAT_STACK_SCTP) {
+                    f.zero_read = ZeroRead::Due;
+                }
+            }
             Event::Error(code, msg) => {
                 (*ctx).log(NEAT_LOG_ERROR, format_args!("flow {id}: {msg}"));
                 let f = &mut *flow;
@@ -539,6 +563,11 @@ unsafe fn level(ctx: *mut Ctx, id: u64) {
                 && f.eof
                 && (f.inbound.is_empty() || f.ops.on_readable.is_none())
             {
+                if f.zero_read == ZeroRead::Due && f.ops.on_readable.is_some() {
+                    (*flow).zero_read = ZeroRead::Offered;
+                    call(flow, Cb::Readable, NEAT_OK);
+                    return;
+                }
                 close(flow, false);
                 return;
             }

@@ -91,24 +91,30 @@ pub unsafe extern "C" fn neat_set_property(
             unreachable!()
         };
         for (k, v) in map {
-            let one = serde_json::json!({ k.clone(): v.clone() }).to_string();
-            match taps::TransportProperties::new().merge_neat_json(&one) {
-                // SAFETY: f is live; short borrow.
-                Ok(_) => unsafe {
-                    (*f).props.retain(|(name, _)| name != &k);
-                    (*f).props.push((k, v));
-                },
+            // What cannot be honoured fails the flow when it opens or listens (on_error);
+            // here the program hears about it at once.
+            let (level, msg) = match crate::props::entry(&k, &v) {
+                Ok(t) => (NEAT_LOG_WARNING, t.warning),
+                Err(e) => (
+                    NEAT_LOG_ERROR,
+                    Some(format!("{e}: the flow will fail when it opens or listens")),
+                ),
+            };
+            if let Some(msg) = msg {
                 // SAFETY: ctx is live.
-                Err(e) => unsafe {
-                    (*ctx).log(NEAT_LOG_WARNING, format_args!("ignoring property {k}: {e}"))
-                },
+                unsafe { (*ctx).log(level, format_args!("{msg}")) };
+            }
+            // SAFETY: f is live; short borrow.
+            unsafe {
+                (*f).props.retain(|(name, _)| name != &k);
+                (*f).props.push((k, v));
             }
         }
         NEAT_OK
     })
 }
 
-/// Builds the flow's properties over `base`.
+/// Builds the flow's properties over `base` (see [`crate::props`]).
 ///
 /// # Safety
 /// `f` is live.
@@ -116,13 +122,8 @@ unsafe fn properties(
     f: *mut Flow,
     base: taps::TransportProperties,
 ) -> Result<taps::Properties, String> {
-    let mut p = base;
     // SAFETY: f is live; short borrow.
-    for (k, v) in unsafe { &(*f).props } {
-        let one = serde_json::json!({ k: v }).to_string();
-        p = p.merge_neat_json(&one).map_err(|e| e.to_string())?;
-    }
-    p.compile().map_err(|e| e.to_string())
+    crate::props::compile(unsafe { &(*f).props }, base)
 }
 
 /// The flow's properties for opening: compiled once per distinct set in the context.
@@ -266,8 +267,15 @@ pub unsafe extern "C" fn neat_open(
             let props = match client_properties(ctx, f) {
                 Ok(p) => p,
                 Err(e) => {
-                    (*ctx).log(NEAT_LOG_ERROR, format_args!("neat_open: {e}"));
-                    return NEAT_ERROR_BAD_ARGUMENT;
+                    // As NEAT: the open fails through on_error, not its return value.
+                    (*f).state = State::Opening;
+                    crate::core::post_error(
+                        &*ctx,
+                        (*f).id,
+                        NEAT_ERROR_UNABLE,
+                        format!("neat_open: {e}"),
+                    );
+                    return NEAT_OK;
                 }
             };
             let pre = taps::Preconnection::new(&(*ctx).taps, props)
@@ -333,8 +341,14 @@ pub unsafe extern "C" fn neat_accept(
             let props = match properties(f, base) {
                 Ok(p) => p,
                 Err(e) => {
-                    (*ctx).log(NEAT_LOG_ERROR, format_args!("neat_accept: {e}"));
-                    return NEAT_ERROR_BAD_ARGUMENT;
+                    (*f).state = State::Listening;
+                    crate::core::post_error(
+                        &*ctx,
+                        (*f).id,
+                        NEAT_ERROR_UNABLE,
+                        format!("neat_accept: {e}"),
+                    );
+                    return NEAT_OK;
                 }
             };
             let pre = taps::Preconnection::new(&(*ctx).taps, props)

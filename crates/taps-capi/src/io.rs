@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use crate::core::{close, State};
+use crate::core::{close, State, ZeroRead};
 use crate::task::Cmd;
 use crate::types::*;
 use crate::{both, guard, task, NeatCtx, NeatFlow};
@@ -32,6 +32,10 @@ pub unsafe extern "C" fn neat_read(
             *actual = 0;
             let fr = &mut *f;
             if fr.inbound.is_empty() {
+                if fr.state == State::Open && fr.zero_read == ZeroRead::Offered {
+                    // The SCTP peer's end of stream, as NEAT reported it there.
+                    return NEAT_OK;
+                }
                 return match fr.state {
                     State::Open | State::Opening | State::New => NEAT_ERROR_WOULD_BLOCK,
                     _ => NEAT_ERROR_IO,
@@ -119,7 +123,12 @@ pub unsafe extern "C" fn neat_write(
                     );
                 }
             }
-            if fr.info.is_some_and(|i| i.message) && amt as usize > task::MAX_MESSAGE {
+            // One datagram is all a UDP message can be; SCTP takes any size (in pieces
+            // with explicit end of record, as NEAT did).
+            let datagram = fr
+                .info
+                .is_some_and(|i| matches!(i.stack, NEAT_STACK_UDP | NEAT_STACK_UDPLITE));
+            if datagram && amt as usize > task::MAX_DATAGRAM {
                 return NEAT_ERROR_MESSAGE_TOO_BIG;
             }
             fr.drain_pending = true;

@@ -17,6 +17,7 @@
 #![allow(unsafe_code)]
 
 mod core;
+mod props;
 mod task;
 mod types;
 mod uv;

@@ -181,10 +181,10 @@ pub unsafe extern "C" fn neat_get_max_buffer_sizes(
     // SAFETY: checked pointers from the caller.
     unsafe {
         if !send.is_null() {
-            *send = task::MAX_MESSAGE as c_int;
+            *send = task::IO_SIZE as c_int;
         }
         if !recv.is_null() {
-            *recv = task::MAX_MESSAGE as c_int;
+            *recv = task::IO_SIZE as c_int;
         }
     }
 }

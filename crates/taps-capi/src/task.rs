@@ -23,8 +23,12 @@ use crate::uv;
 /// Bytes a flow may hold received but not yet read by the application before its task
 /// stops reading (TCP's flow control then holds the sender back).
 pub(crate) const READ_LIMIT: usize = 1 << 20;
-/// Largest message on message transports (one datagram, one SCTP write).
-pub(crate) const MAX_MESSAGE: usize = 65536;
+/// Largest datagram a UDP or UDP-Lite flow sends (one IPv4 datagram's payload at most;
+/// SCTP messages have no such bound).
+pub(crate) const MAX_DATAGRAM: usize = 65_507;
+/// Bytes one read of a stream transport takes at most; the buffer sizes the library
+/// reports (`neat_get_max_buffer_sizes`, `write_size`/`read_size` in the statistics).
+pub(crate) const IO_SIZE: usize = 64 * 1024;
 
 /// The one process-wide tokio runtime (one worker thread) that runs every flow.
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
@@ -265,6 +269,9 @@ struct Pump {
     wq: VecDeque<Vec<u8>>,
     woff: usize,
     read_done: bool,
+    /// A message transport (SCTP, UDP, UDP-Lite, DTLS): writes and reads are whole
+    /// messages.
+    message: bool,
     shut_req: bool,
     shut_done: bool,
     /// The application closed the flow; the token keeps the process from exiting until
@@ -292,18 +299,30 @@ impl Pump {
         Poll::Pending
     }
 
-    /// Hands queued bytes to the connection and tells the application how many went;
-    /// Ready(Failed) when the connection failed.
+    /// Hands queued writes to the connection (on message transports each write whole,
+    /// as one message) and tells the application how many bytes went; Ready(Failed)
+    /// when the connection failed.
     fn write_queued(&mut self, cx: &mut TaskContext<'_>) -> Poll<End> {
         let mut written = 0u64;
         let mut failed = None;
         while let Some(front) = self.wq.front() {
-            match Pin::new(&mut self.conn).poll_write(cx, &front[self.woff..]) {
-                Poll::Ready(Ok(0)) if front.len() > self.woff => {
-                    failed = Some(io::Error::from(io::ErrorKind::WriteZero));
-                    break;
+            let done = if self.message {
+                match self.conn.poll_send(cx, front) {
+                    Poll::Ready(Ok(())) => Ok(front.len() - self.woff),
+                    Poll::Ready(Err(e)) => Err(io::Error::other(e)),
+                    Poll::Pending => break,
                 }
-                Poll::Ready(Ok(n)) => {
+            } else {
+                match Pin::new(&mut self.conn).poll_write(cx, &front[self.woff..]) {
+                    Poll::Ready(Ok(0)) if front.len() > self.woff => {
+                        Err(io::Error::from(io::ErrorKind::WriteZero))
+                    }
+                    Poll::Ready(r) => r,
+                    Poll::Pending => break,
+                }
+            };
+            match done {
+                Ok(n) => {
                     self.woff += n;
                     written += n as u64;
                     if self.woff >= front.len() {
@@ -311,11 +330,10 @@ impl Pump {
                         self.woff = 0;
                     }
                 }
-                Poll::Ready(Err(e)) => {
+                Err(e) => {
                     failed = Some(e);
                     break;
                 }
-                Poll::Pending => break,
             }
         }
         if written > 0 {
@@ -349,44 +367,62 @@ impl Pump {
         Poll::Pending
     }
 
-    /// Reads what the connection has, up to [`READ_LIMIT`] unread by the application.
-    /// Reads go through one scratch buffer per thread (what arrived is copied out), not
-    /// 64 KiB per flow.
+    /// Reads what the connection has, up to [`READ_LIMIT`] unread by the application:
+    /// whole messages on message transports, bytes through one scratch buffer per
+    /// thread on streams (what arrived is copied out, not 64 KiB per flow).
     fn read_available(&mut self, cx: &mut TaskContext<'_>) {
         thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; MAX_MESSAGE]);
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; IO_SIZE]);
         }
         SCRATCH.with(|b| self.read_into(cx, &mut b.borrow_mut()));
     }
 
-    fn read_into(&mut self, cx: &mut TaskContext<'_>, buf: &mut [u8]) {
+    /// Whether the application's unread bytes keep the task from reading more (and
+    /// records that it waits for [`Cmd::Resume`]).
+    fn over_budget(&self) -> bool {
         let shared = &self.shared;
-        while self.closing.is_none() && !self.read_done {
-            if shared.buffered.load(Ordering::SeqCst) >= READ_LIMIT {
-                shared.paused.store(true, Ordering::SeqCst);
-                if shared.buffered.load(Ordering::SeqCst) >= READ_LIMIT {
-                    break;
+        if shared.buffered.load(Ordering::SeqCst) < READ_LIMIT {
+            return false;
+        }
+        shared.paused.store(true, Ordering::SeqCst);
+        if shared.buffered.load(Ordering::SeqCst) >= READ_LIMIT {
+            return true;
+        }
+        shared.paused.store(false, Ordering::SeqCst);
+        false
+    }
+
+    fn read_into(&mut self, cx: &mut TaskContext<'_>, buf: &mut [u8]) {
+        while self.closing.is_none() && !self.read_done && !self.over_budget() {
+            let got = if self.message {
+                match self.conn.poll_receive(cx) {
+                    Poll::Ready(Ok(Some(m))) if m.is_empty() => continue,
+                    Poll::Ready(Ok(m)) => Ok(m),
+                    Poll::Ready(Err(e)) => Err(e.to_string()),
+                    Poll::Pending => break,
                 }
-                shared.paused.store(false, Ordering::SeqCst);
-            }
-            let mut rb = ReadBuf::new(buf);
-            match Pin::new(&mut self.conn).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len();
-                    if n == 0 {
-                        self.read_done = true;
-                        self.ctx.post(self.id, Event::Eof);
-                    } else {
-                        shared.buffered.fetch_add(n, Ordering::SeqCst);
-                        self.ctx.post(self.id, Event::Data(rb.filled().to_vec()));
-                    }
+            } else {
+                let mut rb = ReadBuf::new(buf);
+                match Pin::new(&mut self.conn).poll_read(cx, &mut rb) {
+                    Poll::Ready(Ok(())) if rb.filled().is_empty() => Ok(None),
+                    Poll::Ready(Ok(())) => Ok(Some(rb.filled().to_vec())),
+                    Poll::Ready(Err(e)) => Err(e.to_string()),
+                    Poll::Pending => break,
                 }
-                Poll::Ready(Err(e)) => {
+            };
+            match got {
+                Ok(Some(d)) => {
+                    self.shared.buffered.fetch_add(d.len(), Ordering::SeqCst);
+                    self.ctx.post(self.id, Event::Data(d));
+                }
+                Ok(None) => {
                     self.read_done = true;
-                    self.ctx
-                        .post(self.id, Event::Error(NEAT_ERROR_IO, e.to_string()));
+                    self.ctx.post(self.id, Event::Eof);
                 }
-                Poll::Pending => break,
+                Err(e) => {
+                    self.read_done = true;
+                    self.ctx.post(self.id, Event::Error(NEAT_ERROR_IO, e));
+                }
             }
         }
     }
@@ -416,8 +452,10 @@ pub(crate) async fn drive(
     shared: Arc<FlowShared>,
     rx: UnboundedReceiver<Cmd>,
 ) {
+    let message = ConnInfo::of(&conn).message;
     let mut p = Pump {
         conn,
+        message,
         id,
         ctx,
         shared,

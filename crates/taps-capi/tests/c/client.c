@@ -5,7 +5,10 @@
  * flows:   opens N flows, writes 1 byte on each, closes each after on_all_written, exits
  *          when every flow is closed (tneat's 256-flow run).
  * runonce: echo, driving the loop itself with NEAT_RUN_ONCE and poll() on the backend fd.
- * Any on_error exits 1. */
+ * big:     writes N bytes in one neat_write, closes after on_all_written.
+ * hold:    prints "connected", then waits; when the peer goes (on_close or on_error)
+ *          prints "peer gone" and exits 0.
+ * Any other on_error exits 1. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,10 @@ static int done;
 
 static neat_error_code on_error(struct neat_flow_operations *ops)
 {
+    if (!strcmp(mode, "hold")) {
+        printf("peer gone: on_error %d\n", (int)ops->status);
+        exit(0);
+    }
     fprintf(stderr, "client: on_error %d\n", (int)ops->status);
     exit(1);
 }
@@ -38,8 +45,13 @@ static neat_error_code on_readable(struct neat_flow_operations *ops)
     if (rc != NEAT_OK)
         return on_error(ops);
     if (n == 0) {
-        fprintf(stderr, "client: 0-byte read\n");
-        exit(3);
+        /* NEAT's end of stream on SCTP; never on other stacks. */
+        if (ops->transport_protocol != NEAT_STACK_SCTP) {
+            fprintf(stderr, "client: 0-byte read on stack %d\n", ops->transport_protocol);
+            exit(3);
+        }
+        neat_close(ops->ctx, ops->flow);
+        return NEAT_OK;
     }
     buf[n] = 0;
     if (!strcmp(mode, "daytime")) {
@@ -89,6 +101,21 @@ static neat_error_code on_writable(struct neat_flow_operations *ops)
         neat_set_operations(ops->ctx, ops->flow, ops);
         return NEAT_OK;
     }
+    if (!strcmp(mode, "big")) {
+        unsigned char *data = malloc(n_arg);
+        for (long i = 0; i < n_arg; i++)
+            data[i] = (unsigned char)(i * 31 + (i >> 11));
+        neat_error_code rc = neat_write(ops->ctx, ops->flow, data, (uint32_t)n_arg, NULL, 0);
+        free(data);
+        if (rc != NEAT_OK) {
+            fprintf(stderr, "client: neat_write of %ld bytes: %d\n", n_arg, (int)rc);
+            exit(1);
+        }
+        ops->on_writable = NULL;
+        ops->on_all_written = on_all_written;
+        neat_set_operations(ops->ctx, ops->flow, ops);
+        return NEAT_OK;
+    }
     if (!strcmp(mode, "flows")) {
         if (neat_write(ops->ctx, ops->flow, chunk, 1, NULL, 0) != NEAT_OK)
             return on_error(ops);
@@ -111,7 +138,11 @@ static neat_error_code on_connected(struct neat_flow_operations *ops)
         fprintf(stderr, "client: no transport_protocol in on_connected\n");
         exit(6);
     }
-    if (!strcmp(mode, "daytime"))
+    if (!strcmp(mode, "hold")) {
+        printf("connected\n");
+        fflush(stdout);
+        ops->on_readable = on_readable;
+    } else if (!strcmp(mode, "daytime"))
         ops->on_readable = on_readable;
     else
         ops->on_writable = on_writable;
@@ -125,6 +156,8 @@ static neat_error_code on_close(struct neat_flow_operations *ops)
     closed_flows++;
     if (!strcmp(mode, "daytime"))
         printf("flow closed OK!\n");
+    if (!strcmp(mode, "hold"))
+        printf("peer gone: on_close\n");
     if (closed_flows == open_flows) {
         done = 1;
         neat_stop_event_loop(ops->ctx);
