@@ -14,14 +14,11 @@ pub extern "C" fn neat_init_ctx() -> *mut NeatCtx {
     })
 }
 
-extern "C" fn on_sigint(_sig: c_int) {
-    // NEAT's handler: leave at once.
-    // SAFETY: exit is what NEAT's own handler did.
-    unsafe { libc::exit(0) };
-}
-
-/// Runs the loop (`uv_run` with the same mode), then tries `uv_loop_close` as NEAT did.
-/// Installs NEAT's SIGINT handler (exit 0).
+/// Runs the loop, then (NEAT_RUN_DEFAULT) tries `uv_loop_close` as NEAT did. Installs
+/// NEAT's SIGINT handler (exit 0). NEAT_RUN_DEFAULT runs inline: this thread drives
+/// taps and libuv in turns until `neat_stop_event_loop` (see `event_loop.rs`);
+/// NEAT_RUN_ONCE and NEAT_RUN_NOWAIT run `uv_run` in that mode while taps' own thread
+/// drives the flows (programs that poll the backend fd themselves).
 ///
 /// # Safety
 /// `nc` is NULL or a live context.
@@ -38,13 +35,15 @@ pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int
         unsafe {
             libc::signal(
                 libc::SIGINT,
-                on_sigint as extern "C" fn(c_int) as libc::sighandler_t,
+                crate::event_loop::on_sigint as extern "C" fn(c_int) as libc::sighandler_t,
             );
             let lp = (*ctx).uv;
-            crate::core::mark_all(ctx);
-            uv::uv_run(lp, run_mode);
             if run_mode == uv::UV_RUN_DEFAULT {
+                crate::event_loop::run_inline(ctx);
                 uv::uv_loop_close(lp);
+            } else {
+                crate::core::mark_all(ctx);
+                uv::uv_run(lp, run_mode);
             }
         }
         NEAT_OK
@@ -59,8 +58,11 @@ pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int
 pub unsafe extern "C" fn neat_stop_event_loop(nc: *mut NeatCtx) {
     guard((), || {
         if let Some(ctx) = cx(nc) {
-            // SAFETY: ctx is live.
-            unsafe { uv::uv_stop((*ctx).uv) };
+            // SAFETY: ctx is live; short borrow.
+            unsafe {
+                (*ctx).stop = true;
+                uv::uv_stop((*ctx).uv);
+            }
         }
     })
 }

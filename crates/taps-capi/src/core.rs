@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::props::PropSet;
 use crate::task::{self, Cmd, ConnInfo, CtxShared, Event, FlowShared};
 use crate::types::*;
 use crate::uv;
@@ -35,8 +36,9 @@ fn writable(f: &Flow) -> bool {
         }
 }
 
-/// Entries of [`Ctx::props_cache`].
-pub(crate) const PROPS_CACHE: usize = 64;
+/// Entries of each of [`Ctx`]'s caches (property texts, preconnections); a full cache
+/// is emptied.
+pub(crate) const CACHE_SIZE: usize = 64;
 
 /// A `struct neat_ctx`.
 pub(crate) struct Ctx {
@@ -52,15 +54,28 @@ pub(crate) struct Ctx {
     /// those an API call touched, those that wanted a callback at the last dispatch.
     /// A dispatch costs what is ready, not every flow of the context.
     ready: BTreeSet<u64>,
-    /// Compiled client properties by their JSON (programs open many flows with the same
-    /// properties; compiling them is most of neat_open's own cost). At most
-    /// [`PROPS_CACHE`] entries.
-    pub(crate) props_cache: std::collections::HashMap<String, taps::Properties>,
+    /// Property texts given to `neat_set_property`, parsed and checked once (programs
+    /// give every flow the same text). At most [`CACHE_SIZE`] entries.
+    pub(crate) prop_sets: std::collections::HashMap<Box<str>, Arc<PropSet>>,
+    /// Client preconnections by property texts, remote and security files: flows
+    /// opened alike share one, so its plan is made once and its races share what it
+    /// learnt (the scored DNS answer, the TLS configuration). At most [`CACHE_SIZE`].
+    pub(crate) preconnections: std::collections::HashMap<String, Arc<taps::Preconnection>>,
     /// Closed flows, freed at the next dispatch (after their on_close returned).
     graveyard: Vec<*mut Flow>,
     /// Opens started at the next dispatch, as NEAT connects on the next loop turn (a
     /// program may open before it accepts on the port it connects to).
     pub(crate) pending_opens: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    /// This context's loop runs inline on this thread ([`crate::runtime`]).
+    pub(crate) inline: bool,
+    /// Inline: commands for the flows' tasks, handed over at the start of the loop's
+    /// next turn, inside the runtime (a task woken from outside the runtime costs a
+    /// wake-up of its driver, a system call).
+    pub(crate) outbox: Vec<(UnboundedSender<Cmd>, Cmd)>,
+    /// Inline: something asked for another dispatch (a close, an open).
+    pub(crate) again: bool,
+    /// `neat_stop_event_loop` was called: the inline loop returns.
+    pub(crate) stop: bool,
 }
 
 /// How the peer's end of stream reaches a program on SCTP. NEAT on SCTP ended a flow's
@@ -96,8 +111,8 @@ pub(crate) struct Flow {
     pub(crate) ctx: *mut Ctx,
     pub(crate) id: u64,
     pub(crate) state: State,
-    /// Accepted `neat_set_property` entries, in order.
-    pub(crate) props: Vec<(String, serde_json::Value)>,
+    /// The `neat_set_property` texts given, in order.
+    pub(crate) props: Vec<Arc<PropSet>>,
     pub(crate) tx: Option<UnboundedSender<Cmd>>,
     pub(crate) shared: Arc<FlowShared>,
     pub(crate) inbound: VecDeque<Vec<u8>>,
@@ -123,7 +138,7 @@ pub(crate) struct Flow {
 impl Ctx {
     /// A context with its own uv loop (None if libuv fails).
     pub(crate) fn new() -> Option<*mut Ctx> {
-        let rt = task::runtime();
+        let rt = crate::runtime::runtime();
         task::linger_at_exit();
         let taps = {
             let _g = rt.enter();
@@ -151,13 +166,54 @@ impl Ctx {
                 taps,
                 flows: BTreeMap::new(),
                 ready: BTreeSet::new(),
-                props_cache: std::collections::HashMap::new(),
+                prop_sets: std::collections::HashMap::new(),
+                preconnections: std::collections::HashMap::new(),
                 graveyard: Vec::new(),
                 pending_opens: Vec::new(),
+                inline: false,
+                outbox: Vec::new(),
+                again: false,
+                stop: false,
             }));
             uv::uv_handle_set_data(ah, ctx.cast());
             uv::uv_handle_set_data(ih, ctx.cast());
             Some(ctx)
+        }
+    }
+
+    /// Whether the loop has work of its own at once (flows that still want a
+    /// level-triggered callback, a dispatch asked for): its next turn must not wait.
+    pub(crate) fn busy(&self) -> bool {
+        self.again || !self.ready.is_empty() || !self.graveyard.is_empty()
+    }
+
+    /// Stops or restarts the idle handle (the threaded loop's way back to ready flows).
+    pub(crate) fn set_idle(&mut self, on: bool) {
+        if on != self.idle_on {
+            self.idle_on = on;
+            // SAFETY: the idle handle lives as long as the context.
+            unsafe {
+                if on {
+                    uv::uv_idle_start(self.idle_handle, on_idle);
+                } else {
+                    uv::uv_idle_stop(self.idle_handle);
+                }
+            }
+        }
+    }
+
+    /// The context's own handles (async, idle) keep the loop alive, or not: an inline
+    /// loop asks libuv whether the application has handles of its own.
+    pub(crate) fn ref_handles(&self, on: bool) {
+        // SAFETY: both handles live as long as the context.
+        unsafe {
+            for h in [self.async_handle, self.idle_handle] {
+                if on {
+                    uv::uv_ref(h);
+                } else {
+                    uv::uv_unref(h);
+                }
+            }
         }
     }
 
@@ -166,9 +222,13 @@ impl Ctx {
     }
 
     /// Wakes the loop for one more dispatch (frees the graveyard, re-checks flows).
-    pub(crate) fn wake(&self) {
-        // SAFETY: the async handle lives as long as the context.
-        unsafe { uv::uv_async_send(self.async_handle) };
+    pub(crate) fn wake(&mut self) {
+        if self.inline {
+            self.again = true;
+        } else {
+            // SAFETY: the async handle lives as long as the context.
+            unsafe { uv::uv_async_send(self.async_handle) };
+        }
     }
 
     /// `neat_free_ctx`: closes every flow (on_close), then the loop and everything.
@@ -238,8 +298,15 @@ impl Flow {
         }
     }
 
+    /// Hands `cmd` to the flow's task: at once, or (inline loop) at its next turn.
     pub(crate) fn send(&self, cmd: Cmd) {
-        if let Some(tx) = &self.tx {
+        let Some(tx) = &self.tx else { return };
+        // SAFETY: a flow's context outlives it; short borrow on the application's
+        // thread, no callback runs.
+        let ctx = unsafe { &mut *self.ctx };
+        if ctx.inline {
+            ctx.outbox.push((tx.clone(), cmd));
+        } else {
             let _ = tx.send(cmd);
         }
     }
@@ -364,16 +431,19 @@ unsafe extern "C" fn on_idle(h: *mut uv::UvHandle) {
 ///
 /// # Safety
 /// `ctx` is live.
-unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
+pub(crate) unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
     // SAFETY: ctx is live; short borrows only, none across callbacks.
     unsafe {
         let dead: Vec<*mut Flow> = std::mem::take(&mut (*ctx).graveyard);
         for f in dead {
             drop(Box::from_raw(f));
         }
-        let opens = std::mem::take(&mut (*ctx).pending_opens);
-        for open in opens {
-            task::runtime().spawn(open);
+        if !(*ctx).inline {
+            // (Inline, the loop spawns them inside the runtime at its next turn.)
+            let opens = std::mem::take(&mut (*ctx).pending_opens);
+            for open in opens {
+                crate::runtime::runtime().spawn(open);
+            }
         }
         if events {
             let evs = (*ctx).shared.drain();
@@ -393,7 +463,8 @@ unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
             }
         }
         let c = &mut *ctx;
-        let want = !c.ready.is_empty();
+        // Inline, the loop itself comes back for flows still ready.
+        let want = !c.ready.is_empty() && !c.inline;
         if want != c.idle_on {
             c.idle_on = want;
             if want {
@@ -416,7 +487,7 @@ pub(crate) unsafe fn mark(ctx: *mut Ctx, id: u64) {
     unsafe {
         let c = &mut *ctx;
         c.ready.insert(id);
-        if !c.idle_on {
+        if !c.idle_on && !c.inline {
             c.idle_on = true;
             uv::uv_idle_start(c.idle_handle, on_idle);
         }

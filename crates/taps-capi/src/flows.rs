@@ -4,7 +4,10 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use std::sync::Arc;
+
 use crate::core::{Ctx, Flow, State};
+use crate::props::PropSet;
 use crate::types::*;
 use crate::{both, cx, guard, task, NeatCtx, NeatFlow};
 
@@ -56,8 +59,11 @@ pub unsafe extern "C" fn neat_set_operations(
     })
 }
 
-/// Properties in NEAT's JSON (value/precedence objects or the list form). Properties
-/// taps does not know, or cannot take, are ignored with a log line, as NEAT did.
+/// Properties in NEAT's JSON (value/precedence objects or the list form), added to the
+/// flow's (a later property replaces an earlier one of the same name). Properties taps
+/// does not know, or cannot take, are ignored with a log line, as NEAT did, unless
+/// required: then the flow fails when it opens or listens (see [`crate::props`]). A
+/// text is parsed once per context (the cache holds 64).
 ///
 /// # Safety
 /// Pointers are NULL or live; `properties` is a C string.
@@ -74,76 +80,84 @@ pub unsafe extern "C" fn neat_set_property(
         }
         // SAFETY: a C string from the caller.
         let text = unsafe { CStr::from_ptr(properties) }.to_string_lossy();
-        let json: serde_json::Value = match serde_json::from_str(&text) {
-            Ok(serde_json::Value::Object(m)) => serde_json::Value::Object(m),
-            _ => {
-                // SAFETY: ctx is live.
-                unsafe {
-                    (*ctx).log(
-                        NEAT_LOG_ERROR,
-                        format_args!("properties are not a JSON object: {text}"),
-                    )
-                };
-                return NEAT_ERROR_BAD_ARGUMENT;
-            }
-        };
-        let serde_json::Value::Object(map) = json else {
-            unreachable!()
-        };
-        for (k, v) in map {
-            // What cannot be honoured fails the flow when it opens or listens (on_error);
-            // here the program hears about it at once.
-            let (level, msg) = match crate::props::entry(&k, &v) {
-                Ok(t) => (NEAT_LOG_WARNING, t.warning),
-                Err(e) => (
-                    NEAT_LOG_ERROR,
-                    Some(format!("{e}: the flow will fail when it opens or listens")),
-                ),
+        // SAFETY: ctx and f are live; short borrows, no callback runs.
+        unsafe {
+            let set = match prop_set(&mut *ctx, &text) {
+                Ok(set) => set,
+                Err(e) => {
+                    (*ctx).log(NEAT_LOG_ERROR, format_args!("{e}"));
+                    return NEAT_ERROR_BAD_ARGUMENT;
+                }
             };
-            if let Some(msg) = msg {
-                // SAFETY: ctx is live.
-                unsafe { (*ctx).log(level, format_args!("{msg}")) };
-            }
-            // SAFETY: f is live; short borrow.
-            unsafe {
-                (*f).props.retain(|(name, _)| name != &k);
-                (*f).props.push((k, v));
-            }
+            (*f).props.push(set);
         }
         NEAT_OK
     })
 }
 
-/// Builds the flow's properties over `base` (see [`crate::props`]).
-///
-/// # Safety
-/// `f` is live.
-unsafe fn properties(
-    f: *mut Flow,
-    base: taps::TransportProperties,
-) -> Result<taps::Properties, String> {
-    // SAFETY: f is live; short borrow.
-    crate::props::compile(unsafe { &(*f).props }, base)
+/// The parsed property set of `text`, parsed and checked on its first use in the
+/// context (what cannot be honoured is logged then, and fails the flow when it opens or
+/// listens); `Err` when the text is not a JSON object.
+fn prop_set(ctx: &mut Ctx, text: &str) -> Result<Arc<PropSet>, String> {
+    if let Some(set) = ctx.prop_sets.get(text) {
+        return Ok(set.clone());
+    }
+    let set = Arc::new(PropSet::parse(text, |error, msg| {
+        let level = if error {
+            NEAT_LOG_ERROR
+        } else {
+            NEAT_LOG_WARNING
+        };
+        ctx.log(level, format_args!("{msg}"));
+    })?);
+    if ctx.prop_sets.len() >= crate::core::CACHE_SIZE {
+        ctx.prop_sets.clear();
+    }
+    ctx.prop_sets.insert(set.text.clone(), set.clone());
+    Ok(set)
 }
 
-/// The flow's properties for opening: compiled once per distinct set in the context.
+/// The client preconnection for `f` to `host`:`port`, shared by the context's flows
+/// opened alike (same property texts, remote and security files): its plan is made and
+/// its properties compiled once, not per flow.
 ///
 /// # Safety
 /// `ctx` and `f` are live.
-unsafe fn client_properties(ctx: *mut Ctx, f: *mut Flow) -> Result<taps::Properties, String> {
-    // SAFETY: ctx and f are live; short borrows.
+unsafe fn client_preconnection(
+    ctx: *mut Ctx,
+    f: *mut Flow,
+    host: &str,
+    port: u16,
+) -> Result<Arc<taps::Preconnection>, String> {
+    // SAFETY: ctx and f are live; short borrows, no callback runs.
     unsafe {
-        let key = serde_json::to_string(&(*f).props).map_err(|e| e.to_string())?;
-        if let Some(p) = (*ctx).props_cache.get(&key) {
-            return Ok(p.clone());
+        let fr = &*f;
+        let mut key = String::with_capacity(128);
+        for set in &fr.props {
+            key.push_str(&set.text);
+            key.push('\0');
         }
-        let p = properties(f, taps::TransportProperties::new())?;
-        let cache = &mut (*ctx).props_cache;
-        if cache.len() >= crate::core::PROPS_CACHE {
+        use std::fmt::Write;
+        let _ = write!(
+            key,
+            "{host}\0{port}\0{:?}\0{:?}\0{:?}",
+            fr.cert_pem, fr.key_pem, fr.cert_key_pem
+        );
+        if let Some(pre) = (*ctx).preconnections.get(&key) {
+            return Ok(pre.clone());
+        }
+        let props = crate::props::compile(&fr.props, taps::TransportProperties::new())?;
+        let pre = Arc::new(
+            taps::Preconnection::new(&(*ctx).taps, props)
+                .remote(taps::RemoteEndpoint::new(host, port))
+                .security(security(&*ctx, fr, Side::Client)),
+        );
+        let cache = &mut (*ctx).preconnections;
+        if cache.len() >= crate::core::CACHE_SIZE {
             cache.clear();
         }
-        cache.insert(key, p.clone());
-        Ok(p)
+        cache.insert(key, pre.clone());
+        Ok(pre)
     }
 }
 
@@ -201,9 +215,14 @@ enum Side {
     Server,
 }
 
-/// A boolean property as NEAT wrote it (`{"value": false}` or a bare `false`).
+/// A boolean property as NEAT wrote it (`{"value": false}` or a bare `false`); the
+/// last set that names it decides.
 fn flag(f: &Flow, name: &str) -> Option<bool> {
-    let (_, v) = f.props.iter().find(|(k, _)| k == name)?;
+    let (_, v) = f
+        .props
+        .iter()
+        .rev()
+        .find_map(|set| set.entries.iter().find(|(k, _)| k == name))?;
     v.get("value").unwrap_or(v).as_bool()
 }
 
@@ -264,7 +283,7 @@ pub unsafe extern "C" fn neat_open(
             let host = CStr::from_ptr(name).to_string_lossy().into_owned();
             let tlvs = tlvs(optional.cast(), opt_count);
             note_tlvs(&*ctx, "neat_open", tlvs);
-            let props = match client_properties(ctx, f) {
+            let pre = match client_preconnection(ctx, f, &host, port) {
                 Ok(p) => p,
                 Err(e) => {
                     // As NEAT: the open fails through on_error, not its return value.
@@ -278,9 +297,6 @@ pub unsafe extern "C" fn neat_open(
                     return NEAT_OK;
                 }
             };
-            let pre = taps::Preconnection::new(&(*ctx).taps, props)
-                .remote(taps::RemoteEndpoint::new(host.clone(), port))
-                .security(security(&*ctx, &*f, Side::Client));
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let fr = &mut *f;
             fr.state = State::Opening;
@@ -338,7 +354,7 @@ pub unsafe extern "C" fn neat_accept(
                     .map_err(|e| e.to_string())
                     .unwrap_or_else(|_| taps::TransportProperties::for_listener());
             }
-            let props = match properties(f, base) {
+            let props = match crate::props::compile(&(*f).props, base) {
                 Ok(p) => p,
                 Err(e) => {
                     (*f).state = State::Listening;
@@ -356,8 +372,7 @@ pub unsafe extern "C" fn neat_accept(
                 .security(security(&*ctx, &*f, Side::Server));
             let fr = &mut *f;
             fr.port = port;
-            let rt = task::runtime();
-            match rt.block_on(pre.listen()) {
+            match crate::runtime::block_on(pre.listen()) {
                 Ok(l) => {
                     for (stack, addr) in l.local_addrs() {
                         (*ctx).log(NEAT_LOG_INFO, format_args!("listening: {stack} on {addr}"));
@@ -365,7 +380,12 @@ pub unsafe extern "C" fn neat_accept(
                     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
                     fr.state = State::Listening;
                     fr.tx = Some(tx);
-                    rt.spawn(task::accept(l, fr.id, (*ctx).shared.clone(), rx));
+                    crate::runtime::runtime().spawn(task::accept(
+                        l,
+                        fr.id,
+                        (*ctx).shared.clone(),
+                        rx,
+                    ));
                 }
                 Err(e) => {
                     fr.state = State::Listening;
@@ -386,7 +406,7 @@ pub unsafe extern "C" fn neat_accept(
 mod tests {
     #[test]
     fn listener_without_properties_plans_every_stack() {
-        let rt = crate::task::runtime();
+        let rt = crate::runtime::runtime();
         let _g = rt.enter();
         let ctx = taps::Context::new().unwrap();
         let props = taps::TransportProperties::for_listener()

@@ -17,7 +17,9 @@
 #![allow(unsafe_code)]
 
 mod core;
+mod event_loop;
 mod props;
+mod runtime;
 mod task;
 mod types;
 mod uv;

@@ -11,8 +11,9 @@
 //!   (precedence 2) and is ignored with a warning otherwise (NEAT ignored properties it
 //!   did not know, such as `flow_size_bytes`).
 //!
-//! Pure functions over the JSON the program gave; run once per `neat_open` (cached per
-//! distinct property set) or `neat_accept`.
+//! A property text is parsed and checked once per context ([`PropSet`], cached by its
+//! text); a flow's sets are compiled once per distinct combination, with the
+//! preconnection they make (see `flows.rs`).
 
 use serde_json::{json, Value};
 
@@ -97,18 +98,80 @@ pub(crate) fn entry(key: &str, v: &Value) -> Result<Translated, String> {
     }
 }
 
-/// The flow's properties over `base`, or why the flow cannot be honoured.
+/// One `neat_set_property` text, parsed and checked once.
+#[derive(Debug)]
+pub(crate) struct PropSet {
+    /// The text as the program gave it (the cache key).
+    pub(crate) text: Box<str>,
+    /// Its properties in order.
+    pub(crate) entries: Vec<(String, Value)>,
+    /// What each property contributes, or why the flow cannot be honoured.
+    merges: Result<Vec<String>, String>,
+}
+
+impl PropSet {
+    /// Parses `text` (a JSON object); `Err` when it is not one. Warnings and errors of
+    /// single properties go to `log`, once per distinct text.
+    pub(crate) fn parse(text: &str, mut log: impl FnMut(bool, String)) -> Result<PropSet, String> {
+        let map = match serde_json::from_str(text) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(format!("properties are not a JSON object: {text}")),
+        };
+        let mut merges = Ok(Vec::new());
+        let entries: Vec<(String, Value)> = map.into_iter().collect();
+        for (k, v) in &entries {
+            match entry(k, v) {
+                Ok(t) => {
+                    if let Some(w) = t.warning {
+                        log(false, w);
+                    }
+                    if let (Ok(m), Some(one)) = (&mut merges, t.merge) {
+                        m.push(one);
+                    }
+                }
+                Err(e) => {
+                    log(
+                        true,
+                        format!("{e}: the flow will fail when it opens or listens"),
+                    );
+                    if merges.is_ok() {
+                        merges = Err(e);
+                    }
+                }
+            }
+        }
+        Ok(PropSet {
+            text: text.into(),
+            entries,
+            merges,
+        })
+    }
+}
+
+/// The flow's properties (its sets in the order given, a later property replacing an
+/// earlier one of the same name) over `base`, or why the flow cannot be honoured.
 pub(crate) fn compile(
-    entries: &[(String, Value)],
+    sets: &[std::sync::Arc<PropSet>],
     base: taps::TransportProperties,
 ) -> Result<taps::Properties, String> {
     let mut p = base;
-    for (k, v) in entries {
-        if let Some(m) = entry(k, v)?.merge {
-            p = p.merge_neat_json(&m).map_err(|e| e.to_string())?;
+    for set in sets {
+        for m in set.merges.as_ref().map_err(Clone::clone)? {
+            p = p.merge_neat_json(m).map_err(|e| e.to_string())?;
         }
     }
     p.compile().map_err(|e| e.to_string())
+}
+
+/// The properties of `sets` as one list (a later property replaces an earlier one of
+/// the same name), for the statistics.
+pub(crate) fn merged(sets: &[std::sync::Arc<PropSet>]) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = Vec::new();
+    for (k, v) in sets.iter().flat_map(|s| &s.entries) {
+        out.retain(|(name, _)| name != k);
+        out.push((k.clone(), v.clone()));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -116,12 +179,19 @@ mod tests {
     use super::*;
 
     fn stacks(entries: &[(&str, Value)]) -> Result<Vec<String>, String> {
-        let entries: Vec<(String, Value)> = entries
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let props = compile(&entries, taps::TransportProperties::new())?;
-        let rt = crate::task::runtime();
+        let text = Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+        .to_string();
+        let set = PropSet::parse(&text, |_, _| {})?;
+        let props = compile(
+            &[std::sync::Arc::new(set)],
+            taps::TransportProperties::new(),
+        )?;
+        let rt = crate::runtime::runtime();
         let _g = rt.enter();
         let ctx = taps::Context::builder()
             .policy_manager(taps::pm::PolicyManager::Off)

@@ -63,7 +63,7 @@ pub unsafe extern "C" fn neat_get_stats(
             sent += bs;
             recvd += br;
             let stack = fr.info.map_or(0, |i| i.stack);
-            let props: Map<String, Value> = fr.props.iter().cloned().collect();
+            let props: Map<String, Value> = crate::props::merged(&fr.props).into_iter().collect();
             let mut o = json!({
                 "flow number": n,
                 "remote_host": fr.host,

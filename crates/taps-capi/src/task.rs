@@ -8,7 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
@@ -29,19 +29,6 @@ pub(crate) const MAX_DATAGRAM: usize = 65_507;
 /// Bytes one read of a stream transport takes at most; the buffer sizes the library
 /// reports (`neat_get_max_buffer_sizes`, `write_size`/`read_size` in the statistics).
 pub(crate) const IO_SIZE: usize = 64 * 1024;
-
-/// The one process-wide tokio runtime (one worker thread) that runs every flow.
-pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("taps-neat")
-            .enable_all()
-            .build()
-            .expect("the tokio runtime of the NEAT C API")
-    })
-}
 
 /// What the application asks of a flow's task.
 pub(crate) enum Cmd {
@@ -122,6 +109,11 @@ unsafe impl Send for Queue {}
 /// The part of a context the tokio side sees.
 pub(crate) struct CtxShared {
     queue: Mutex<Queue>,
+    /// The context's loop runs inline ([`crate::runtime`]): events wake [`Self::wake`]
+    /// instead of the uv async handle.
+    pub(crate) inline: AtomicBool,
+    /// Wakes the inline loop's wait for events.
+    pub(crate) wake: tokio::sync::Notify,
     next_id: AtomicU64,
     pub(crate) log_level: AtomicU8,
 }
@@ -134,6 +126,8 @@ impl CtxShared {
                 async_handle,
                 alive: true,
             }),
+            inline: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
             next_id: AtomicU64::new(1),
             log_level: AtomicU8::new(NEAT_LOG_DEBUG),
         }
@@ -151,9 +145,36 @@ impl CtxShared {
         }
         q.events.push((id, ev));
         if q.events.len() == 1 {
-            // SAFETY: the handle is initialised and not closed while `alive` (see Queue).
+            if self.inline.load(Ordering::Acquire) {
+                self.wake.notify_one();
+            } else {
+                // SAFETY: the handle is initialised and not closed while `alive` (see
+                // Queue).
+                unsafe { uv::uv_async_send(q.async_handle) };
+            }
+        }
+    }
+
+    /// Switches event delivery between the inline loop's wake (`true`) and the uv
+    /// async handle; leaving inline with events queued sends the async wake-up they
+    /// would have had.
+    pub(crate) fn set_inline(&self, inline: bool) {
+        let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.inline.store(inline, Ordering::Release);
+        if !inline && q.alive && !q.events.is_empty() {
+            // SAFETY: as in `post`.
             unsafe { uv::uv_async_send(q.async_handle) };
         }
+    }
+
+    /// Whether events wait to be dispatched.
+    pub(crate) fn has_events(&self) -> bool {
+        !self
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .events
+            .is_empty()
     }
 
     /// Takes every queued event (application thread).
@@ -193,7 +214,7 @@ pub(crate) fn open_error_code(e: &taps::Error) -> NeatError {
 /// Initiates and then drives a client flow. Dropping the command sender (or Close)
 /// before the race ends cancels it.
 pub(crate) async fn open(
-    pre: taps::Preconnection,
+    pre: Arc<taps::Preconnection>,
     id: u64,
     ctx: Arc<CtxShared>,
     shared: Arc<FlowShared>,
@@ -519,10 +540,13 @@ impl Drop for Linger {
     }
 }
 
-/// Waits (at most [`EXIT_LINGER`]) until every close in progress is done. Polls an
-/// atomic with short sleeps: it may run from `exit()` inside NEAT's SIGINT handler, so
-/// it takes no lock.
+/// Waits (at most [`EXIT_LINGER`]) until every close in progress is done, while the
+/// background thread drives the runtime (polling an atomic with short sleeps).
 pub(crate) fn wait_for_closes() {
+    // The exiting thread cannot drive the runtime (glibc ran its thread-local
+    // destructors, tokio's context included, before the exit handlers): the background
+    // thread drives whatever still runs from here, an inline loop's turns being over.
+    crate::runtime::hand_over_for_exit();
     let deadline = std::time::Instant::now() + EXIT_LINGER;
     while CLOSES_IN_PROGRESS.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));

@@ -15,6 +15,7 @@ pub(crate) type UvHandle = c_void;
 
 /// `uv_run_mode`.
 pub(crate) const UV_RUN_DEFAULT: c_int = 0;
+pub(crate) const UV_RUN_NOWAIT: c_int = 2;
 /// `uv_handle_type` values (from `UV_HANDLE_TYPE_MAP`).
 pub(crate) const UV_ASYNC: c_int = 1;
 pub(crate) const UV_IDLE: c_int = 6;
@@ -28,6 +29,9 @@ extern "C" {
     pub(crate) fn uv_loop_init(l: *mut UvLoop) -> c_int;
     pub(crate) fn uv_loop_close(l: *mut UvLoop) -> c_int;
     pub(crate) fn uv_run(l: *mut UvLoop, mode: c_int) -> c_int;
+    pub(crate) fn uv_loop_alive(l: *const UvLoop) -> c_int;
+    pub(crate) fn uv_ref(h: *mut UvHandle);
+    pub(crate) fn uv_unref(h: *mut UvHandle);
     pub(crate) fn uv_stop(l: *mut UvLoop);
     pub(crate) fn uv_backend_fd(l: *const UvLoop) -> c_int;
     pub(crate) fn uv_backend_timeout(l: *const UvLoop) -> c_int;
