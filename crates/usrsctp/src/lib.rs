@@ -97,19 +97,33 @@
 //!   [`Error::Refused`], because the client's UDP socket is connected (ECONNREFUSED): from
 //!   [`SctpStack::connect`] itself when the answer is already there as the INIT leaves (the
 //!   peer is this host: no task is spawned and the socket never joins the runtime's epoll
-//!   set), else from the [`Connecting`] when it arrives. After establishment ICMP errors
-//!   are ignored (SCTP's own retransmission limits apply).
+//!   set), else from the [`Connecting`] when it arrives.
+//! * After establishment an ICMP or ICMPv6 port unreachable ends the association with
+//!   [`Error::PeerGone`] if the packet it quotes carries the association's verification
+//!   tag (RFC 6951 section 5.5, RFC 9260 appendix C); one quoting another association's
+//!   tag is dropped. Our UDP sockets, client and shared ones, queue their ICMP errors
+//!   with what they quote (IP_RECVERR / IPV6_RECVERR); for each port unreachable the
+//!   ABORT the peer would have sent (T bit, the quoted tag) goes to usrsctp, which does the
+//!   tag check. On loopback a killed peer is seen at its next heartbeat (within 1 s with
+//!   a 200 ms [`SctpOptions::heartbeat_interval_ms`] and a 400 ms
+//!   [`SctpOptions::rto_max_ms`]; at the default 30 s interval, after 30-32 s) or at the
+//!   next data sent. Other ICMP errors are ignored, and a peer whose host stays
+//!   silent (down, unreachable, filtered) is noticed only by heartbeats and
+//!   retransmission limits ([`SctpOptions::max_retransmits`]). The errors of a shared
+//!   socket are also its pending error, which its next send takes whatever remote it is
+//!   for: such a send is made again, so other remotes lose nothing.
 //! * usrsctp is never de-initialised (`usrsctp_finish` is not called).
 //!
 //! # Layout
 //! Private modules, the public API re-exported here. `ffi` is the only door into libusrsctp
 //! (its declarations, a safe `Socket` and the library-wide calls) and `pktinfo` does the
-//! `recvmsg`/`sendmsg` with packet info (and the error-queue read of the port probe):
-//! the only modules with code the compiler cannot check, a rule the workspace's lint table
+//! `recvmsg`/`sendmsg` with packet info (and the reads of a socket's error queue): the
+//! only modules with code the compiler cannot check, a rule the workspace's lint table
 //! enforces (it denies such code everywhere else). `sys` keeps the process-wide state
 //! (routing and upcall tables, timer thread), `udp` our UDP sockets and their reader tasks,
-//! `probe` the port probe's shared sockets, `assoc` the associations, `options`, `stack`
-//! and `listener` the entry points.
+//! `probe` the port probe's shared sockets, `refusal` the ICMP port unreachables turned
+//! into ABORTs, `assoc` the associations, `options`, `stack` and `listener` the entry
+//! points.
 
 mod assoc;
 mod cmt;
@@ -121,6 +135,7 @@ mod options;
 mod path_events;
 mod pktinfo;
 mod probe;
+mod refusal;
 mod stack;
 mod sys;
 mod udp;

@@ -265,6 +265,13 @@ fn send_batch(b: &mut Batch) {
 
 /// Sends `buf` (one packet, or packets of `segment` bytes back to back) to conn address
 /// `id`'s route. A full socket buffer drops them, like a lossy link (SCTP retransmits).
+///
+/// A shared server socket queues its ICMP errors (IP_RECVERR, see [`crate::refusal`]), and
+/// on an unconnected socket each queued error is also the socket's pending error, which
+/// the next send takes as its own result: it fails with `ECONNREFUSED` and its datagrams
+/// are not sent, whatever remote they were for. Such a send is made again (the error it
+/// took is gone; the reader task still finds it in the queue), up to [`SEND_TRIES`] times
+/// in all, should more refusals arrive in between.
 fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some(g) = GLOBAL.get() else { return };
     let route = {
@@ -277,7 +284,24 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     g.udp_sends.fetch_add(1, Ordering::Relaxed);
     let packets = segment.map_or(1, |seg| buf.len().div_ceil(usize::from(seg).max(1)));
     g.packets_sent.fetch_add(packets, Ordering::Relaxed);
-    let mut res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
+    let shared = remote.is_some();
+    let send = |buf: &[u8], segment: Option<u16>| {
+        let mut tries = 1;
+        loop {
+            let res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
+            match &res {
+                Err(e)
+                    if shared
+                        && e.kind() == io::ErrorKind::ConnectionRefused
+                        && tries < SEND_TRIES =>
+                {
+                    tries += 1
+                }
+                _ => return res,
+            }
+        }
+    };
+    let mut res = send(buf, segment);
     if let (Err(e), Some(seg)) = (&res, segment) {
         if matches!(
             e.raw_os_error(),
@@ -289,7 +313,7 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
             res = Ok(0);
             g.udp_sends.fetch_add(packets, Ordering::Relaxed);
             for p in buf.chunks(usize::from(seg)) {
-                if let Err(e) = crate::pktinfo::send_datagrams(&sock, p, None, remote, src) {
+                if let Err(e) = send(p, None) {
                     res = Err(e);
                 }
             }
@@ -308,6 +332,9 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
         }
     }
 }
+
+/// Most sends of one batch on a shared socket, see [`send_packets`].
+const SEND_TRIES: u32 = 3;
 
 /// The upcall hook: wakes the tasks waiting on the socket with waker id `id`. Never calls
 /// into usrsctp.

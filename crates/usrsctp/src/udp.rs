@@ -21,8 +21,11 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::pktinfo::{connected_path_mtu, enable_gro, enable_pktinfo, recv_with_dst, Received};
+use crate::pktinfo::{
+    connected_path_mtu, enable_gro, enable_pktinfo, enable_recverr, recv_with_dst, Received,
+};
 use crate::probe::{is_refusal, probe_refused, shared_probe_refused};
+use crate::refusal::{abort_for, take_refusals};
 use crate::sys::{conninput, global, lock, ConnAddr, Route};
 
 /// The shared server sockets of this process by bound address. Weak: the listeners and
@@ -237,7 +240,9 @@ impl Drop for ClientLink {
 pub(crate) trait ClientEvents: Send + Sync + 'static {
     /// An INIT ACK chunk arrived (called before the packet is given to usrsctp).
     fn init_ack(&self);
-    /// The connected UDP socket reported ECONNREFUSED (ICMP port unreachable).
+    /// The connected UDP socket reported ECONNREFUSED (ICMP port unreachable). Called
+    /// before the ABORT that refusal stands for reaches usrsctp (an established
+    /// association ends by that ABORT, see [`crate::refusal`]).
     fn refused(&self);
 }
 
@@ -308,10 +313,12 @@ impl ClientLink {
             || (ask_socket && is_refusal(self.send.take_error().ok().flatten()))
     }
 
-    /// Tunes `sock` (from [`ClientLink::open`]) for data, registers it with tokio and
-    /// spawns its reader task.
+    /// Tunes `sock` (from [`ClientLink::open`]) for data, asks for its ICMP errors with
+    /// what they quote (IP_RECVERR / IPV6_RECVERR), registers it with tokio and spawns its
+    /// reader task.
     pub(crate) fn start(&mut self, sock: Socket, events: Arc<dyn ClientEvents>) -> Result<()> {
         tune_for_data(&sock);
+        enable_recverr(&sock, self.local.is_ipv6());
         let sock =
             UdpSocket::from_std(sock.into()).map_err(|e| Error::udp("register with tokio", e))?;
         let id = self.addr.id;
@@ -329,9 +336,20 @@ impl ClientLink {
                     }
                 };
                 if ready.is_error() {
-                    // An ICMP error on the connected socket (port unreachable: nothing
-                    // listens on the peer's UDP port). Taking it clears the readiness.
+                    // ICMP errors on the connected socket. A port unreachable (nothing
+                    // listens on the peer's UDP port) fails an attempt still in its
+                    // handshake and ends an established association by the ABORT it
+                    // stands for (`refusal`). Reading the queue to its end clears the
+                    // readiness and the pending error; without IP_RECVERR only the
+                    // pending error tells.
                     let _ = sock.try_io(Interest::ERROR, || {
+                        let taken = take_refusals(&sock, |_| {
+                            events.refused();
+                            Some(id)
+                        });
+                        if let Err(e) = taken {
+                            tracing::debug!("usrsctp client UDP error queue: {e}");
+                        }
                         if is_refusal(sock.take_error().ok().flatten()) {
                             events.refused();
                         }
@@ -487,6 +505,9 @@ impl SharedUdp {
             .and_then(|a| a.as_socket())
             .ok_or_else(|| Error::udp("local_addr", io::Error::other("not an inet address")))?;
         let pktinfo = bound.ip().is_unspecified() && enable_pktinfo(&s, bound);
+        // ICMP errors with what they quote: a remote whose port is refused loses its
+        // associations (`refusal`).
+        enable_recverr(&s, bound.is_ipv6());
         let (send, recv) = split(s)?;
         let table = Arc::new(Mutex::new(RemoteTable::default()));
         let task = tokio::spawn(shared_reader(
@@ -524,6 +545,16 @@ impl SharedUdp {
     pub(crate) fn inject(&self, from: SocketAddr, pkt: &[u8]) {
         if let Some(id) = lookup_or_create(&self.table, &self.send, from, None, pkt) {
             conninput(id, pkt);
+        }
+    }
+
+    /// Handles an ICMP port unreachable for a datagram carrying `quoted` that this socket
+    /// sent to `to`, as the reader task does with one from the error queue (the ABORT it
+    /// stands for goes to usrsctp from `to`'s conn address, on the calling thread).
+    pub(crate) fn inject_refusal(&self, to: SocketAddr, quoted: &[u8]) {
+        let conn = lock(&self.table).by_addr.get(&to).map(|r| r.addr.id);
+        if let (Some(conn), Some(abort)) = (conn, abort_for(quoted)) {
+            conninput(conn, &abort);
         }
     }
 
@@ -586,30 +617,64 @@ async fn shared_reader(
     let mut tick = tokio::time::interval(HANDSHAKE_IDLE / 2);
     loop {
         tokio::select! {
-            r = recv(&sock, pktinfo, &mut buf) => match r {
-                Ok(got) => {
-                    input(&table, &send, &got, &buf);
-                    // Drain what else is queued without a trip through the scheduler (under
-                    // a burst of new peers the socket would otherwise overflow); then let
-                    // other tasks run.
-                    for _ in 0..READ_BATCH {
-                        let Ok(got) = try_recv(&sock, pktinfo, &mut buf) else {
-                            break;
-                        };
-                        input(&table, &send, &got, &buf);
+            r = sock.ready(Interest::READABLE | Interest::ERROR) => match r {
+                Ok(ready) => {
+                    if ready.is_error() {
+                        shared_refusals(&sock, &table);
                     }
-                    tokio::task::yield_now().await;
+                    if ready.is_readable() || ready.is_read_closed() {
+                        if let Err(e) = read_some(&sock, &send, &table, pktinfo, &mut buf) {
+                            tracing::debug!("usrsctp shared UDP recv: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        // Let other tasks run between batches.
+                        tokio::task::yield_now().await;
+                    }
                 }
                 Err(e) => {
-                    tracing::debug!("usrsctp shared UDP recv: {e}");
-                    if e.kind() != io::ErrorKind::ConnectionRefused {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    tracing::debug!("usrsctp shared UDP readiness: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
             _ = tick.tick() => expire(&table),
         }
     }
+}
+
+/// Reads up to [`READ_BATCH`] + 1 datagram reads (until nothing is queued) and hands them
+/// to usrsctp: under a burst of new peers the socket would otherwise overflow between
+/// trips through the scheduler. A refusal taken as the pending error is skipped (the
+/// error queue has it for [`shared_refusals`]); another error ends the batch.
+fn read_some(
+    sock: &UdpSocket,
+    send: &Arc<StdUdp>,
+    table: &Mutex<RemoteTable>,
+    pktinfo: bool,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    for _ in 0..=READ_BATCH {
+        match try_recv(sock, pktinfo, buf) {
+            Ok(got) => input(table, send, &got, buf),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Takes the shared socket's queued ICMP errors: a port unreachable from a known remote
+/// ends the association the quoted packet belongs to ([`crate::refusal`]); errors for
+/// unknown remotes are dropped. Reading the queue to its end clears the readiness and the
+/// socket's pending error (so the next send does not take it).
+fn shared_refusals(sock: &UdpSocket, table: &Mutex<RemoteTable>) {
+    let _ = sock.try_io(Interest::ERROR, || {
+        let taken = take_refusals(sock, |to| lock(table).by_addr.get(&to).map(|r| r.addr.id));
+        if let Err(e) = taken {
+            tracing::debug!("usrsctp shared UDP error queue: {e}");
+        }
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
 }
 
 /// Hands the datagrams of one read (several with GRO) to usrsctp, each as from its remote's
@@ -647,19 +712,9 @@ fn input(table: &Mutex<RemoteTable>, send: &Arc<StdUdp>, got: &Received, buf: &[
     }
 }
 
-/// One read: with `pktinfo` or GRO, `recvmsg` also yielding the destination address and
-/// segment size; otherwise plain `recv_from`.
-async fn recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
-    if pktinfo || GRO.load(Ordering::Relaxed) {
-        sock.async_io(Interest::READABLE, || recv_with_dst(sock, buf))
-            .await
-    } else {
-        let (len, from) = sock.recv_from(buf).await?;
-        Ok(Received::one(len, from))
-    }
-}
-
-/// [`recv`] without waiting: `WouldBlock` when nothing is queued.
+/// One read without waiting: with `pktinfo` or GRO, `recvmsg` also yielding the
+/// destination address and segment size; otherwise plain `recv_from`. `WouldBlock` when
+/// nothing is queued (which clears the socket's read readiness).
 fn try_recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
     if pktinfo || GRO.load(Ordering::Relaxed) {
         sock.try_io(Interest::READABLE, || recv_with_dst(sock, buf))
