@@ -34,7 +34,7 @@ static SHARED: LazyLock<Mutex<HashMap<SocketAddr, Weak<SharedUdp>>>> =
     LazyLock::new(Default::default);
 
 /// Largest datagram we read.
-const MAX_DATAGRAM: usize = 65536;
+pub(crate) const MAX_DATAGRAM: usize = 65536;
 /// Datagrams a client reader hands to usrsctp per wake-up before it lets other tasks run.
 const READ_BATCH: usize = 64;
 
@@ -230,6 +230,7 @@ pub(crate) struct ClientLink {
 
 impl Drop for ClientLink {
     fn drop(&mut self) {
+        lock(&READERS).remove(&self.addr.id);
         if let Some(t) = self.task.take() {
             t.abort();
         }
@@ -322,6 +323,13 @@ impl ClientLink {
         let sock =
             UdpSocket::from_std(sock.into()).map_err(|e| Error::udp("register with tokio", e))?;
         let id = self.addr.id;
+        lock(&READERS).insert(
+            id,
+            Reader::Client {
+                conn: id,
+                sock: Arc::downgrade(&self.send),
+            },
+        );
         let count = UdpCount::new();
         self.task = Some(tokio::spawn(async move {
             let _count = count;
@@ -469,10 +477,13 @@ pub(crate) struct SharedUdp {
     /// The sending half (replies to injected datagrams go out on it).
     send: Arc<StdUdp>,
     task: JoinHandle<()>,
+    /// Its key in [`READERS`].
+    reader_key: usize,
 }
 
 impl Drop for SharedUdp {
     fn drop(&mut self) {
+        lock(&READERS).remove(&self.reader_key);
         self.task.abort();
         let drained: Vec<Remote> = {
             let mut t = lock(&self.table);
@@ -517,12 +528,15 @@ impl SharedUdp {
             UdpCount::new(),
             pktinfo,
         ));
+        let reader_key = global().next_id();
         let shared = Arc::new(SharedUdp {
             local: bound,
             table,
             send,
             task,
+            reader_key,
         });
+        lock(&READERS).insert(reader_key, Reader::Shared(Arc::downgrade(&shared)));
         // Keyed by the bound address only: a request for port 0 always gets a fresh socket.
         map.retain(|_, w| w.strong_count() > 0);
         map.insert(bound, Arc::downgrade(&shared));
@@ -722,6 +736,73 @@ fn try_recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Recei
         let (len, from) = sock.try_recv_from(buf)?;
         Ok(Received::one(len, from))
     }
+}
+
+/// A UDP socket [`read_pending`] reads.
+enum Reader {
+    /// A client's connected socket (the sending handle; the reader task reads the same
+    /// kernel socket) and its conn address.
+    Client { conn: usize, sock: Weak<StdUdp> },
+    /// A shared server socket.
+    Shared(Weak<SharedUdp>),
+}
+
+/// Every UDP socket carrying associations, by a key of its own (a client's conn address,
+/// a shared socket's `reader_key`). Weak: their owners keep them; dropping one removes it.
+static READERS: LazyLock<Mutex<HashMap<usize, Reader>>> = LazyLock::new(Default::default);
+
+/// Reads what is queued on every UDP socket of ours (up to [`READ_BATCH`] reads each) and
+/// hands it to usrsctp on this thread, without the runtime: while the process ends its
+/// associations ([`crate::end_all_associations`]) the runtime whose tasks read them may
+/// have stopped, or be blocked by the very thread that called `exit()`, and the SACKs and
+/// SHUTDOWN ACKs must still reach usrsctp. Datagrams a reader task takes meanwhile reach
+/// usrsctp as well (only their order between the two readers is open). A shared socket's
+/// datagrams from remotes it does not know are dropped. Queued ICMP errors are taken as
+/// the reader tasks take them ([`crate::refusal`]): a peer that is gone ends its
+/// association instead of holding the wait. Returns the reads that gave data; one
+/// `recvmsg` per read and two more per socket.
+pub(crate) fn read_pending(buf: &mut [u8]) -> usize {
+    enum Live {
+        Client(usize, Arc<StdUdp>),
+        Shared(Arc<SharedUdp>),
+    }
+    let live: Vec<Live> = lock(&READERS)
+        .values()
+        .filter_map(|r| match r {
+            Reader::Client { conn, sock } => sock.upgrade().map(|s| Live::Client(*conn, s)),
+            Reader::Shared(s) => s.upgrade().map(Live::Shared),
+        })
+        .collect();
+    let mut reads = 0;
+    for r in &live {
+        let sock: &StdUdp = match r {
+            Live::Client(_, s) => s,
+            Live::Shared(s) => &s.send,
+        };
+        for _ in 0..READ_BATCH {
+            let Ok(got) = recv_with_dst(sock, buf) else {
+                break;
+            };
+            reads += 1;
+            // The datagrams of one read share their sender. Looked up before the usrsctp
+            // lock is taken (see `input`).
+            let conn = match r {
+                Live::Client(conn, _) => Some(*conn),
+                Live::Shared(s) => lock(&s.table).by_addr.get(&got.from).map(|r| r.addr.id),
+            };
+            let Some(conn) = conn else { continue };
+            crate::ffi::batch(|| {
+                for pkt in got.datagrams(buf) {
+                    conninput(conn, pkt);
+                }
+            });
+        }
+        let _ = take_refusals(sock, |to| match r {
+            Live::Client(conn, _) => Some(*conn),
+            Live::Shared(s) => lock(&s.table).by_addr.get(&to).map(|r| r.addr.id),
+        });
+    }
+    reads
 }
 
 fn lookup_or_create(

@@ -1,8 +1,9 @@
 //! A peer process that goes away: killed (SIGKILL: its host answers our heartbeat with an
-//! ICMP port unreachable, which ends our side with `Error::PeerGone`). The peer is this
-//! test binary run again with `USRSCTP_PEER_GONE_CHILD` naming its role: the `child`
-//! test does nothing without it. Also the tag check that keeps a refusal from ending
-//! another association, and a live remote beside refused ones on one server socket. Each parent test listens on an SCTP port of its own (one listener per SCTP port
+//! ICMP port unreachable, which ends our side with `Error::PeerGone`), exiting (`exit()`,
+//! SIGTERM: its own stack ends the association on the way out, queued data first), or
+//! handling SIGINT itself (its handler is kept). The peer is this test binary run again
+//! with `USRSCTP_PEER_GONE_CHILD` naming its role: the `child` test does nothing without
+//! it. Each parent test listens on an SCTP port of its own (one listener per SCTP port
 //! per process); UDP ports are the kernel's choice.
 
 use std::future::IntoFuture;
@@ -28,6 +29,9 @@ const CHILD_ENV: &str = "USRSCTP_PEER_GONE_CHILD";
 const PEER_ENV: &str = "USRSCTP_PEER_GONE_PEER";
 /// The SCTP port a child listens on.
 const CHILD_SCTP_PORT: u16 = 7201;
+/// What the child sends before `exit()` in the bulk test.
+const BULK: usize = 1_000_000;
+const BULK_MESSAGE: usize = 62_500;
 
 /// Heartbeat settings of the side that must notice a killed peer: a heartbeat every
 /// interval + RTO ± RTO/2 (usrsctp's jitter), so with these at most 200 + 600 ms after the
@@ -72,7 +76,7 @@ fn child() {
             say("established", "");
             std::future::pending::<()>().await
         }),
-        // Listens, accepts one association, holds it until killed.
+        // Listens, accepts one association, holds it until killed or signalled.
         "server-hold" => multi().block_on(async {
             let l = SctpStack::global()
                 .listen(
@@ -86,6 +90,44 @@ fn child() {
             say("accepted", "");
             std::future::pending::<()>().await
         }),
+        // Connects, then calls exit(0) from a runtime worker with the association open.
+        "client-exit" => multi().block_on(async {
+            let a = connect_to(peer.unwrap()).await;
+            say("established", "");
+            tokio::spawn(async move {
+                let _open = a;
+                say("exiting", "");
+                std::process::exit(0)
+            })
+            .await
+            .unwrap();
+        }),
+        // Handles SIGINT itself (tokio's handler, installed before the stack's first
+        // socket), then exits with status 3.
+        "client-own-sigint" => multi().block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut sigint = signal(SignalKind::interrupt()).unwrap();
+            let _a = connect_to(peer.unwrap()).await;
+            say("established", "");
+            sigint.recv().await;
+            say("own-handler", "");
+            std::process::exit(3)
+        }),
+        // On a current-thread runtime (which `exit()` blocks: nothing of the runtime
+        // runs any more), queues 1 MB and calls exit(0) at once.
+        "client-bulk-exit" => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let a = connect_to(peer.unwrap()).await;
+                say("established", "");
+                for m in 0..BULK / BULK_MESSAGE {
+                    a.send(0, &bulk_message(m), true, 0).await.unwrap();
+                }
+                say("sent", "");
+                std::process::exit(0)
+            }),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -100,6 +142,13 @@ async fn connect_to((udp, sctp_port): (SocketAddr, u16)) -> Association {
 /// One line the parent waits for.
 fn say(key: &str, rest: &str) {
     println!("CHILD {key} {rest}");
+}
+
+/// Message `m` of the bulk test: bytes that say where they belong.
+fn bulk_message(m: usize) -> Vec<u8> {
+    (0..BULK_MESSAGE)
+        .map(|i| ((m * 31 + i) % 251) as u8)
+        .collect()
 }
 
 // ---------------------------------------------------------------- the parent's side
@@ -141,6 +190,16 @@ impl Peer {
         })
         .await
         .unwrap_or_else(|_| panic!("child did not say {key}"))
+    }
+
+    /// Sends `sig` (a name `kill` knows) to the child.
+    fn signal(&self, sig: &str) {
+        let pid = self.child.id().unwrap().to_string();
+        let ok = std::process::Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill -{sig} {pid}");
     }
 
     async fn status(&mut self) -> ExitStatus {
@@ -211,6 +270,91 @@ async fn a_killed_server_is_seen_by_the_client_through_icmp() {
         "{took:?} (heartbeat due within {:?})",
         heartbeat_bound()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_shuts_the_association_down() {
+    // Default heartbeat (30 s): only the exiting side's SHUTDOWN can end it in time.
+    let l = listen(7103, &SctpOptions::default()).await;
+    let mut peer = Peer::spawn("client-exit", Some(&l));
+    let (a, _) = timeout(T, l.accept()).await.unwrap().unwrap();
+    peer.line("established").await;
+    peer.line("exiting").await;
+    let (end, took) = end_of(&a, Instant::now()).await;
+    eprintln!("client exit(0): server side ended after {took:?} (from its last line): {end:?}");
+    assert!(end.is_ok(), "a graceful end, not {end:?}");
+    assert!(took <= DETECT, "{took:?}");
+    assert_eq!(peer.status().await.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shuts_the_association_down_and_the_peer_dies_by_it() {
+    let mut peer = Peer::spawn("server-hold", None);
+    let at: SocketAddr = peer.line("listening").await.parse().unwrap();
+    let c = SctpStack::global()
+        .connect(at, CHILD_SCTP_PORT, &SctpOptions::default())
+        .unwrap();
+    let a = timeout(T, c.into_future()).await.unwrap().unwrap();
+    peer.line("accepted").await;
+    let sent = Instant::now();
+    peer.signal("TERM");
+    let (end, took) = end_of(&a, sent).await;
+    eprintln!("server SIGTERM: client side ended after {took:?}: {end:?}");
+    assert!(end.is_ok(), "a graceful end, not {end:?}");
+    assert!(took <= DETECT, "{took:?}");
+    let status = peer.status().await;
+    assert_eq!(status.signal(), Some(15), "died by SIGTERM: {status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_sigint_handler_is_kept() {
+    let l = listen(7105, &SctpOptions::default()).await;
+    let mut peer = Peer::spawn("client-own-sigint", Some(&l));
+    let (a, _) = timeout(T, l.accept()).await.unwrap().unwrap();
+    peer.line("established").await;
+    let sent = Instant::now();
+    peer.signal("INT");
+    // The application's handler ran (ours would have ended the process by SIGINT) ...
+    peer.line("own-handler").await;
+    let status = peer.status().await;
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    // ... and its exit(3) shut the association down.
+    let (end, took) = end_of(&a, sent).await;
+    eprintln!("client with its own SIGINT handler: ended after {took:?}: {end:?}");
+    assert!(end.is_ok(), "a graceful end, not {end:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_queued_before_exit_is_delivered_before_the_end() {
+    let l = listen(7106, &SctpOptions::default()).await;
+    let mut peer = Peer::spawn("client-bulk-exit", Some(&l));
+    let (a, _) = timeout(T, l.accept()).await.unwrap().unwrap();
+    peer.line("established").await;
+    let started = Instant::now();
+    let mut got = 0usize;
+    let mut messages = 0usize;
+    let end = timeout(T, async {
+        loop {
+            match a.recv().await {
+                Ok(Some(m)) => {
+                    assert_eq!(m.data, bulk_message(messages), "message {messages}");
+                    got += m.data.len();
+                    messages += 1;
+                }
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("the association did not end");
+    eprintln!(
+        "1 MB then exit(0): {got} bytes in {messages} messages, then {end:?}, {:?} after establishment",
+        started.elapsed()
+    );
+    assert_eq!(got, BULK);
+    assert!(end.is_ok(), "a graceful end, not {end:?}");
+    assert_eq!(peer.status().await.code(), Some(0));
 }
 
 // ---------------------------------------------------------------- stale refusals
