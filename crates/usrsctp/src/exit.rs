@@ -109,12 +109,28 @@ pub fn end_all_associations(grace: Duration) -> Ended {
     // at the end.
     let mut rest: Vec<Arc<Sock>> = Vec::new();
     let mut closing: Vec<Arc<Sock>> = Vec::new();
-    for sock in g.open_socks() {
-        match state(&sock) {
+    // Every state is read before the first SHUTDOWN: that SHUTDOWN may end another of
+    // these associations (both ends in this process) before the loop gets to it.
+    let socks: Vec<(Arc<Sock>, Option<i32>)> = g
+        .open_socks()
+        .into_iter()
+        .map(|sock| {
+            let state = state(&sock);
+            (sock, state)
+        })
+        .collect();
+    for (sock, state_then) in socks {
+        match state_then {
             None => rest.push(sock),
-            Some(s) if can_shut_down(s) && sock.shutdown(libc::SHUT_WR).is_ok() => {
-                closing.push(sock)
-            }
+            Some(s) if can_shut_down(s) => match sock.shutdown(libc::SHUT_WR) {
+                Ok(()) => closing.push(sock),
+                // It ended since (its peer shut it down, or aborted it).
+                Err(_) if state(&sock).is_none() => ended.closed += 1,
+                Err(_) => {
+                    sock.close(true);
+                    ended.aborted += 1;
+                }
+            },
             Some(_) => {
                 sock.close(true);
                 ended.aborted += 1;
