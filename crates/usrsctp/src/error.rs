@@ -39,6 +39,16 @@ pub enum Error {
          or aborted by the peer (error cause {0})"
     )]
     Lost(u16),
+    /// The peer's host refused our packets after the association was established (an ICMP
+    /// or ICMPv6 port unreachable for the peer's UDP encapsulation port, quoting a packet
+    /// of this association: RFC 6951 section 5.5, RFC 9260 appendix C): nothing listens on
+    /// that port any more, so the peer's SCTP endpoint is gone (its process exited or was
+    /// killed without ending the association). Carries the peer's UDP address.
+    #[error(
+        "SCTP peer {0} is gone: its host refused our packets (ICMP port unreachable: \
+         nothing listens on that UDP port any more)"
+    )]
+    PeerGone(SocketAddr),
     /// The association was aborted locally (`abort()`, or a send cancelled mid-message).
     #[error("SCTP association aborted locally")]
     Aborted,

@@ -35,6 +35,9 @@
 //!   host with kernel SCTP those raw sockets would see kernel SCTP traffic and answer it with
 //!   ABORTs). One thread of ours, `usrsctp-timer`, calls `usrsctp_handle_timers` every 10 ms
 //!   (retransmissions, heartbeats, delayed SACKs) and parks after 10 s without sockets.
+//!   With the first usrsctp socket the process also gets what ends its associations at
+//!   exit (see [Exit](#exit)): an `atexit` handler and, where SIGINT, SIGTERM or SIGHUP
+//!   still have their default disposition, a handler and a thread (`usrsctp-signal`).
 //! * Inbound: one tokio task per UDP socket reads datagrams and calls `usrsctp_conninput`,
 //!   which runs the SCTP state machine synchronously on that task's thread. The output
 //!   callback (called from that thread or the timer thread) collects the packets; when the
@@ -97,23 +100,58 @@
 //!   [`Error::Refused`], because the client's UDP socket is connected (ECONNREFUSED): from
 //!   [`SctpStack::connect`] itself when the answer is already there as the INIT leaves (the
 //!   peer is this host: no task is spawned and the socket never joins the runtime's epoll
-//!   set), else from the [`Connecting`] when it arrives. After establishment ICMP errors
-//!   are ignored (SCTP's own retransmission limits apply).
+//!   set), else from the [`Connecting`] when it arrives.
+//! * After establishment an ICMP or ICMPv6 port unreachable ends the association with
+//!   [`Error::PeerGone`] if the packet it quotes carries the association's verification
+//!   tag (RFC 6951 section 5.5, RFC 9260 appendix C); one quoting another association's
+//!   tag is dropped. Our UDP sockets, client and shared ones, queue their ICMP errors
+//!   with what they quote (IP_RECVERR / IPV6_RECVERR); for each port unreachable the
+//!   ABORT the peer would have sent (T bit, the quoted tag) goes to usrsctp, which does the
+//!   tag check. On loopback a killed peer is seen at its next heartbeat (within 1 s with
+//!   a 200 ms [`SctpOptions::heartbeat_interval_ms`] and a 400 ms
+//!   [`SctpOptions::rto_max_ms`]; at the default 30 s interval, after 30-32 s) or at the
+//!   next data sent. Other ICMP errors are ignored, and a peer whose host stays
+//!   silent (down, unreachable, filtered) is noticed only by heartbeats and
+//!   retransmission limits ([`SctpOptions::max_retransmits`]). The errors of a shared
+//!   socket are also its pending error, which its next send takes whatever remote it is
+//!   for: such a send is made again, so other remotes lose nothing.
 //! * usrsctp is never de-initialised (`usrsctp_finish` is not called).
+//!
+//! # Exit
+//! A process that ends leaves no SCTP peer waiting, as the kernel does for TCP: at
+//! `exit()` (also the return from `main`) and on SIGINT, SIGTERM or SIGHUP,
+//! [`end_all_associations`] runs with [`EXIT_GRACE`] (1 s): hooks of higher layers
+//! ([`before_exit`]) first, then a SHUTDOWN of every established association after the
+//! data queued on it, a wait of at most the grace for those handshakes (reading our UDP
+//! sockets on that thread, so it needs no runtime: the runtime may be stopped, or
+//! blocked by the thread that called `exit()`), then an ABORT of whatever is left and
+//! the listeners closed. A signal handler is installed only where the disposition is the
+//! default when the first usrsctp socket is made; it writes the signal's number into a
+//! pipe, and the `usrsctp-signal` thread, if our handler is still the installed one (an
+//! application or tokio's `signal-hook-registry` handler installed later decides
+//! instead), ends the associations, restores the default and raises the signal again, so
+//! the process dies by it. `_exit()`, SIGKILL and crashes end nothing: the peer learns
+//! of those by ICMP ([Limits](#limits)). An association whose last handle is dropped
+//! while the process runs (also when a runtime shuts down and drops its tasks) is
+//! aborted then. A process that never makes a usrsctp socket installs none of this.
 //!
 //! # Layout
 //! Private modules, the public API re-exported here. `ffi` is the only door into libusrsctp
 //! (its declarations, a safe `Socket` and the library-wide calls) and `pktinfo` does the
-//! `recvmsg`/`sendmsg` with packet info (and the error-queue read of the port probe):
-//! the only modules with code the compiler cannot check, a rule the workspace's lint table
-//! enforces (it denies such code everywhere else). `sys` keeps the process-wide state
+//! `recvmsg`/`sendmsg` with packet info (and the reads of a socket's error queue), and
+//! `signals` the `atexit` handler, the signal handlers and their pipe (`sigaction`,
+//! `pipe2`, `raise`, calls of libc with no safe wrapper in std): the only modules with
+//! code the compiler cannot check, a rule the workspace's lint table enforces (it denies
+//! such code everywhere else). `sys` keeps the process-wide state
 //! (routing and upcall tables, timer thread), `udp` our UDP sockets and their reader tasks,
-//! `probe` the port probe's shared sockets, `assoc` the associations, `options`, `stack`
-//! and `listener` the entry points.
+//! `probe` the port probe's shared sockets, `refusal` the ICMP port unreachables turned
+//! into ABORTs, `exit` the end of every association at exit, `assoc` the associations,
+//! `options`, `stack` and `listener` the entry points.
 
 mod assoc;
 mod cmt;
 mod error;
+mod exit;
 mod ffi;
 mod listener;
 mod multihome;
@@ -121,6 +159,8 @@ mod options;
 mod path_events;
 mod pktinfo;
 mod probe;
+mod refusal;
+mod signals;
 mod stack;
 mod sys;
 mod udp;
@@ -128,6 +168,7 @@ mod udp;
 pub use assoc::{Association, Connecting, Message, Progress, StreamHandle};
 pub use cmt::CmtMode;
 pub use error::{Error, Result};
+pub use exit::{before_exit, end_all_associations, Ended, EXIT_GRACE};
 pub use listener::SctpListener;
 pub use multihome::{
     multihome_available, set_cmt_global, set_peer_chunk_overhead, BufferSplitting, CmtGlobal,

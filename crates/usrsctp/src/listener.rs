@@ -77,6 +77,18 @@ impl SctpListener {
         self.udp.inject(from, pkt);
     }
 
+    /// Handles an ICMP port unreachable as if this listener's UDP socket had queued one
+    /// for a datagram it sent to `to` whose payload began with `quoted` (the packet an
+    /// ICMP message quotes): the ABORT that stands for it goes to usrsctp from `to`'s
+    /// conn address, which ends the association of `to` the quoted packet belongs to (its
+    /// verification tag decides) with [`Error::PeerGone`], synchronously on the calling
+    /// thread. For tests of the tag check without a peer that sends stale packets; not
+    /// part of the API. Cost: one table lookup and one `conninput`.
+    #[doc(hidden)]
+    pub fn inject_refusal(&self, to: SocketAddr, quoted: &[u8]) {
+        self.udp.inject_refusal(to, quoted);
+    }
+
     /// The SCTP port listened on. No I/O.
     pub fn sctp_port(&self) -> u16 {
         self.sctp_port

@@ -3,7 +3,8 @@
 //! learn the local address each datagram was sent to (`recvmsg`), IP_PKTINFO / IPV6_PKTINFO
 //! to send a reply from that address (`sendmsg`). A leaf module: plain functions on a file
 //! descriptor, no knowledge of SCTP. Control messages live in a small buffer on the stack
-//! (no allocation); each call is one syscall.
+//! (no allocation); each call is one syscall. Also the socket's error queue (IP_RECVERR:
+//! the ICMP errors its datagrams drew, with what they quoted).
 
 #![allow(unsafe_code)]
 
@@ -279,8 +280,11 @@ pub(crate) fn connected_path_mtu(sock: &impl AsFd, v6: bool) -> Option<u32> {
 
 /// Asks the kernel to queue the ICMP errors that what `s` sends draws (IP_RECVERR, and
 /// on an IPv6 socket also IPV6_RECVERR, so that IPv4-mapped destinations are covered),
-/// each with the destination of the datagram that caused it, for [`take_refusal`]. One or
-/// two setsockopts; whether the socket's own family's one worked.
+/// each with the destination of the datagram that caused it and what the ICMP message
+/// quoted of it, for [`take_queued_error`]. On an unconnected socket each such error also
+/// becomes the socket's pending error, which the next send (to any destination) or
+/// receive takes as its own result until the queue is read. One or two setsockopts;
+/// whether the socket's own family's one worked.
 pub(crate) fn enable_recverr(s: &impl AsFd, v6: bool) -> bool {
     let v4 = set_int(s, libc::IPPROTO_IP, libc::IP_RECVERR, 1);
     if v6 {
@@ -340,71 +344,104 @@ fn set_int(s: &impl AsFd, level: libc::c_int, name: libc::c_int, value: libc::c_
 /// `ECONNREFUSED`) or none is left; the others are dropped. One `recvmsg` per error taken,
 /// one more when none matched.
 pub(crate) fn take_refusal(s: &impl AsFd, to: SocketAddr) -> io::Result<bool> {
-    take_errors(s, Some(to))
+    loop {
+        match take_queued_error(s, &mut [])? {
+            None => return Ok(false),
+            Some(e) if e.refused && e.to.is_some_and(|a| same_endpoint(a, to)) => return Ok(true),
+            Some(_) => {}
+        }
+    }
 }
 
 /// Drops every queued error of `s` (which also clears the socket's pending error, so the
 /// next send does not fail with it). One `recvmsg` per error, one more.
 pub(crate) fn drain_errors(s: &impl AsFd) -> io::Result<()> {
-    take_errors(s, None).map(|_| ())
+    while take_queued_error(s, &mut [])?.is_some() {}
+    Ok(())
 }
 
-/// Reads the error queue until a refusal from `to` (never, with `None`) or until it is
-/// empty.
-fn take_errors(s: &impl AsFd, to: Option<SocketAddr>) -> io::Result<bool> {
+/// Same address and port (the flow label and scope of an IPv6 address aside).
+fn same_endpoint(a: SocketAddr, b: SocketAddr) -> bool {
+    a.ip() == b.ip() && a.port() == b.port()
+}
+
+/// One error taken from a socket's error queue ([`take_queued_error`]).
+pub(crate) struct QueuedError {
+    /// An ICMP or ICMPv6 port unreachable (`ECONNREFUSED` from an ICMP origin): nothing
+    /// listens on the destination's port.
+    pub(crate) refused: bool,
+    /// The destination of the datagram that drew the error (address and port).
+    pub(crate) to: Option<SocketAddr>,
+    /// Bytes of that datagram's payload the ICMP message quoted (as much as it carried,
+    /// cut to the buffer given), at the start of that buffer.
+    pub(crate) len: usize,
+}
+
+/// Takes the oldest error queued on `s` (a socket with [`enable_recverr`]; `recvmsg` with
+/// `MSG_ERRQUEUE`, non-blocking): `None` when the queue is empty. The kernel hands back
+/// the payload of the datagram that drew the error, as far as the ICMP message quoted it
+/// (an IPv4 ICMP error carries at most 576 bytes, headers included), copied into `buf`
+/// (an empty `buf` takes none of it), and that datagram's destination. Taking the last
+/// queued error also clears the socket's pending error. One `recvmsg`.
+pub(crate) fn take_queued_error(s: &impl AsFd, buf: &mut [u8]) -> io::Result<Option<QueuedError>> {
     let fd = s.as_fd().as_raw_fd();
-    loop {
-        let mut cbuf = CmsgBuf([0; 128]);
-        // SAFETY: as in `recv_with_dst`: zeroed name storage of the stated length, a
-        // control buffer alive for the call, no data buffer (the payload is not wanted).
-        let received = unsafe {
-            SockAddr::try_init(|name, namelen| {
-                let mut msg: libc::msghdr = zeroed();
-                msg.msg_name = name as *mut c_void;
-                msg.msg_namelen = *namelen;
-                msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
-                msg.msg_controllen = cbuf.0.len() as _;
-                let n = libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
-                if n < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                *namelen = msg.msg_namelen;
-                msg.msg_name = std::ptr::null_mut();
-                Ok(msg)
-            })
-        };
-        let (msg, offender) = match received {
-            Ok(r) => r,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-            Err(e) => return Err(e),
-        };
-        let Some(to) = to else { continue };
-        let mut refused = false;
-        // SAFETY: walking the control messages the kernel wrote into `cbuf` (alive;
-        // msg_controllen holds their total length); the payload is read unaligned and lies
-        // within the buffer (128 bytes, the largest such message about 64).
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                let h = &*c;
-                let ours = (h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_RECVERR)
-                    || (h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
-                if ours {
-                    let e = std::ptr::read_unaligned(
-                        libc::CMSG_DATA(c) as *const libc::sock_extended_err
-                    );
-                    refused |= e.ee_errno == libc::ECONNREFUSED as u32
-                        && (e.ee_origin == libc::SO_EE_ORIGIN_ICMP
-                            || e.ee_origin == libc::SO_EE_ORIGIN_ICMP6);
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
+    let mut cbuf = CmsgBuf([0; 128]);
+    // SAFETY: as in `recv_with_dst`: zeroed name storage of the stated length, a data
+    // buffer and a control buffer alive for the call with their true lengths.
+    let received = unsafe {
+        SockAddr::try_init(|name, namelen| {
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr() as *mut c_void,
+                iov_len: buf.len(),
+            };
+            let mut msg: libc::msghdr = zeroed();
+            msg.msg_name = name as *mut c_void;
+            msg.msg_namelen = *namelen;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+            msg.msg_controllen = cbuf.0.len() as _;
+            let n = libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
             }
-        }
-        let same = offender
-            .as_socket()
-            .is_some_and(|a| a.ip() == to.ip() && a.port() == to.port());
-        if refused && same {
-            return Ok(true);
+            *namelen = msg.msg_namelen;
+            // The iovec and name storage move or die here; only the control fields are
+            // used afterwards.
+            msg.msg_name = std::ptr::null_mut();
+            msg.msg_iov = std::ptr::null_mut();
+            msg.msg_iovlen = 0;
+            Ok((n as usize, msg))
+        })
+    };
+    let ((len, msg), offender) = match received {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut refused = false;
+    // SAFETY: walking the control messages the kernel wrote into `cbuf` (alive;
+    // msg_controllen holds their total length); the payload is read unaligned and lies
+    // within the buffer (128 bytes, the largest such message about 64).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h = &*c;
+            let ours = (h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_RECVERR)
+                || (h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
+            if ours {
+                let e =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::sock_extended_err);
+                refused |= e.ee_errno == libc::ECONNREFUSED as u32
+                    && (e.ee_origin == libc::SO_EE_ORIGIN_ICMP
+                        || e.ee_origin == libc::SO_EE_ORIGIN_ICMP6);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
+    Ok(Some(QueuedError {
+        refused,
+        to: offender.as_socket(),
+        len: len.min(buf.len()),
+    }))
 }

@@ -8,7 +8,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,9 @@ pub(crate) struct Global {
     lib: std::result::Result<ffi::Usrsctp, String>,
     routes: Mutex<HashMap<usize, Route>>,
     wakers: RwLock<HashMap<usize, Arc<SockWakers>>>,
+    /// Every open usrsctp socket by waker id, for [`crate::end_all_associations`]. Weak:
+    /// their owners keep them; closing one removes it.
+    socks: Mutex<HashMap<usize, Weak<Sock>>>,
     next_id: AtomicUsize,
     pub(crate) live_socks: AtomicUsize,
     pub(crate) live_addrs: AtomicUsize,
@@ -111,6 +114,7 @@ pub(crate) fn global() -> &'static Global {
         ),
         routes: Mutex::new(HashMap::new()),
         wakers: RwLock::new(HashMap::new()),
+        socks: Mutex::new(HashMap::new()),
         next_id: AtomicUsize::new(1),
         live_socks: AtomicUsize::new(0),
         live_addrs: AtomicUsize::new(0),
@@ -130,6 +134,14 @@ impl Global {
 
     pub(crate) fn next_id(&self) -> usize {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The usrsctp sockets open now (listeners, pending and established associations).
+    pub(crate) fn open_socks(&self) -> Vec<Arc<Sock>> {
+        lock(&self.socks)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     fn live(&self) -> usize {
@@ -219,8 +231,12 @@ std::thread_local! {
 /// and leave together when the thread releases the usrsctp lock ([`flush`]; one hold may
 /// span several calls, see `ffi::batch`): one `sendmsg` with UDP GSO for up to 64 packets
 /// (and 65,000 bytes) of one association instead of a syscall each.
+///
+/// On a thread whose thread-locals are being destroyed (the thread that calls `exit()`
+/// runs its thread-local destructors before the `atexit` handlers, and ours ends the
+/// associations there) every packet goes out at once.
 fn conn_output(id: usize, pkt: &[u8]) {
-    BATCH.with(|b| {
+    let batched = BATCH.try_with(|b| {
         let mut b = b.borrow_mut();
         if b.count > 0
             && (b.conn != id
@@ -245,11 +261,14 @@ fn conn_output(id: usize, pkt: &[u8]) {
         b.buf.extend_from_slice(pkt);
         b.count += 1;
     });
+    if batched.is_err() {
+        send_packets(id, pkt, None);
+    }
 }
 
 /// The flush hook: sends what this thread's last hold of the usrsctp lock produced.
 fn flush() {
-    BATCH.with(|b| send_batch(&mut b.borrow_mut()));
+    let _ = BATCH.try_with(|b| send_batch(&mut b.borrow_mut()));
 }
 
 fn send_batch(b: &mut Batch) {
@@ -265,6 +284,13 @@ fn send_batch(b: &mut Batch) {
 
 /// Sends `buf` (one packet, or packets of `segment` bytes back to back) to conn address
 /// `id`'s route. A full socket buffer drops them, like a lossy link (SCTP retransmits).
+///
+/// A shared server socket queues its ICMP errors (IP_RECVERR, see [`crate::refusal`]), and
+/// on an unconnected socket each queued error is also the socket's pending error, which
+/// the next send takes as its own result: it fails with `ECONNREFUSED` and its datagrams
+/// are not sent, whatever remote they were for. Such a send is made again (the error it
+/// took is gone; the reader task still finds it in the queue), up to [`SEND_TRIES`] times
+/// in all, should more refusals arrive in between.
 fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some(g) = GLOBAL.get() else { return };
     let route = {
@@ -277,7 +303,24 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     g.udp_sends.fetch_add(1, Ordering::Relaxed);
     let packets = segment.map_or(1, |seg| buf.len().div_ceil(usize::from(seg).max(1)));
     g.packets_sent.fetch_add(packets, Ordering::Relaxed);
-    let mut res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
+    let shared = remote.is_some();
+    let send = |buf: &[u8], segment: Option<u16>| {
+        let mut tries = 1;
+        loop {
+            let res = crate::pktinfo::send_datagrams(&sock, buf, segment, remote, src);
+            match &res {
+                Err(e)
+                    if shared
+                        && e.kind() == io::ErrorKind::ConnectionRefused
+                        && tries < SEND_TRIES =>
+                {
+                    tries += 1
+                }
+                _ => return res,
+            }
+        }
+    };
+    let mut res = send(buf, segment);
     if let (Err(e), Some(seg)) = (&res, segment) {
         if matches!(
             e.raw_os_error(),
@@ -289,7 +332,7 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
             res = Ok(0);
             g.udp_sends.fetch_add(packets, Ordering::Relaxed);
             for p in buf.chunks(usize::from(seg)) {
-                if let Err(e) = crate::pktinfo::send_datagrams(&sock, p, None, remote, src) {
+                if let Err(e) = send(p, None) {
                     res = Err(e);
                 }
             }
@@ -308,6 +351,9 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
         }
     }
 }
+
+/// Most sends of one batch on a shared socket, see [`send_packets`].
+const SEND_TRIES: u32 = 3;
 
 /// The upcall hook: wakes the tasks waiting on the socket with waker id `id`. Never calls
 /// into usrsctp.
@@ -417,11 +463,14 @@ impl Sock {
                 g.live_socks.fetch_add(1, Ordering::SeqCst);
                 g.made_socks.fetch_add(1, Ordering::Relaxed);
                 g.kick_timer();
-                Ok(Arc::new(Sock {
+                crate::exit::arm();
+                let sock = Arc::new(Sock {
                     raw,
                     waker_id,
                     wakers,
-                }))
+                });
+                lock(&g.socks).insert(waker_id, Arc::downgrade(&sock));
+                Ok(sock)
             }
             Err(e) => {
                 g.wakers
@@ -444,6 +493,7 @@ impl Sock {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.waker_id);
+        lock(&g.socks).remove(&self.waker_id);
         g.live_socks.fetch_sub(1, Ordering::SeqCst);
         self.wakers.wake_all();
     }

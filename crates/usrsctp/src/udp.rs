@@ -21,8 +21,11 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::pktinfo::{connected_path_mtu, enable_gro, enable_pktinfo, recv_with_dst, Received};
+use crate::pktinfo::{
+    connected_path_mtu, enable_gro, enable_pktinfo, enable_recverr, recv_with_dst, Received,
+};
 use crate::probe::{is_refusal, probe_refused, shared_probe_refused};
+use crate::refusal::{abort_for, take_refusals};
 use crate::sys::{conninput, global, lock, ConnAddr, Route};
 
 /// The shared server sockets of this process by bound address. Weak: the listeners and
@@ -31,7 +34,7 @@ static SHARED: LazyLock<Mutex<HashMap<SocketAddr, Weak<SharedUdp>>>> =
     LazyLock::new(Default::default);
 
 /// Largest datagram we read.
-const MAX_DATAGRAM: usize = 65536;
+pub(crate) const MAX_DATAGRAM: usize = 65536;
 /// Datagrams a client reader hands to usrsctp per wake-up before it lets other tasks run.
 const READ_BATCH: usize = 64;
 
@@ -227,6 +230,7 @@ pub(crate) struct ClientLink {
 
 impl Drop for ClientLink {
     fn drop(&mut self) {
+        lock(&READERS).remove(&self.addr.id);
         if let Some(t) = self.task.take() {
             t.abort();
         }
@@ -237,7 +241,9 @@ impl Drop for ClientLink {
 pub(crate) trait ClientEvents: Send + Sync + 'static {
     /// An INIT ACK chunk arrived (called before the packet is given to usrsctp).
     fn init_ack(&self);
-    /// The connected UDP socket reported ECONNREFUSED (ICMP port unreachable).
+    /// The connected UDP socket reported ECONNREFUSED (ICMP port unreachable). Called
+    /// before the ABORT that refusal stands for reaches usrsctp (an established
+    /// association ends by that ABORT, see [`crate::refusal`]).
     fn refused(&self);
 }
 
@@ -308,13 +314,22 @@ impl ClientLink {
             || (ask_socket && is_refusal(self.send.take_error().ok().flatten()))
     }
 
-    /// Tunes `sock` (from [`ClientLink::open`]) for data, registers it with tokio and
-    /// spawns its reader task.
+    /// Tunes `sock` (from [`ClientLink::open`]) for data, asks for its ICMP errors with
+    /// what they quote (IP_RECVERR / IPV6_RECVERR), registers it with tokio and spawns its
+    /// reader task.
     pub(crate) fn start(&mut self, sock: Socket, events: Arc<dyn ClientEvents>) -> Result<()> {
         tune_for_data(&sock);
+        enable_recverr(&sock, self.local.is_ipv6());
         let sock =
             UdpSocket::from_std(sock.into()).map_err(|e| Error::udp("register with tokio", e))?;
         let id = self.addr.id;
+        lock(&READERS).insert(
+            id,
+            Reader::Client {
+                conn: id,
+                sock: Arc::downgrade(&self.send),
+            },
+        );
         let count = UdpCount::new();
         self.task = Some(tokio::spawn(async move {
             let _count = count;
@@ -329,9 +344,20 @@ impl ClientLink {
                     }
                 };
                 if ready.is_error() {
-                    // An ICMP error on the connected socket (port unreachable: nothing
-                    // listens on the peer's UDP port). Taking it clears the readiness.
+                    // ICMP errors on the connected socket. A port unreachable (nothing
+                    // listens on the peer's UDP port) fails an attempt still in its
+                    // handshake and ends an established association by the ABORT it
+                    // stands for (`refusal`). Reading the queue to its end clears the
+                    // readiness and the pending error; without IP_RECVERR only the
+                    // pending error tells.
                     let _ = sock.try_io(Interest::ERROR, || {
+                        let taken = take_refusals(&sock, |_| {
+                            events.refused();
+                            Some(id)
+                        });
+                        if let Err(e) = taken {
+                            tracing::debug!("usrsctp client UDP error queue: {e}");
+                        }
                         if is_refusal(sock.take_error().ok().flatten()) {
                             events.refused();
                         }
@@ -451,10 +477,13 @@ pub(crate) struct SharedUdp {
     /// The sending half (replies to injected datagrams go out on it).
     send: Arc<StdUdp>,
     task: JoinHandle<()>,
+    /// Its key in [`READERS`].
+    reader_key: usize,
 }
 
 impl Drop for SharedUdp {
     fn drop(&mut self) {
+        lock(&READERS).remove(&self.reader_key);
         self.task.abort();
         let drained: Vec<Remote> = {
             let mut t = lock(&self.table);
@@ -487,6 +516,9 @@ impl SharedUdp {
             .and_then(|a| a.as_socket())
             .ok_or_else(|| Error::udp("local_addr", io::Error::other("not an inet address")))?;
         let pktinfo = bound.ip().is_unspecified() && enable_pktinfo(&s, bound);
+        // ICMP errors with what they quote: a remote whose port is refused loses its
+        // associations (`refusal`).
+        enable_recverr(&s, bound.is_ipv6());
         let (send, recv) = split(s)?;
         let table = Arc::new(Mutex::new(RemoteTable::default()));
         let task = tokio::spawn(shared_reader(
@@ -496,12 +528,15 @@ impl SharedUdp {
             UdpCount::new(),
             pktinfo,
         ));
+        let reader_key = global().next_id();
         let shared = Arc::new(SharedUdp {
             local: bound,
             table,
             send,
             task,
+            reader_key,
         });
+        lock(&READERS).insert(reader_key, Reader::Shared(Arc::downgrade(&shared)));
         // Keyed by the bound address only: a request for port 0 always gets a fresh socket.
         map.retain(|_, w| w.strong_count() > 0);
         map.insert(bound, Arc::downgrade(&shared));
@@ -524,6 +559,16 @@ impl SharedUdp {
     pub(crate) fn inject(&self, from: SocketAddr, pkt: &[u8]) {
         if let Some(id) = lookup_or_create(&self.table, &self.send, from, None, pkt) {
             conninput(id, pkt);
+        }
+    }
+
+    /// Handles an ICMP port unreachable for a datagram carrying `quoted` that this socket
+    /// sent to `to`, as the reader task does with one from the error queue (the ABORT it
+    /// stands for goes to usrsctp from `to`'s conn address, on the calling thread).
+    pub(crate) fn inject_refusal(&self, to: SocketAddr, quoted: &[u8]) {
+        let conn = lock(&self.table).by_addr.get(&to).map(|r| r.addr.id);
+        if let (Some(conn), Some(abort)) = (conn, abort_for(quoted)) {
+            conninput(conn, &abort);
         }
     }
 
@@ -586,30 +631,64 @@ async fn shared_reader(
     let mut tick = tokio::time::interval(HANDSHAKE_IDLE / 2);
     loop {
         tokio::select! {
-            r = recv(&sock, pktinfo, &mut buf) => match r {
-                Ok(got) => {
-                    input(&table, &send, &got, &buf);
-                    // Drain what else is queued without a trip through the scheduler (under
-                    // a burst of new peers the socket would otherwise overflow); then let
-                    // other tasks run.
-                    for _ in 0..READ_BATCH {
-                        let Ok(got) = try_recv(&sock, pktinfo, &mut buf) else {
-                            break;
-                        };
-                        input(&table, &send, &got, &buf);
+            r = sock.ready(Interest::READABLE | Interest::ERROR) => match r {
+                Ok(ready) => {
+                    if ready.is_error() {
+                        shared_refusals(&sock, &table);
                     }
-                    tokio::task::yield_now().await;
+                    if ready.is_readable() || ready.is_read_closed() {
+                        if let Err(e) = read_some(&sock, &send, &table, pktinfo, &mut buf) {
+                            tracing::debug!("usrsctp shared UDP recv: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        // Let other tasks run between batches.
+                        tokio::task::yield_now().await;
+                    }
                 }
                 Err(e) => {
-                    tracing::debug!("usrsctp shared UDP recv: {e}");
-                    if e.kind() != io::ErrorKind::ConnectionRefused {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    tracing::debug!("usrsctp shared UDP readiness: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
             _ = tick.tick() => expire(&table),
         }
     }
+}
+
+/// Reads up to [`READ_BATCH`] + 1 datagram reads (until nothing is queued) and hands them
+/// to usrsctp: under a burst of new peers the socket would otherwise overflow between
+/// trips through the scheduler. A refusal taken as the pending error is skipped (the
+/// error queue has it for [`shared_refusals`]); another error ends the batch.
+fn read_some(
+    sock: &UdpSocket,
+    send: &Arc<StdUdp>,
+    table: &Mutex<RemoteTable>,
+    pktinfo: bool,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    for _ in 0..=READ_BATCH {
+        match try_recv(sock, pktinfo, buf) {
+            Ok(got) => input(table, send, &got, buf),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Takes the shared socket's queued ICMP errors: a port unreachable from a known remote
+/// ends the association the quoted packet belongs to ([`crate::refusal`]); errors for
+/// unknown remotes are dropped. Reading the queue to its end clears the readiness and the
+/// socket's pending error (so the next send does not take it).
+fn shared_refusals(sock: &UdpSocket, table: &Mutex<RemoteTable>) {
+    let _ = sock.try_io(Interest::ERROR, || {
+        let taken = take_refusals(sock, |to| lock(table).by_addr.get(&to).map(|r| r.addr.id));
+        if let Err(e) = taken {
+            tracing::debug!("usrsctp shared UDP error queue: {e}");
+        }
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
 }
 
 /// Hands the datagrams of one read (several with GRO) to usrsctp, each as from its remote's
@@ -647,19 +726,9 @@ fn input(table: &Mutex<RemoteTable>, send: &Arc<StdUdp>, got: &Received, buf: &[
     }
 }
 
-/// One read: with `pktinfo` or GRO, `recvmsg` also yielding the destination address and
-/// segment size; otherwise plain `recv_from`.
-async fn recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
-    if pktinfo || GRO.load(Ordering::Relaxed) {
-        sock.async_io(Interest::READABLE, || recv_with_dst(sock, buf))
-            .await
-    } else {
-        let (len, from) = sock.recv_from(buf).await?;
-        Ok(Received::one(len, from))
-    }
-}
-
-/// [`recv`] without waiting: `WouldBlock` when nothing is queued.
+/// One read without waiting: with `pktinfo` or GRO, `recvmsg` also yielding the
+/// destination address and segment size; otherwise plain `recv_from`. `WouldBlock` when
+/// nothing is queued (which clears the socket's read readiness).
 fn try_recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Received> {
     if pktinfo || GRO.load(Ordering::Relaxed) {
         sock.try_io(Interest::READABLE, || recv_with_dst(sock, buf))
@@ -667,6 +736,73 @@ fn try_recv(sock: &UdpSocket, pktinfo: bool, buf: &mut [u8]) -> io::Result<Recei
         let (len, from) = sock.try_recv_from(buf)?;
         Ok(Received::one(len, from))
     }
+}
+
+/// A UDP socket [`read_pending`] reads.
+enum Reader {
+    /// A client's connected socket (the sending handle; the reader task reads the same
+    /// kernel socket) and its conn address.
+    Client { conn: usize, sock: Weak<StdUdp> },
+    /// A shared server socket.
+    Shared(Weak<SharedUdp>),
+}
+
+/// Every UDP socket carrying associations, by a key of its own (a client's conn address,
+/// a shared socket's `reader_key`). Weak: their owners keep them; dropping one removes it.
+static READERS: LazyLock<Mutex<HashMap<usize, Reader>>> = LazyLock::new(Default::default);
+
+/// Reads what is queued on every UDP socket of ours (up to [`READ_BATCH`] reads each) and
+/// hands it to usrsctp on this thread, without the runtime: while the process ends its
+/// associations ([`crate::end_all_associations`]) the runtime whose tasks read them may
+/// have stopped, or be blocked by the very thread that called `exit()`, and the SACKs and
+/// SHUTDOWN ACKs must still reach usrsctp. Datagrams a reader task takes meanwhile reach
+/// usrsctp as well (only their order between the two readers is open). A shared socket's
+/// datagrams from remotes it does not know are dropped. Queued ICMP errors are taken as
+/// the reader tasks take them ([`crate::refusal`]): a peer that is gone ends its
+/// association instead of holding the wait. Returns the reads that gave data; one
+/// `recvmsg` per read and two more per socket.
+pub(crate) fn read_pending(buf: &mut [u8]) -> usize {
+    enum Live {
+        Client(usize, Arc<StdUdp>),
+        Shared(Arc<SharedUdp>),
+    }
+    let live: Vec<Live> = lock(&READERS)
+        .values()
+        .filter_map(|r| match r {
+            Reader::Client { conn, sock } => sock.upgrade().map(|s| Live::Client(*conn, s)),
+            Reader::Shared(s) => s.upgrade().map(Live::Shared),
+        })
+        .collect();
+    let mut reads = 0;
+    for r in &live {
+        let sock: &StdUdp = match r {
+            Live::Client(_, s) => s,
+            Live::Shared(s) => &s.send,
+        };
+        for _ in 0..READ_BATCH {
+            let Ok(got) = recv_with_dst(sock, buf) else {
+                break;
+            };
+            reads += 1;
+            // The datagrams of one read share their sender. Looked up before the usrsctp
+            // lock is taken (see `input`).
+            let conn = match r {
+                Live::Client(conn, _) => Some(*conn),
+                Live::Shared(s) => lock(&s.table).by_addr.get(&got.from).map(|r| r.addr.id),
+            };
+            let Some(conn) = conn else { continue };
+            crate::ffi::batch(|| {
+                for pkt in got.datagrams(buf) {
+                    conninput(conn, pkt);
+                }
+            });
+        }
+        let _ = take_refusals(sock, |to| match r {
+            Live::Client(conn, _) => Some(*conn),
+            Live::Shared(s) => lock(&s.table).by_addr.get(&to).map(|r| r.addr.id),
+        });
+    }
+    reads
 }
 
 fn lookup_or_create(

@@ -43,6 +43,11 @@ impl AssocShared {
                         self.progress
                             .send_modify(|p| *p = Progress::Established { inbound, outbound });
                     }
+                    // usrsctp copies the ABORT that ended the association after the
+                    // notification's fixed part (20 bytes).
+                    ffi::SCTP_COMM_LOST if n.get(20..).is_some_and(crate::refusal::is_ours) => {
+                        self.finish(Some(Error::PeerGone(self.remote)))
+                    }
                     ffi::SCTP_COMM_LOST => self.finish(Some(Error::Lost(error))),
                     ffi::SCTP_CANT_STR_ASSOC => self.finish(Some(Error::CannotStart(error))),
                     ffi::SCTP_SHUTDOWN_COMP => *shutdown_comp = true,

@@ -198,6 +198,11 @@ pub(crate) const SCTP_STATUS: c_int = 0x0000_0100;
 /// Internal (netinet/sctp.h), see [`sctp_sockstat`].
 pub(crate) const SCTP_GET_SNDBUF_USE: c_int = 0x0000_1101;
 
+// Association states (`sstat_state` of SCTP_STATUS).
+pub(crate) const SCTP_CLOSED: i32 = 0x0000;
+pub(crate) const SCTP_COOKIE_WAIT: i32 = 0x0002;
+pub(crate) const SCTP_COOKIE_ECHOED: i32 = 0x0004;
+
 // Notification types.
 pub(crate) const SCTP_ASSOC_CHANGE: u16 = 0x0001;
 pub(crate) const SCTP_SHUTDOWN_EVENT: u16 = 0x0005;
