@@ -198,7 +198,7 @@ impl SctpFlow {
 
     /// The first flow of an association this side started: stream 0.
     pub(crate) fn first(association: Association) -> io::Result<SctpFlow> {
-        let stream = association.stream(0).map_err(io::Error::other)?;
+        let stream = association.stream(0).map_err(flow_error)?;
         Ok(SctpFlow::new(
             SharedAssociation::initiated(association),
             stream,
@@ -224,7 +224,7 @@ impl SctpFlow {
         flow.stream
             .send(&[0], true, STREAM_OPEN_PPID)
             .await
-            .map_err(io::Error::other)?;
+            .map_err(flow_error)?;
         Ok(Ok(flow))
     }
 
@@ -261,12 +261,7 @@ impl SctpFlow {
                 (msg.to_vec(), DATA_PPID)
             };
             let stream = self.stream.clone();
-            Box::pin(async move {
-                stream
-                    .send(&data, true, ppid)
-                    .await
-                    .map_err(io::Error::other)
-            })
+            Box::pin(async move { stream.send(&data, true, ppid).await.map_err(flow_error) })
         });
         let r = fut.as_mut().poll(cx);
         if r.is_ready() {
@@ -302,12 +297,7 @@ impl SctpFlow {
     pub(crate) async fn close(mut self) -> io::Result<()> {
         self.member = false;
         if self.shared.leave() {
-            return self
-                .shared
-                .association
-                .close()
-                .await
-                .map_err(io::Error::other);
+            return self.shared.association.close().await.map_err(flow_error);
         }
         if !self.write_ended {
             // A failure means the association is gone, which ends the flow as well.
@@ -378,7 +368,7 @@ impl SctpFlow {
                     stream
                         .send(&chunk, true, DATA_PPID)
                         .await
-                        .map_err(io::Error::other)?;
+                        .map_err(flow_error)?;
                 }
                 Ok(n)
             })
@@ -417,7 +407,7 @@ impl SctpFlow {
                 stream
                     .send(&[0], true, FLOW_END_PPID)
                     .await
-                    .map_err(io::Error::other)
+                    .map_err(flow_error)
             })
         });
         let r = std::task::ready!(fut.as_mut().poll(cx));
@@ -437,10 +427,23 @@ impl Drop for SctpFlow {
     }
 }
 
+/// A usrsctp error as the I/O error a flow reports: the kind says how the association
+/// ended (the peer gone or aborting it reads as a reset, like TCP's RST; an abort of
+/// ours as aborted), the text says why.
+fn flow_error(e: usrsctp::Error) -> io::Error {
+    let kind = match &e {
+        usrsctp::Error::PeerGone(_) | usrsctp::Error::Lost(_) => io::ErrorKind::ConnectionReset,
+        usrsctp::Error::Aborted => io::ErrorKind::ConnectionAborted,
+        usrsctp::Error::Closed => io::ErrorKind::NotConnected,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e)
+}
+
 /// The next data message of `stream` (announcements dropped).
 async fn recv_data(stream: Arc<StreamHandle>) -> io::Result<Option<Vec<u8>>> {
     loop {
-        match stream.recv().await.map_err(io::Error::other)? {
+        match stream.recv().await.map_err(flow_error)? {
             None => return Ok(None),
             Some(m) if m.ppid == STREAM_OPEN_PPID => continue,
             Some(m) if m.ppid == EMPTY_PPID => return Ok(Some(Vec::new())),

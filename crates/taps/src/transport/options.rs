@@ -36,8 +36,8 @@ pub(crate) struct SocketOptions {
     /// `TCP_CONGESTION` by name (`cubic`, `reno`, `bbr`, ...); a name the kernel does not
     /// offer fails the attempt with [`AttemptError::Unsupported`] naming it.
     pub congestion_control: Option<String>,
-    /// `SO_KEEPALIVE` with this idle time (`TCP_KEEPIDLE`) before the first probe; for
-    /// SCTP the heartbeat interval.
+    /// `SO_KEEPALIVE` with this idle time (`TCP_KEEPIDLE`, at least 1 s) before the
+    /// first probe; for SCTP the heartbeat interval (to the millisecond).
     pub keepalive: Option<Duration>,
     /// UDP-Lite checksum coverage in bytes for sending and the minimum accepted when
     /// receiving (`UDPLITE_SEND_CSCOV` / `UDPLITE_RECV_CSCOV`); 0 = whole datagram, values
@@ -90,7 +90,7 @@ impl SocketOptions {
             user_timeout: c.abort_timeout.filter(|t| !t.is_zero()),
             keepalive: match c.keep_alive_timeout.filter(|t| !t.is_zero()) {
                 Some(_) if avoids(Name::KeepAlive) => None,
-                Some(every) => Some(every.max(Duration::from_secs(1))),
+                Some(every) => Some(every),
                 None => wants(Name::KeepAlive).then_some(DEFAULT_KEEPALIVE),
             },
             udplite_coverage: (avoids(Name::FullChecksumSend) || avoids(Name::FullChecksumRecv))
@@ -162,6 +162,8 @@ impl SocketOptions {
             check(s.set_tcp_user_timeout(Some(t)), "TCP_USER_TIMEOUT")?;
         }
         if let Some(idle) = self.keepalive {
+            // TCP_KEEPIDLE counts whole seconds, at least one.
+            let idle = idle.max(Duration::from_secs(1));
             check(
                 s.set_tcp_keepalive(&TcpKeepalive::new().with_time(idle)),
                 "TCP keep-alive",
