@@ -563,5 +563,9 @@ pub(crate) fn linger_at_exit() {
     ONCE.call_once(|| {
         // SAFETY: registers a plain extern "C" function with no arguments.
         unsafe { libc::atexit(wait_for_closes_at_exit) };
+        // SCTP's own exit work (shutting every association down) runs from its exit
+        // handler, registered when the stack starts (after this one, so it runs
+        // first): the closes the application asked for go before it.
+        usrsctp::before_exit(wait_for_closes);
     });
 }

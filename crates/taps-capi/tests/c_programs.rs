@@ -582,12 +582,14 @@ fn required_unknown_transport_fails_the_flow() {
 }
 
 /// A peer killed with SIGKILL sends nothing; the client's next heartbeat (every 0.2 s
-/// here, `keepAliveTimeout`) draws an ICMP port unreachable from the peer's host, which
-/// ends the association: the client hears of it within 2 s.
+/// plus one retransmission timeout, here at most 0.4 s: `keepAliveTimeout` 0.2 s,
+/// `connTimeout` 2 s) draws an ICMP port unreachable from the peer's host, which ends
+/// the association: the client hears of it within 2 s.
 #[test]
 fn killed_sctp_peer_is_noticed() {
     let (work, _l) = need!();
-    let props = r#"{"transport":{"value":"SCTP","precedence":2},"keepAliveTimeout":0.2}"#;
+    let props =
+        r#"{"transport":{"value":"SCTP","precedence":2},"keepAliveTimeout":0.2,"connTimeout":2}"#;
     let port = &free_port();
     let mut server = server(&work, &["echo", port, props]);
     let mut client = Bg::spawn(&work, "client", &["hold", "127.0.0.1", port, props]);

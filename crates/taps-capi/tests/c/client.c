@@ -27,6 +27,7 @@ static neat_error_code on_error(struct neat_flow_operations *ops)
 {
     if (!strcmp(mode, "hold")) {
         printf("peer gone: on_error %d\n", (int)ops->status);
+        fflush(stdout);
         exit(0);
     }
     fprintf(stderr, "client: on_error %d\n", (int)ops->status);
@@ -156,8 +157,10 @@ static neat_error_code on_close(struct neat_flow_operations *ops)
     closed_flows++;
     if (!strcmp(mode, "daytime"))
         printf("flow closed OK!\n");
-    if (!strcmp(mode, "hold"))
+    if (!strcmp(mode, "hold")) {
         printf("peer gone: on_close\n");
+        fflush(stdout);
+    }
     if (closed_flows == open_flows) {
         done = 1;
         neat_stop_event_loop(ops->ctx);
