@@ -5,12 +5,10 @@
 //! reference to either is alive while a C callback runs (a callback may call any NEAT
 //! function on the same flow or context). After a callback, state is looked up again.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::props::PropSet;
 use crate::task::{self, Cmd, ConnInfo, CtxShared, Event, FlowShared};
@@ -48,8 +46,8 @@ pub(crate) struct Ctx {
     idle_on: bool,
     pub(crate) shared: Arc<CtxShared>,
     pub(crate) taps: taps::Context,
-    /// Flows not yet closed, by id (creation order).
-    pub(crate) flows: BTreeMap<u64, *mut Flow>,
+    /// Flows not yet closed, by id (ids grow with creation).
+    pub(crate) flows: rustc_hash::FxHashMap<u64, *mut Flow>,
     /// Flows the next dispatch looks at (in id order): those with news from their task,
     /// those an API call touched, those that wanted a callback at the last dispatch.
     /// A dispatch costs what is ready, not every flow of the context.
@@ -65,13 +63,13 @@ pub(crate) struct Ctx {
     graveyard: Vec<*mut Flow>,
     /// Opens started at the next dispatch, as NEAT connects on the next loop turn (a
     /// program may open before it accepts on the port it connects to).
-    pub(crate) pending_opens: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    pub(crate) pending_opens: Vec<task::OpenRequest>,
     /// This context's loop runs inline on this thread ([`crate::runtime`]).
     pub(crate) inline: bool,
     /// Inline: commands for the flows' tasks, handed over at the start of the loop's
     /// next turn, inside the runtime (a task woken from outside the runtime costs a
     /// wake-up of its driver, a system call).
-    pub(crate) outbox: Vec<(UnboundedSender<Cmd>, Cmd)>,
+    pub(crate) outbox: Vec<(Arc<FlowShared>, Cmd)>,
     /// Inline: something asked for another dispatch (a close, an open).
     pub(crate) again: bool,
     /// `neat_stop_event_loop` was called: the inline loop returns.
@@ -113,7 +111,9 @@ pub(crate) struct Flow {
     pub(crate) state: State,
     /// The `neat_set_property` texts given, in order.
     pub(crate) props: Vec<Arc<PropSet>>,
-    pub(crate) tx: Option<UnboundedSender<Cmd>>,
+    /// A task runs this flow (it opened, or listens, or was accepted): commands go to
+    /// it through [`FlowShared::cmds`].
+    pub(crate) has_task: bool,
     pub(crate) shared: Arc<FlowShared>,
     pub(crate) inbound: VecDeque<Vec<u8>>,
     /// Bytes of the front message already read (stream transports).
@@ -164,7 +164,7 @@ impl Ctx {
                 idle_on: false,
                 shared: Arc::new(CtxShared::new(ah)),
                 taps,
-                flows: BTreeMap::new(),
+                flows: rustc_hash::FxHashMap::default(),
                 ready: BTreeSet::new(),
                 prop_sets: std::collections::HashMap::new(),
                 preconnections: std::collections::HashMap::new(),
@@ -236,12 +236,22 @@ impl Ctx {
     /// # Safety
     /// `ctx` came from [`Ctx::new`] and is not used afterwards.
     pub(crate) unsafe fn free(ctx: *mut Ctx) {
+        // In creation order; again for flows an on_close opened meanwhile.
         loop {
             // SAFETY: ctx is valid; the borrow ends before close() calls into C.
-            let next = unsafe { (*ctx).flows.values().next().copied() };
-            let Some(f) = next else { break };
-            // SAFETY: flows in the map are live.
-            unsafe { close(f, false) };
+            let mut ids: Vec<u64> = unsafe { (*ctx).flows.keys().copied().collect() };
+            if ids.is_empty() {
+                break;
+            }
+            ids.sort_unstable();
+            for id in ids {
+                // SAFETY: ctx is valid; flows in the map are live.
+                unsafe {
+                    if let Some(f) = lookup(ctx, id) {
+                        close(f, false);
+                    }
+                }
+            }
         }
         // SAFETY: ctx is valid and no callback runs from here on.
         unsafe {
@@ -278,7 +288,7 @@ impl Flow {
             id,
             state: State::New,
             props: Vec::new(),
-            tx: None,
+            has_task: false,
             shared: Arc::new(FlowShared::default()),
             inbound: VecDeque::new(),
             head: 0,
@@ -300,14 +310,16 @@ impl Flow {
 
     /// Hands `cmd` to the flow's task: at once, or (inline loop) at its next turn.
     pub(crate) fn send(&self, cmd: Cmd) {
-        let Some(tx) = &self.tx else { return };
+        if !self.has_task {
+            return;
+        }
         // SAFETY: a flow's context outlives it; short borrow on the application's
         // thread, no callback runs.
         let ctx = unsafe { &mut *self.ctx };
         if ctx.inline {
-            ctx.outbox.push((tx.clone(), cmd));
+            ctx.outbox.push((self.shared.clone(), cmd));
         } else {
-            let _ = tx.send(cmd);
+            self.shared.cmds.send(cmd);
         }
     }
 
@@ -394,7 +406,8 @@ pub(crate) unsafe fn close(flow: *mut Flow, abort: bool) {
         } else {
             Cmd::Close(task::Linger::start())
         });
-        f.tx = None;
+        // The Close or Abort just sent is the task's last command.
+        f.has_task = false;
         f.inbound.clear();
         let ctx = &mut *f.ctx;
         ctx.flows.remove(&f.id);
@@ -442,7 +455,7 @@ pub(crate) unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
             // (Inline, the loop spawns them inside the runtime at its next turn.)
             let opens = std::mem::take(&mut (*ctx).pending_opens);
             for open in opens {
-                crate::runtime::runtime().spawn(open);
+                crate::runtime::runtime().spawn(open.run());
             }
         }
         if events {
@@ -501,7 +514,8 @@ pub(crate) unsafe fn mark(ctx: *mut Ctx, id: u64) {
 pub(crate) unsafe fn mark_all(ctx: *mut Ctx) {
     // SAFETY: ctx is live; short borrows.
     unsafe {
-        let ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
+        let mut ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
+        ids.sort_unstable();
         for id in ids {
             mark(ctx, id);
         }
@@ -541,7 +555,6 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
             Event::Accepted {
                 id: nid,
                 info,
-                tx,
                 shared,
             } => {
                 let nf = {
@@ -552,7 +565,7 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                     f.ops.transport_protocol = info.stack;
                     f.state = State::Open;
                     f.info = Some(info);
-                    f.tx = Some(tx);
+                    f.has_task = true;
                     f.shared = shared;
                     f.props = l.props.clone();
                     f.host = info.remote.ip().to_string();

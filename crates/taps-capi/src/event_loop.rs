@@ -88,12 +88,19 @@ pub(crate) unsafe fn run_inline(ctx: *mut Ctx) {
                 break;
             }
         }
+        // A last turn hands over the commands the last callbacks gave (closes among
+        // them) and lets the tasks take them, so closes that need nothing more from the
+        // network end here rather than on the background thread.
+        let outbox = std::mem::take(&mut (*ctx).outbox);
+        runtime::block_on(async move {
+            for (flow, cmd) in outbox {
+                flow.cmds.send(cmd);
+            }
+            tokio::task::yield_now().await;
+        });
         drop((watch, sigint));
         let c = &mut *ctx;
         c.inline = false;
-        for (tx, cmd) in std::mem::take(&mut c.outbox) {
-            let _ = tx.send(cmd);
-        }
         c.shared.set_inline(false);
         c.ref_handles(true);
         c.wake();
@@ -124,11 +131,11 @@ unsafe fn turn(ctx: *mut Ctx, watch: Option<&AsyncFd<UvFd>>, sigint: Option<&Asy
         let uv_due = uv_alive && (uv_timeout == 0 || readable_now(uv::uv_backend_fd(lp)));
         let shared = c.shared.clone();
         runtime::block_on(async move {
-            for (tx, cmd) in outbox {
-                let _ = tx.send(cmd);
+            for (flow, cmd) in outbox {
+                flow.cmds.send(cmd);
             }
             for open in opens {
-                tokio::spawn(open);
+                tokio::spawn(open.run());
             }
             if busy || uv_due || shared.has_events() {
                 // Let the tasks that are ready run once, then come back.

@@ -132,17 +132,18 @@ unsafe fn client_preconnection(
     // SAFETY: ctx and f are live; short borrows, no callback runs.
     unsafe {
         let fr = &*f;
-        let mut key = String::with_capacity(128);
-        for set in &fr.props {
-            key.push_str(&set.text);
+        // The texts, the remote and the identity files, each ended by a NUL (which none
+        // of them holds).
+        let mut key = String::with_capacity(160);
+        for part in fr.props.iter().map(|set| &*set.text).chain([host]) {
+            key.push_str(part);
             key.push('\0');
         }
-        use std::fmt::Write;
-        let _ = write!(
-            key,
-            "{host}\0{port}\0{:?}\0{:?}\0{:?}",
-            fr.cert_pem, fr.key_pem, fr.cert_key_pem
-        );
+        key.push_str(&port.to_string());
+        for file in [&fr.cert_pem, &fr.key_pem, &fr.cert_key_pem] {
+            key.push('\0');
+            key.push_str(file.as_deref().unwrap_or(""));
+        }
         if let Some(pre) = (*ctx).preconnections.get(&key) {
             return Ok(pre.clone());
         }
@@ -297,20 +298,17 @@ pub unsafe extern "C" fn neat_open(
                     return NEAT_OK;
                 }
             };
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let fr = &mut *f;
             fr.state = State::Opening;
             fr.host = host;
             fr.port = port;
-            fr.tx = Some(tx);
-            let shared = (*ctx).shared.clone();
-            (*ctx).pending_opens.push(Box::pin(task::open(
+            fr.has_task = true;
+            (*ctx).pending_opens.push(task::OpenRequest {
                 pre,
-                fr.id,
-                shared,
-                fr.shared.clone(),
-                rx,
-            )));
+                id: fr.id,
+                ctx: (*ctx).shared.clone(),
+                shared: fr.shared.clone(),
+            });
             (*ctx).wake();
         }
         NEAT_OK
@@ -377,14 +375,13 @@ pub unsafe extern "C" fn neat_accept(
                     for (stack, addr) in l.local_addrs() {
                         (*ctx).log(NEAT_LOG_INFO, format_args!("listening: {stack} on {addr}"));
                     }
-                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
                     fr.state = State::Listening;
-                    fr.tx = Some(tx);
+                    fr.has_task = true;
                     crate::runtime::runtime().spawn(task::accept(
                         l,
                         fr.id,
                         (*ctx).shared.clone(),
-                        rx,
+                        fr.shared.clone(),
                     ));
                 }
                 Err(e) => {

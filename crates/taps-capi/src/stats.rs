@@ -40,7 +40,13 @@ pub unsafe extern "C" fn neat_get_stats(
         let mut root = Map::new();
         let (mut sent, mut recvd, mut n) = (0u64, 0u64, 0usize);
         // SAFETY: ctx is live; flows in its map are live; no callbacks run here.
-        let flows: Vec<*mut Flow> = unsafe { (*ctx).flows.values().rev().copied().collect() };
+        let flows: Vec<*mut Flow> = unsafe {
+            let mut ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
+            ids.sort_unstable_by(|a, b| b.cmp(a));
+            ids.iter()
+                .filter_map(|id| (*ctx).flows.get(id).copied())
+                .collect()
+        };
         for f in flows {
             // SAFETY: as above.
             let fr = unsafe { &*f };
@@ -49,9 +55,15 @@ pub unsafe extern "C" fn neat_get_stats(
             }
             n += 1;
             let stats = if fr.state == State::Open {
-                let (tx, rx) = std::sync::mpsc::channel();
-                fr.send(Cmd::Stats(tx));
-                rx.recv_timeout(std::time::Duration::from_secs(1)).ok()
+                // Straight to the task (not through an inline loop's outbox), and the
+                // runtime driven until it answers.
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                fr.shared.cmds.send(Cmd::Stats(tx));
+                crate::runtime::block_on(async {
+                    tokio::time::timeout(std::time::Duration::from_secs(1), rx).await
+                })
+                .ok()
+                .and_then(Result::ok)
             } else {
                 None
             };

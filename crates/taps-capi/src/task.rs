@@ -15,7 +15,6 @@ use std::time::Duration;
 use taps::taps_core::properties::Protocol;
 use taps::{Connection, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::types::*;
 use crate::uv;
@@ -39,7 +38,7 @@ pub(crate) enum Cmd {
     Abort,
     /// The application read below [`READ_LIMIT`]: read again.
     Resume,
-    Stats(std::sync::mpsc::Sender<taps::Statistics>),
+    Stats(tokio::sync::oneshot::Sender<taps::Statistics>),
 }
 
 /// What an established flow is.
@@ -79,7 +78,6 @@ pub(crate) enum Event {
     Accepted {
         id: u64,
         info: ConnInfo,
-        tx: UnboundedSender<Cmd>,
         shared: Arc<FlowShared>,
     },
     Data(Vec<u8>),
@@ -88,11 +86,54 @@ pub(crate) enum Event {
     Error(NeatError, String),
 }
 
-/// Read-side flow control shared by a flow and its task.
+/// What a flow and its task share: the application's commands and read-side flow
+/// control.
 #[derive(Default)]
 pub(crate) struct FlowShared {
+    pub(crate) cmds: Commands,
     pub(crate) buffered: AtomicUsize,
     pub(crate) paused: AtomicBool,
+}
+
+/// Commands from the application to one flow's task, in order: a queue and the task's
+/// waker under one lock (a channel would preallocate a block of slots per flow).
+#[derive(Default)]
+pub(crate) struct Commands(Mutex<CommandState>);
+
+#[derive(Default)]
+struct CommandState {
+    queue: VecDeque<Cmd>,
+    waker: Option<std::task::Waker>,
+}
+
+impl Commands {
+    fn state(&self) -> std::sync::MutexGuard<'_, CommandState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `cmd` and wakes the task.
+    pub(crate) fn send(&self, cmd: Cmd) {
+        let waker = {
+            let mut st = self.state();
+            st.queue.push_back(cmd);
+            st.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The next command.
+    fn poll_next(&self, cx: &mut TaskContext<'_>) -> Poll<Cmd> {
+        let mut st = self.state();
+        if let Some(cmd) = st.queue.pop_front() {
+            return Poll::Ready(cmd);
+        }
+        if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            st.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
 }
 
 struct Queue {
@@ -211,54 +252,65 @@ pub(crate) fn open_error_code(e: &taps::Error) -> NeatError {
     }
 }
 
-/// Initiates and then drives a client flow. Dropping the command sender (or Close)
-/// before the race ends cancels it.
-pub(crate) async fn open(
-    pre: Arc<taps::Preconnection>,
-    id: u64,
-    ctx: Arc<CtxShared>,
-    shared: Arc<FlowShared>,
-    mut rx: UnboundedReceiver<Cmd>,
-) {
-    let r = tokio::select! {
-        r = pre.initiate() => r,
-        () = until_closed(&mut rx) => return,
-    };
-    match r {
-        Ok(conn) => {
-            ctx.post(id, Event::Connected(ConnInfo::of(&conn)));
-            drive(conn, id, ctx, shared, rx).await;
+/// A client flow to open at the loop's next turn (NEAT connects on the next loop turn:
+/// a program may open before it accepts on the port it connects to).
+pub(crate) struct OpenRequest {
+    pub(crate) pre: Arc<taps::Preconnection>,
+    pub(crate) id: u64,
+    pub(crate) ctx: Arc<CtxShared>,
+    pub(crate) shared: Arc<FlowShared>,
+}
+
+impl OpenRequest {
+    /// Initiates the flow, then hands the connection to a task of its own ([`drive`]):
+    /// this task, with the race's state, ends once the flow is established. Dropping
+    /// the command sender (or Close) before the race ends cancels it.
+    pub(crate) fn run(self) -> impl std::future::Future<Output = ()> + Send {
+        // An async block, not an async fn, as for `drive`.
+        let OpenRequest {
+            pre,
+            id,
+            ctx,
+            shared,
+        } = self;
+        async move {
+            let r = tokio::select! {
+                r = pre.initiate() => r,
+                () = until_closed(&shared) => return,
+            };
+            match r {
+                Ok(conn) => {
+                    ctx.post(id, Event::Connected(ConnInfo::of(&conn)));
+                    tokio::spawn(drive(Pump::new(conn, id, ctx, shared)));
+                }
+                Err(e) => ctx.post(id, Event::Error(open_error_code(&e), e.to_string())),
+            }
         }
-        Err(e) => ctx.post(id, Event::Error(open_error_code(&e), e.to_string())),
     }
 }
 
-async fn until_closed(rx: &mut UnboundedReceiver<Cmd>) {
-    loop {
-        match rx.recv().await {
-            None | Some(Cmd::Close(_)) | Some(Cmd::Abort) => return,
-            Some(_) => {}
+/// Resolves when the application closes or aborts the flow (other commands are
+/// dropped: none comes before a flow is open).
+fn until_closed(shared: &FlowShared) -> impl std::future::Future<Output = ()> + '_ {
+    poll_fn(move |cx| loop {
+        match std::task::ready!(shared.cmds.poll_next(cx)) {
+            Cmd::Close(_) | Cmd::Abort => return Poll::Ready(()),
+            _ => {}
         }
-    }
+    })
 }
 
 /// Accepts connections and hands each to the application as a new flow.
-pub(crate) async fn accept(
-    mut l: Listener,
-    id: u64,
-    ctx: Arc<CtxShared>,
-    mut rx: UnboundedReceiver<Cmd>,
-) {
+pub(crate) async fn accept(mut l: Listener, id: u64, ctx: Arc<CtxShared>, own: Arc<FlowShared>) {
     loop {
         tokio::select! {
             c = l.accept() => match c {
                 Some(Ok(conn)) => {
                     let nid = ctx.next_id();
                     let shared = Arc::new(FlowShared::default());
-                    let (tx, crx) = tokio::sync::mpsc::unbounded_channel();
                     let info = ConnInfo::of(&conn);
-                    ctx.post(id, Event::Accepted { id: nid, info, tx, shared: shared.clone() });
-                    tokio::spawn(drive(conn, nid, ctx.clone(), shared, crx));
+                    ctx.post(id, Event::Accepted { id: nid, info, shared: shared.clone() });
+                    tokio::spawn(drive(Pump::new(conn, nid, ctx.clone(), shared)));
                 }
                 Some(Err(e)) => ctx.log(NEAT_LOG_WARNING, format_args!("accept failed: {e}")),
                 None => {
@@ -266,7 +318,7 @@ pub(crate) async fn accept(
                     return;
                 }
             },
-            () = until_closed(&mut rx) => return,
+            () = until_closed(&own) => return,
         }
     }
 }
@@ -286,7 +338,6 @@ struct Pump {
     id: u64,
     ctx: Arc<CtxShared>,
     shared: Arc<FlowShared>,
-    rx: UnboundedReceiver<Cmd>,
     wq: VecDeque<Vec<u8>>,
     woff: usize,
     read_done: bool,
@@ -304,14 +355,13 @@ impl Pump {
     /// Takes the application's commands; Ready(Abort) when it aborted.
     fn take_commands(&mut self, cx: &mut TaskContext<'_>) -> Poll<End> {
         while self.closing.is_none() {
-            match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(Cmd::Write(d))) => self.wq.push_back(d),
-                Poll::Ready(Some(Cmd::Shutdown)) => self.shut_req = true,
-                Poll::Ready(Some(Cmd::Close(token))) => self.closing = Some(token),
-                Poll::Ready(None) => self.closing = Some(Linger::none()),
-                Poll::Ready(Some(Cmd::Abort)) => return Poll::Ready(End::Abort),
-                Poll::Ready(Some(Cmd::Resume)) => {}
-                Poll::Ready(Some(Cmd::Stats(tx))) => {
+            match self.shared.cmds.poll_next(cx) {
+                Poll::Ready(Cmd::Write(d)) => self.wq.push_back(d),
+                Poll::Ready(Cmd::Shutdown) => self.shut_req = true,
+                Poll::Ready(Cmd::Close(token)) => self.closing = Some(token),
+                Poll::Ready(Cmd::Abort) => return Poll::Ready(End::Abort),
+                Poll::Ready(Cmd::Resume) => {}
+                Poll::Ready(Cmd::Stats(tx)) => {
                     let _ = tx.send(self.conn.statistics());
                 }
                 Poll::Pending => break,
@@ -464,44 +514,70 @@ impl Pump {
     }
 }
 
-/// Moves bytes between an established connection and the application until either
-/// side ends it, then closes (gracefully, within 10 s) or aborts it.
-pub(crate) async fn drive(
-    conn: Connection,
-    id: u64,
-    ctx: Arc<CtxShared>,
-    shared: Arc<FlowShared>,
-    rx: UnboundedReceiver<Cmd>,
-) {
-    let message = ConnInfo::of(&conn).message;
-    let mut p = Pump {
-        conn,
-        message,
-        id,
-        ctx,
-        shared,
-        rx,
-        wq: VecDeque::new(),
-        woff: 0,
-        read_done: false,
-        shut_req: false,
-        shut_done: false,
-        closing: None,
-    };
-    let end = poll_fn(|cx| p.poll_turn(cx)).await;
-    let token = p.closing.take();
-    // A stream whose sending side already ended (FIN, close_notify) needs no second
-    // shutdown: dropping it closes the socket. SCTP's close ends the association.
-    let shut_stream = p.shut_done && p.conn.info().stack.protocol != Protocol::Sctp;
-    match end {
-        End::Close if shut_stream => {}
-        End::Close => {
-            let _ = tokio::time::timeout(CLOSE_LIMIT, p.conn.close()).await;
+impl Pump {
+    /// The task state of an established connection.
+    fn new(conn: Connection, id: u64, ctx: Arc<CtxShared>, shared: Arc<FlowShared>) -> Pump {
+        Pump {
+            message: ConnInfo::of(&conn).message,
+            conn,
+            id,
+            ctx,
+            shared,
+            wq: VecDeque::new(),
+            woff: 0,
+            read_done: false,
+            shut_req: false,
+            shut_done: false,
+            closing: None,
         }
-        End::Abort => p.conn.abort(),
-        End::Failed => {}
     }
-    drop(token);
+}
+
+/// Moves bytes between an established connection and the application until either
+/// side ends it, then closes (gracefully, within 10 s) or aborts it. Takes the state
+/// built already, so the future holds one copy of it.
+// Not an async fn: see the comment inside.
+#[allow(clippy::manual_async_fn)]
+fn drive(mut p: Pump) -> impl std::future::Future<Output = ()> + Send {
+    // An async block, not an async fn: the fn's argument would be moved into a local
+    // of its body, and the task would hold the state twice.
+    async move {
+        let end = poll_fn(|cx| p.poll_turn(cx)).await;
+        if let Some(close) = p.finish(end) {
+            close.await;
+        }
+    }
+}
+
+/// What ends a flow's task: a graceful close to await (boxed, so the task does not
+/// carry its state, the transport and a timer, inline for its whole life).
+type Closing = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+impl Pump {
+    /// Ends the connection as `end` says: the graceful close to await, if any (the
+    /// close-in-progress token is released when it is done).
+    fn finish(self, end: End) -> Option<Closing> {
+        let Pump {
+            conn,
+            closing: token,
+            shut_done,
+            ..
+        } = self;
+        // A stream whose sending side already ended (FIN, close_notify) needs no second
+        // shutdown: dropping it closes the socket. SCTP's close ends the association.
+        let shut_stream = shut_done && conn.info().stack.protocol != Protocol::Sctp;
+        match end {
+            End::Close if !shut_stream => Some(Box::pin(async move {
+                let _ = tokio::time::timeout(CLOSE_LIMIT, conn.close()).await;
+                drop(token);
+            })),
+            End::Abort => {
+                conn.abort();
+                None
+            }
+            End::Close | End::Failed => None,
+        }
+    }
 }
 
 /// How long a graceful close may take (the peer acknowledging what was queued).
@@ -517,41 +593,52 @@ static CLOSES_IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
 /// a close after the process exits; taps' SCTP (usrsctp) and QUIC run inside the
 /// process, so the process waits for these at exit (see [`wait_for_closes`]), or the
 /// data still queued would be lost.
-pub(crate) struct Linger(bool);
+pub(crate) struct Linger(());
 
 impl Linger {
     /// Counts one close in progress.
     pub(crate) fn start() -> Linger {
         CLOSES_IN_PROGRESS.fetch_add(1, Ordering::SeqCst);
-        Linger(true)
-    }
-
-    /// A close nobody waits for (the application dropped the flow's channel).
-    fn none() -> Linger {
-        Linger(false)
+        Linger(())
     }
 }
 
 impl Drop for Linger {
     fn drop(&mut self) {
-        if self.0 {
-            CLOSES_IN_PROGRESS.fetch_sub(1, Ordering::SeqCst);
+        if CLOSES_IN_PROGRESS.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let _g = CLOSES_DONE.0.lock().unwrap_or_else(|e| e.into_inner());
+            CLOSES_DONE.1.notify_all();
         }
     }
 }
 
 /// Waits (at most [`EXIT_LINGER`]) until every close in progress is done, while the
-/// background thread drives the runtime (polling an atomic with short sleeps).
+/// background thread drives the runtime.
 pub(crate) fn wait_for_closes() {
     // The exiting thread cannot drive the runtime (glibc ran its thread-local
     // destructors, tokio's context included, before the exit handlers): the background
     // thread drives whatever still runs from here, an inline loop's turns being over.
+    if CLOSES_IN_PROGRESS.load(Ordering::SeqCst) == 0 {
+        return;
+    }
     crate::runtime::hand_over_for_exit();
     let deadline = std::time::Instant::now() + EXIT_LINGER;
-    while CLOSES_IN_PROGRESS.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
+    let mut n = CLOSES_DONE.0.lock().unwrap_or_else(|e| e.into_inner());
+    while CLOSES_IN_PROGRESS.load(Ordering::SeqCst) > 0 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        n = CLOSES_DONE
+            .1
+            .wait_timeout(n, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
+
+/// Signalled when a close in progress ends (the exit handler waits on it).
+static CLOSES_DONE: (Mutex<()>, std::sync::Condvar) = (Mutex::new(()), std::sync::Condvar::new());
 
 extern "C" fn wait_for_closes_at_exit() {
     wait_for_closes();
