@@ -2,9 +2,10 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+use crate::boundary::{self, export};
 use crate::core::Ctx;
 use crate::types::*;
-use crate::{cx, guard, uv, NeatCtx};
+use crate::{guard, uv, NeatCtx};
 
 /// Creates a context with its own libuv loop; NULL on failure.
 #[no_mangle]
@@ -24,29 +25,29 @@ pub extern "C" fn neat_init_ctx() -> *mut NeatCtx {
 /// `nc` is NULL or a live context.
 #[no_mangle]
 pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let Some(ctx) = cx(nc) else {
-            return NEAT_ERROR_BAD_ARGUMENT;
-        };
+    export(|| {
+        let ctx = boundary::ctx_ptr(nc)?;
         if !(0..=2).contains(&run_mode) {
-            return NEAT_ERROR_BAD_ARGUMENT;
+            return Err(NEAT_ERROR_BAD_ARGUMENT);
         }
-        // SAFETY: installing a handler; ctx is live; no borrow is held during uv_run.
+        // SAFETY: installing NEAT's handler, a plain extern "C" function.
         unsafe {
             libc::signal(
                 libc::SIGINT,
                 crate::event_loop::on_sigint as extern "C" fn(c_int) as libc::sighandler_t,
-            );
-            let lp = (*ctx).uv;
+            )
+        };
+        // SAFETY: a live context; the loop holds no reference across its callbacks.
+        unsafe {
             if run_mode == uv::UV_RUN_DEFAULT {
                 crate::event_loop::run_inline(ctx);
-                uv::uv_loop_close(lp);
+                uv::uv_loop_close((*ctx).uv);
             } else {
                 crate::core::mark_all(ctx);
-                uv::uv_run(lp, run_mode);
+                uv::uv_run((*ctx).uv, run_mode);
             }
         }
-        NEAT_OK
+        Ok(())
     })
 }
 
@@ -57,12 +58,8 @@ pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int
 #[no_mangle]
 pub unsafe extern "C" fn neat_stop_event_loop(nc: *mut NeatCtx) {
     guard((), || {
-        if let Some(ctx) = cx(nc) {
-            // SAFETY: ctx is live; short borrow.
-            unsafe {
-                (*ctx).stop = true;
-                uv::uv_stop((*ctx).uv);
-            }
+        if let Ok(ctx) = boundary::context(nc) {
+            ctx.stop();
         }
     })
 }
@@ -73,10 +70,8 @@ pub unsafe extern "C" fn neat_stop_event_loop(nc: *mut NeatCtx) {
 /// `nc` is NULL or a live context.
 #[no_mangle]
 pub unsafe extern "C" fn neat_get_event_loop(nc: *mut NeatCtx) -> *mut c_void {
-    guard(std::ptr::null_mut(), || match cx(nc) {
-        // SAFETY: ctx is live.
-        Some(ctx) => unsafe { (*ctx).uv.cast() },
-        None => std::ptr::null_mut(),
+    guard(std::ptr::null_mut(), || {
+        boundary::context(nc).map_or(std::ptr::null_mut(), |ctx| ctx.uv.cast())
     })
 }
 
@@ -86,10 +81,8 @@ pub unsafe extern "C" fn neat_get_event_loop(nc: *mut NeatCtx) -> *mut c_void {
 /// `nc` is NULL or a live context.
 #[no_mangle]
 pub unsafe extern "C" fn neat_get_backend_fd(nc: *mut NeatCtx) -> c_int {
-    guard(-1, || match cx(nc) {
-        // SAFETY: ctx is live.
-        Some(ctx) => unsafe { uv::uv_backend_fd((*ctx).uv) },
-        None => -1,
+    guard(-1, || {
+        boundary::context(nc).map_or(-1, |ctx| ctx.backend_fd())
     })
 }
 
@@ -99,10 +92,8 @@ pub unsafe extern "C" fn neat_get_backend_fd(nc: *mut NeatCtx) -> c_int {
 /// `nc` is NULL or a live context.
 #[no_mangle]
 pub unsafe extern "C" fn neat_get_backend_timeout(nc: *mut NeatCtx) -> c_int {
-    guard(-1, || match cx(nc) {
-        // SAFETY: ctx is live.
-        Some(ctx) => unsafe { uv::uv_backend_timeout((*ctx).uv) },
-        None => -1,
+    guard(-1, || {
+        boundary::context(nc).map_or(-1, |ctx| ctx.backend_timeout())
     })
 }
 
@@ -113,8 +104,9 @@ pub unsafe extern "C" fn neat_get_backend_timeout(nc: *mut NeatCtx) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn neat_free_ctx(nc: *mut NeatCtx) {
     guard((), || {
-        if let Some(ctx) = cx(nc) {
-            // SAFETY: ctx is live and the caller gives it up.
+        if let Ok(ctx) = boundary::ctx_ptr(nc) {
+            // SAFETY: a live context the caller gives up; `free` runs on_close for its
+            // flows and holds no reference across them.
             unsafe { Ctx::free(ctx) };
         }
     })
@@ -127,10 +119,8 @@ pub unsafe extern "C" fn neat_free_ctx(nc: *mut NeatCtx) {
 #[no_mangle]
 pub unsafe extern "C" fn neat_log_level(nc: *mut NeatCtx, level: u8) {
     guard((), || {
-        if let Some(ctx) = cx(nc) {
-            // SAFETY: ctx is live.
-            let shared = unsafe { &(*ctx).shared };
-            shared
+        if let Ok(ctx) = boundary::context(nc) {
+            ctx.shared
                 .log_level
                 .store(level.min(4), std::sync::atomic::Ordering::Relaxed);
         }

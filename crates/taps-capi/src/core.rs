@@ -26,11 +26,11 @@ pub(crate) const WRITE_HIGH: u64 = 256 * 1024;
 fn writable(f: &Flow) -> bool {
     f.state == State::Open
         && f.ops.on_writable.is_some()
-        && !f.shut
+        && !f.io.shut
         && if f.ops.on_all_written.is_some() {
-            f.unsent == 0
+            f.io.unsent == 0
         } else {
-            f.unsent < WRITE_HIGH
+            f.io.unsent < WRITE_HIGH
         }
 }
 
@@ -81,9 +81,10 @@ pub(crate) struct Ctx {
 /// SHUTDOWN event sets `eofSeen`, and the next read of an empty buffer returns so);
 /// msbench's server closes on that read and prints its report. On TCP NEAT found the
 /// end with a 1-byte peek before on_readable and ran on_close, never a 0-byte read.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) enum ZeroRead {
     /// Not an SCTP flow, or the end has not come.
+    #[default]
     No,
     /// The SCTP peer ended its side: on_readable runs once more with nothing queued.
     Due,
@@ -102,7 +103,8 @@ pub(crate) enum State {
     Closed,
 }
 
-/// A `struct neat_flow`.
+/// A `struct neat_flow`: its callbacks, what the program set up, the link to its task,
+/// what moves between the program and the task, and the peer.
 pub(crate) struct Flow {
     /// The flow's own operations: callbacks get a pointer to this.
     pub(crate) ops: NeatFlowOperations,
@@ -111,28 +113,52 @@ pub(crate) struct Flow {
     pub(crate) state: State,
     /// The `neat_set_property` texts given, in order.
     pub(crate) props: Vec<Arc<PropSet>>,
+    /// PEM files from `neat_secure_identity`.
+    pub(crate) tls: TlsFiles,
     /// A task runs this flow (it opened, or listens, or was accepted): commands go to
     /// it through [`FlowShared::cmds`].
     pub(crate) has_task: bool,
     pub(crate) shared: Arc<FlowShared>,
-    pub(crate) inbound: VecDeque<Vec<u8>>,
-    /// Bytes of the front message already read (stream transports).
-    pub(crate) head: usize,
-    pub(crate) eof: bool,
-    /// NEAT's end of stream on SCTP: a read of 0 bytes (see [`ZeroRead`]).
-    pub(crate) zero_read: ZeroRead,
-    pub(crate) unsent: u64,
-    pub(crate) drain_pending: bool,
-    pub(crate) shut: bool,
-    pub(crate) info: Option<ConnInfo>,
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) bytes_sent: u64,
-    pub(crate) bytes_received: u64,
-    /// PEM files from `neat_secure_identity`: certificate, key, both in one file.
+    pub(crate) io: FlowIo,
+    pub(crate) peer: Peer,
+}
+
+/// PEM files named by `neat_secure_identity`: certificate, key, both in one file.
+#[derive(Default)]
+pub(crate) struct TlsFiles {
     pub(crate) cert_pem: Option<String>,
     pub(crate) key_pem: Option<String>,
     pub(crate) cert_key_pem: Option<String>,
+}
+
+/// What moves between the program and the flow's task, and how far it got.
+#[derive(Default)]
+pub(crate) struct FlowIo {
+    /// Received, not yet read: messages (message transports) or chunks (streams).
+    pub(crate) inbound: VecDeque<Vec<u8>>,
+    /// Bytes of the front message already read.
+    pub(crate) head: usize,
+    /// The peer ended its side (or the connection failed) after what is queued.
+    pub(crate) eof: bool,
+    /// NEAT's end of stream on SCTP: a read of 0 bytes (see [`ZeroRead`]).
+    pub(crate) zero_read: ZeroRead,
+    /// Written by the program, not yet handed to the transport.
+    pub(crate) unsent: u64,
+    /// on_all_written is owed once `unsent` reaches 0.
+    pub(crate) drain_pending: bool,
+    /// `neat_shutdown` was called.
+    pub(crate) shut: bool,
+    pub(crate) bytes_sent: u64,
+    pub(crate) bytes_received: u64,
+}
+
+/// The other end: what the connection is (once established) and the name it was
+/// opened to.
+#[derive(Default)]
+pub(crate) struct Peer {
+    pub(crate) info: Option<ConnInfo>,
+    pub(crate) host: String,
+    pub(crate) port: u16,
 }
 
 impl Ctx {
@@ -185,6 +211,67 @@ impl Ctx {
     /// level-triggered callback, a dispatch asked for): its next turn must not wait.
     pub(crate) fn busy(&self) -> bool {
         self.again || !self.ready.is_empty() || !self.graveyard.is_empty()
+    }
+
+    /// `neat_stop_event_loop`: the inline loop returns after this turn; a threaded
+    /// `uv_run` after this iteration.
+    pub(crate) fn stop(&mut self) {
+        self.stop = true;
+        // SAFETY: the context's own loop.
+        unsafe { uv::uv_stop(self.uv) };
+    }
+
+    /// libuv's backend fd (its epoll fd).
+    pub(crate) fn backend_fd(&self) -> libc::c_int {
+        // SAFETY: the context's own loop.
+        unsafe { uv::uv_backend_fd(self.uv) }
+    }
+
+    /// libuv's backend timeout (ms until its next timer; 0 with work pending; -1 none).
+    pub(crate) fn backend_timeout(&self) -> libc::c_int {
+        // SAFETY: the context's own loop.
+        unsafe { uv::uv_backend_timeout(self.uv) }
+    }
+
+    /// A new flow of this context (freed after it closed, at a later dispatch).
+    pub(crate) fn new_flow(&mut self) -> *mut Flow {
+        let id = self.shared.next_id();
+        let f = Box::into_raw(Box::new(Flow::new(self, id)));
+        self.flows.insert(id, f);
+        f
+    }
+
+    /// Hands `cmd` to `f`'s task: at once, or (inline loop) at the loop's next turn.
+    pub(crate) fn command(&mut self, f: &Flow, cmd: Cmd) {
+        if !f.has_task {
+            return;
+        }
+        if self.inline {
+            self.outbox.push((f.shared.clone(), cmd));
+        } else {
+            f.shared.cmds.send(cmd);
+        }
+    }
+
+    /// Marks flow `id` for the next dispatch and makes sure there is one (after an API
+    /// call that may make the flow ready: set_operations, a zero-length write, a read
+    /// outside its callback).
+    pub(crate) fn mark(&mut self, id: u64) {
+        self.ready.insert(id);
+        if !self.inline {
+            self.set_idle(true);
+        }
+    }
+
+    /// Frees the flow-side read budget after the application read `n` bytes of `f`.
+    pub(crate) fn consumed(&mut self, f: &mut Flow, n: usize) {
+        f.shared.buffered.fetch_sub(n, Ordering::SeqCst);
+        if f.shared.paused.load(Ordering::SeqCst)
+            && f.shared.buffered.load(Ordering::SeqCst) < task::READ_LIMIT
+            && f.shared.paused.swap(false, Ordering::SeqCst)
+        {
+            self.command(f, Cmd::Resume);
+        }
     }
 
     /// Stops or restarts the idle handle (the threaded loop's way back to ready flows).
@@ -288,38 +375,11 @@ impl Flow {
             id,
             state: State::New,
             props: Vec::new(),
+            tls: TlsFiles::default(),
             has_task: false,
             shared: Arc::new(FlowShared::default()),
-            inbound: VecDeque::new(),
-            head: 0,
-            eof: false,
-            zero_read: ZeroRead::No,
-            unsent: 0,
-            drain_pending: false,
-            shut: false,
-            info: None,
-            host: String::new(),
-            port: 0,
-            bytes_sent: 0,
-            bytes_received: 0,
-            cert_pem: None,
-            key_pem: None,
-            cert_key_pem: None,
-        }
-    }
-
-    /// Hands `cmd` to the flow's task: at once, or (inline loop) at its next turn.
-    pub(crate) fn send(&self, cmd: Cmd) {
-        if !self.has_task {
-            return;
-        }
-        // SAFETY: a flow's context outlives it; short borrow on the application's
-        // thread, no callback runs.
-        let ctx = unsafe { &mut *self.ctx };
-        if ctx.inline {
-            ctx.outbox.push((self.shared.clone(), cmd));
-        } else {
-            self.shared.cmds.send(cmd);
+            io: FlowIo::default(),
+            peer: Peer::default(),
         }
     }
 
@@ -328,24 +388,10 @@ impl Flow {
         if self.state != State::Open {
             return false;
         }
-        (self.ops.on_readable.is_some() && !self.inbound.is_empty())
-            || (self.eof && (self.inbound.is_empty() || self.ops.on_readable.is_none()))
+        (self.ops.on_readable.is_some() && !self.io.inbound.is_empty())
+            || (self.io.eof && (self.io.inbound.is_empty() || self.ops.on_readable.is_none()))
             || writable(self)
-            || (self.drain_pending && self.unsent == 0 && self.ops.on_all_written.is_some())
-    }
-}
-
-/// Registers a new flow with the context.
-///
-/// # Safety
-/// `ctx` is a live context.
-pub(crate) unsafe fn new_flow(ctx: *mut Ctx) -> *mut Flow {
-    // SAFETY: ctx is live; short borrow.
-    unsafe {
-        let id = (*ctx).shared.next_id();
-        let f = Box::into_raw(Box::new(Flow::new(ctx, id)));
-        (*ctx).flows.insert(id, f);
-        f
+            || (self.io.drain_pending && self.io.unsent == 0 && self.ops.on_all_written.is_some())
     }
 }
 
@@ -378,7 +424,7 @@ pub(crate) unsafe fn call(flow: *mut Flow, cb: Cb, status: NeatError) -> bool {
         };
         let Some(fx) = fx else { return false };
         f.ops.status = status;
-        f.ops.stream_id = f.info.map_or(0, |i| i.stream_id);
+        f.ops.stream_id = f.peer.info.map_or(0, |i| i.stream_id);
         f.ops.ctx = f.ctx.cast();
         f.ops.flow = flow.cast();
         (fx, &mut f.ops as *mut NeatFlowOperations)
@@ -401,15 +447,18 @@ pub(crate) unsafe fn close(flow: *mut Flow, abort: bool) {
             return;
         }
         f.state = State::Closed;
-        f.send(if abort {
-            Cmd::Abort
-        } else {
-            Cmd::Close(task::Linger::start())
-        });
+        let ctx = &mut *f.ctx;
+        ctx.command(
+            f,
+            if abort {
+                Cmd::Abort
+            } else {
+                Cmd::Close(task::Linger::start())
+            },
+        );
         // The Close or Abort just sent is the task's last command.
         f.has_task = false;
-        f.inbound.clear();
-        let ctx = &mut *f.ctx;
+        f.io.inbound.clear();
         ctx.flows.remove(&f.id);
         ctx.graveyard.push(flow);
         ctx.wake();
@@ -489,24 +538,6 @@ pub(crate) unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
     }
 }
 
-/// Marks a flow for the next dispatch and arms the idle handle so the next loop
-/// iteration runs it (after an API call that may make the flow ready: set_operations, a
-/// zero-length write, a read outside its callback).
-///
-/// # Safety
-/// `ctx` is live.
-pub(crate) unsafe fn mark(ctx: *mut Ctx, id: u64) {
-    // SAFETY: ctx is live; short borrow.
-    unsafe {
-        let c = &mut *ctx;
-        c.ready.insert(id);
-        if !c.idle_on && !c.inline {
-            c.idle_on = true;
-            uv::uv_idle_start(c.idle_handle, on_idle);
-        }
-    }
-}
-
 /// Marks every flow (when the loop starts).
 ///
 /// # Safety
@@ -517,7 +548,7 @@ pub(crate) unsafe fn mark_all(ctx: *mut Ctx) {
         let mut ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
-            mark(ctx, id);
+            (*ctx).mark(id);
         }
     }
 }
@@ -541,7 +572,7 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                         return;
                     }
                     f.state = State::Open;
-                    f.info = Some(info);
+                    f.peer.info = Some(info);
                     f.ops.transport_protocol = info.stack;
                 }
                 call(flow, Cb::Connected, NEAT_OK);
@@ -564,12 +595,12 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                     f.ops.on_all_written = None;
                     f.ops.transport_protocol = info.stack;
                     f.state = State::Open;
-                    f.info = Some(info);
+                    f.peer.info = Some(info);
                     f.has_task = true;
                     f.shared = shared;
                     f.props = l.props.clone();
-                    f.host = info.remote.ip().to_string();
-                    f.port = info.remote.port();
+                    f.peer.host = info.remote.ip().to_string();
+                    f.peer.port = info.remote.port();
                     let nf = Box::into_raw(Box::new(f));
                     (*ctx).flows.insert(nid, nf);
                     (*ctx).ready.insert(nid);
@@ -580,21 +611,21 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
             Event::Data(d) => {
                 let f = &mut *flow;
                 if f.state == State::Open {
-                    f.inbound.push_back(d);
+                    f.io.inbound.push_back(d);
                 }
             }
             Event::Written(n) => {
                 {
                     let f = &mut *flow;
-                    f.unsent = f.unsent.saturating_sub(n);
+                    f.io.unsent = f.io.unsent.saturating_sub(n);
                 }
                 all_written(flow);
             }
             Event::Eof => {
                 let f = &mut *flow;
-                f.eof = true;
-                if f.info.is_some_and(|i| i.stack == NEAT_STACK_SCTP) {
-                    f.zero_read = ZeroRead::Due;
+                f.io.eof = true;
+                if f.peer.info.is_some_and(|i| i.stack == NEAT_STACK_SCTP) {
+                    f.io.zero_read = ZeroRead::Due;
                 }
             }
             Event::Error(code, msg) => {
@@ -605,7 +636,7 @@ unsafe fn apply(ctx: *mut Ctx, id: u64, ev: Event) {
                 } else if f.state == State::Open {
                     // The connection is gone: what was read can still be read, then
                     // on_close as after an orderly end.
-                    f.eof = true;
+                    f.io.eof = true;
                 }
                 call(flow, Cb::Error, code);
             }
@@ -619,11 +650,11 @@ unsafe fn all_written(flow: *mut Flow) {
     unsafe {
         let f = &mut *flow;
         if f.state == State::Open
-            && f.drain_pending
-            && f.unsent == 0
+            && f.io.drain_pending
+            && f.io.unsent == 0
             && f.ops.on_all_written.is_some()
         {
-            f.drain_pending = false;
+            f.io.drain_pending = false;
             call(flow, Cb::AllWritten, NEAT_OK);
         }
     }
@@ -637,18 +668,18 @@ unsafe fn level(ctx: *mut Ctx, id: u64) {
         if (*flow).state != State::Open {
             return;
         }
-        if (*flow).ops.on_readable.is_some() && !(*flow).inbound.is_empty() {
+        if (*flow).ops.on_readable.is_some() && !(*flow).io.inbound.is_empty() {
             call(flow, Cb::Readable, NEAT_OK);
         }
         let Some(flow) = lookup(ctx, id) else { return };
         {
             let f = &*flow;
             if f.state == State::Open
-                && f.eof
-                && (f.inbound.is_empty() || f.ops.on_readable.is_none())
+                && f.io.eof
+                && (f.io.inbound.is_empty() || f.ops.on_readable.is_none())
             {
-                if f.zero_read == ZeroRead::Due && f.ops.on_readable.is_some() {
-                    (*flow).zero_read = ZeroRead::Offered;
+                if f.io.zero_read == ZeroRead::Due && f.ops.on_readable.is_some() {
+                    (*flow).io.zero_read = ZeroRead::Offered;
                     call(flow, Cb::Readable, NEAT_OK);
                     return;
                 }
@@ -668,15 +699,4 @@ unsafe fn level(ctx: *mut Ctx, id: u64) {
 /// Reports an error on a flow at the next dispatch (NEAT reports them asynchronously).
 pub(crate) fn post_error(ctx: &Ctx, id: u64, code: NeatError, msg: String) {
     ctx.shared.post(id, Event::Error(code, msg));
-}
-
-/// Frees the flow-side read budget after the application read `n` bytes.
-pub(crate) fn consumed(f: &mut Flow, n: usize) {
-    f.shared.buffered.fetch_sub(n, Ordering::SeqCst);
-    if f.shared.paused.load(Ordering::SeqCst)
-        && f.shared.buffered.load(Ordering::SeqCst) < task::READ_LIMIT
-        && f.shared.paused.swap(false, Ordering::SeqCst)
-    {
-        f.send(Cmd::Resume);
-    }
 }

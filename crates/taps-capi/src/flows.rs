@@ -1,15 +1,15 @@
 //! Exports that make flows and start them: new flow, operations, properties, open
 //! (client) and accept (listener).
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
 use std::sync::Arc;
 
+use crate::boundary::{self, export};
 use crate::core::{Ctx, Flow, State};
 use crate::props::PropSet;
 use crate::types::*;
-use crate::{both, cx, guard, task, NeatCtx, NeatFlow};
+use crate::{guard, task, NeatCtx, NeatFlow};
 
 /// A new flow on the context (not yet opened or accepting).
 ///
@@ -17,10 +17,9 @@ use crate::{both, cx, guard, task, NeatCtx, NeatFlow};
 /// `nc` is NULL or a live context.
 #[no_mangle]
 pub unsafe extern "C" fn neat_new_flow(nc: *mut NeatCtx) -> *mut NeatFlow {
-    guard(std::ptr::null_mut(), || match cx(nc) {
-        // SAFETY: ctx is live.
-        Some(ctx) => unsafe { crate::core::new_flow(ctx).cast() },
-        None => std::ptr::null_mut(),
+    guard(std::ptr::null_mut(), || match boundary::context(nc) {
+        Ok(ctx) => ctx.new_flow().cast(),
+        Err(_) => std::ptr::null_mut(),
     })
 }
 
@@ -35,27 +34,22 @@ pub unsafe extern "C" fn neat_set_operations(
     flow: *mut NeatFlow,
     ops: *mut c_void,
 ) -> NeatError {
-    let ops: *mut NeatFlowOperations = ops.cast();
-    guard(NEAT_ERROR_INTERNAL, || {
-        let (ctx, f) = tryc!(both(nc, flow));
-        if ops.is_null() {
-            return NEAT_ERROR_BAD_ARGUMENT;
+    export(|| {
+        let (_, fp) = boundary::flow_ptrs(nc, flow)?;
+        // The program may pass the flow's own operations back (what callbacks get).
+        let given = boundary::operations_unless_own(ops, fp)?;
+        let (ctx, f) = boundary::flow(nc, flow)?;
+        if let Some(given) = given {
+            let keep = f.ops.transport_protocol;
+            f.ops = given;
+            f.ops.transport_protocol = keep;
         }
-        // SAFETY: f is live; ops is readable; short borrows.
-        unsafe {
-            let own = std::ptr::addr_of_mut!((*f).ops);
-            if own != ops {
-                let keep = (*f).ops.transport_protocol;
-                *own = *ops;
-                (*own).transport_protocol = keep;
-            }
-            (*own).ctx = ctx.cast();
-            (*own).flow = f.cast();
-            if (*f).state != State::Closed {
-                crate::core::mark(ctx, (*f).id);
-            }
+        f.ops.ctx = nc.cast();
+        f.ops.flow = flow.cast();
+        if f.state != State::Closed {
+            ctx.mark(f.id);
         }
-        NEAT_OK
+        Ok(())
     })
 }
 
@@ -73,25 +67,15 @@ pub unsafe extern "C" fn neat_set_property(
     flow: *mut NeatFlow,
     properties: *const c_char,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let (ctx, f) = tryc!(both(nc, flow));
-        if properties.is_null() {
-            return NEAT_ERROR_BAD_ARGUMENT;
-        }
-        // SAFETY: a C string from the caller.
-        let text = unsafe { CStr::from_ptr(properties) }.to_string_lossy();
-        // SAFETY: ctx and f are live; short borrows, no callback runs.
-        unsafe {
-            let set = match prop_set(&mut *ctx, &text) {
-                Ok(set) => set,
-                Err(e) => {
-                    (*ctx).log(NEAT_LOG_ERROR, format_args!("{e}"));
-                    return NEAT_ERROR_BAD_ARGUMENT;
-                }
-            };
-            (*f).props.push(set);
-        }
-        NEAT_OK
+    export(|| {
+        let (ctx, f) = boundary::flow(nc, flow)?;
+        let text = boundary::text(properties)?;
+        let set = prop_set(ctx, &text).map_err(|e| {
+            ctx.log(NEAT_LOG_ERROR, format_args!("{e}"));
+            NEAT_ERROR_BAD_ARGUMENT
+        })?;
+        f.props.push(set);
+        Ok(())
     })
 }
 
@@ -120,46 +104,38 @@ fn prop_set(ctx: &mut Ctx, text: &str) -> Result<Arc<PropSet>, String> {
 /// The client preconnection for `f` to `host`:`port`, shared by the context's flows
 /// opened alike (same property texts, remote and security files): its plan is made and
 /// its properties compiled once, not per flow.
-///
-/// # Safety
-/// `ctx` and `f` are live.
-unsafe fn client_preconnection(
-    ctx: *mut Ctx,
-    f: *mut Flow,
+fn client_preconnection(
+    ctx: &mut Ctx,
+    f: &Flow,
     host: &str,
     port: u16,
 ) -> Result<Arc<taps::Preconnection>, String> {
-    // SAFETY: ctx and f are live; short borrows, no callback runs.
-    unsafe {
-        let fr = &*f;
-        // The texts, the remote and the identity files, each ended by a NUL (which none
-        // of them holds).
-        let mut key = String::with_capacity(160);
-        for part in fr.props.iter().map(|set| &*set.text).chain([host]) {
-            key.push_str(part);
-            key.push('\0');
-        }
-        key.push_str(&port.to_string());
-        for file in [&fr.cert_pem, &fr.key_pem, &fr.cert_key_pem] {
-            key.push('\0');
-            key.push_str(file.as_deref().unwrap_or(""));
-        }
-        if let Some(pre) = (*ctx).preconnections.get(&key) {
-            return Ok(pre.clone());
-        }
-        let props = crate::props::compile(&fr.props, taps::TransportProperties::new())?;
-        let pre = Arc::new(
-            taps::Preconnection::new(&(*ctx).taps, props)
-                .remote(taps::RemoteEndpoint::new(host, port))
-                .security(security(&*ctx, fr, Side::Client)),
-        );
-        let cache = &mut (*ctx).preconnections;
-        if cache.len() >= crate::core::CACHE_SIZE {
-            cache.clear();
-        }
-        cache.insert(key, pre.clone());
-        Ok(pre)
+    // The texts, the remote and the identity files, each ended by a NUL (which none of
+    // them holds).
+    let mut key = String::with_capacity(160);
+    for part in f.props.iter().map(|set| &*set.text).chain([host]) {
+        key.push_str(part);
+        key.push('\0');
     }
+    key.push_str(&port.to_string());
+    for file in [&f.tls.cert_pem, &f.tls.key_pem, &f.tls.cert_key_pem] {
+        key.push('\0');
+        key.push_str(file.as_deref().unwrap_or(""));
+    }
+    if let Some(pre) = ctx.preconnections.get(&key) {
+        return Ok(pre.clone());
+    }
+    let props = crate::props::compile(&f.props, taps::TransportProperties::new())?;
+    let pre = Arc::new(
+        taps::Preconnection::new(&ctx.taps, props)
+            .remote(taps::RemoteEndpoint::new(host, port))
+            .security(security(ctx, f, Side::Client)),
+    );
+    if ctx.preconnections.len() >= crate::core::CACHE_SIZE {
+        ctx.preconnections.clear();
+    }
+    ctx.preconnections.insert(key, pre.clone());
+    Ok(pre)
 }
 
 /// Ignores optional arguments this call cannot use, with a log line.
@@ -186,27 +162,20 @@ pub unsafe extern "C" fn neat_secure_identity(
     filename: *const c_char,
     pem_type: c_int,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let (ctx, f) = tryc!(both(nc, flow));
-        if filename.is_null() {
-            return NEAT_ERROR_BAD_ARGUMENT;
+    export(|| {
+        let (ctx, f) = boundary::flow(nc, flow)?;
+        let name = boundary::text(filename)?.into_owned();
+        match pem_type {
+            NEAT_CERT_PEM => f.tls.cert_pem = Some(name),
+            NEAT_KEY_PEM => f.tls.key_pem = Some(name),
+            NEAT_CERT_KEY_PEM => f.tls.cert_key_pem = Some(name),
+            NEAT_CERT_NONE => {}
+            other => ctx.log(
+                NEAT_LOG_WARNING,
+                format_args!("neat_secure_identity: unknown kind {other} ignored"),
+            ),
         }
-        // SAFETY: a C string from the caller; f is live; short borrow.
-        unsafe {
-            let name = CStr::from_ptr(filename).to_string_lossy().into_owned();
-            let fr = &mut *f;
-            match pem_type {
-                NEAT_CERT_PEM => fr.cert_pem = Some(name),
-                NEAT_KEY_PEM => fr.key_pem = Some(name),
-                NEAT_CERT_KEY_PEM => fr.cert_key_pem = Some(name),
-                NEAT_CERT_NONE => {}
-                other => (*ctx).log(
-                    NEAT_LOG_WARNING,
-                    format_args!("neat_secure_identity: unknown kind {other} ignored"),
-                ),
-            }
-        }
-        NEAT_OK
+        Ok(())
     })
 }
 
@@ -235,7 +204,7 @@ fn flag(f: &Flow, name: &str) -> Option<bool> {
 /// for a client, as it did in NEAT, and maps to taps' explicitly named opt-out.
 fn security(ctx: &Ctx, f: &Flow, side: Side) -> taps::SecurityParameters {
     let mut p = taps::SecurityParameters::new();
-    let identity = match (&f.cert_pem, &f.key_pem, &f.cert_key_pem) {
+    let identity = match (&f.tls.cert_pem, &f.tls.key_pem, &f.tls.cert_key_pem) {
         (Some(c), Some(k), _) => Some((c, k)),
         (_, _, Some(both)) => Some((both, both)),
         (Some(c), None, None) => Some((c, c)),
@@ -271,47 +240,34 @@ pub unsafe extern "C" fn neat_open(
     optional: *mut c_void,
     opt_count: c_uint,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let (ctx, f) = tryc!(both(nc, flow));
-        if name.is_null() || port == 0 {
-            return NEAT_ERROR_BAD_ARGUMENT;
+    export(|| {
+        let (ctx, f) = boundary::flow(nc, flow)?;
+        let host = boundary::text(name)?.into_owned();
+        if port == 0 || f.state != State::New {
+            return Err(NEAT_ERROR_BAD_ARGUMENT);
         }
-        // SAFETY: checked pointers from the caller; ctx and f live; short borrows.
-        unsafe {
-            if (*f).state != State::New {
-                return NEAT_ERROR_BAD_ARGUMENT;
+        note_tlvs(ctx, "neat_open", boundary::tlvs(optional, opt_count));
+        let pre = match client_preconnection(ctx, f, &host, port) {
+            Ok(p) => p,
+            Err(e) => {
+                // As NEAT: the open fails through on_error, not its return value.
+                f.state = State::Opening;
+                crate::core::post_error(ctx, f.id, NEAT_ERROR_UNABLE, format!("neat_open: {e}"));
+                return Ok(());
             }
-            let host = CStr::from_ptr(name).to_string_lossy().into_owned();
-            let tlvs = tlvs(optional.cast(), opt_count);
-            note_tlvs(&*ctx, "neat_open", tlvs);
-            let pre = match client_preconnection(ctx, f, &host, port) {
-                Ok(p) => p,
-                Err(e) => {
-                    // As NEAT: the open fails through on_error, not its return value.
-                    (*f).state = State::Opening;
-                    crate::core::post_error(
-                        &*ctx,
-                        (*f).id,
-                        NEAT_ERROR_UNABLE,
-                        format!("neat_open: {e}"),
-                    );
-                    return NEAT_OK;
-                }
-            };
-            let fr = &mut *f;
-            fr.state = State::Opening;
-            fr.host = host;
-            fr.port = port;
-            fr.has_task = true;
-            (*ctx).pending_opens.push(task::OpenRequest {
-                pre,
-                id: fr.id,
-                ctx: (*ctx).shared.clone(),
-                shared: fr.shared.clone(),
-            });
-            (*ctx).wake();
-        }
-        NEAT_OK
+        };
+        f.state = State::Opening;
+        f.peer.host = host;
+        f.peer.port = port;
+        f.has_task = true;
+        ctx.pending_opens.push(task::OpenRequest {
+            pre,
+            id: f.id,
+            ctx: ctx.shared.clone(),
+            shared: f.shared.clone(),
+        });
+        ctx.wake();
+        Ok(())
     })
 }
 
@@ -337,65 +293,55 @@ pub unsafe extern "C" fn neat_accept(
     optional: *mut c_void,
     opt_count: c_uint,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let (ctx, f) = tryc!(both(nc, flow));
-        // SAFETY: ctx and f live; short borrows; block_on runs on this (non-runtime) thread.
-        unsafe {
-            if (*f).state != State::New {
-                return NEAT_ERROR_BAD_ARGUMENT;
-            }
-            note_tlvs(&*ctx, "neat_accept", tlvs(optional.cast(), opt_count));
-            let mut base = taps::TransportProperties::for_listener();
-            if (*f).props.is_empty() {
-                base = base
-                    .merge_neat_json(ALL_STACKS)
-                    .map_err(|e| e.to_string())
-                    .unwrap_or_else(|_| taps::TransportProperties::for_listener());
-            }
-            let props = match crate::props::compile(&(*f).props, base) {
-                Ok(p) => p,
-                Err(e) => {
-                    (*f).state = State::Listening;
-                    crate::core::post_error(
-                        &*ctx,
-                        (*f).id,
-                        NEAT_ERROR_UNABLE,
-                        format!("neat_accept: {e}"),
-                    );
-                    return NEAT_OK;
-                }
-            };
-            let pre = taps::Preconnection::new(&(*ctx).taps, props)
-                .local(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
-                .security(security(&*ctx, &*f, Side::Server));
-            let fr = &mut *f;
-            fr.port = port;
-            match crate::runtime::block_on(pre.listen()) {
-                Ok(l) => {
-                    for (stack, addr) in l.local_addrs() {
-                        (*ctx).log(NEAT_LOG_INFO, format_args!("listening: {stack} on {addr}"));
-                    }
-                    fr.state = State::Listening;
-                    fr.has_task = true;
-                    crate::runtime::runtime().spawn(task::accept(
-                        l,
-                        fr.id,
-                        (*ctx).shared.clone(),
-                        fr.shared.clone(),
-                    ));
-                }
-                Err(e) => {
-                    fr.state = State::Listening;
-                    crate::core::post_error(
-                        &*ctx,
-                        fr.id,
-                        NEAT_ERROR_IO,
-                        format!("listen on port {port}: {e}"),
-                    );
-                }
-            }
+    export(|| {
+        let (ctx, f) = boundary::flow(nc, flow)?;
+        if f.state != State::New {
+            return Err(NEAT_ERROR_BAD_ARGUMENT);
         }
-        NEAT_OK
+        note_tlvs(ctx, "neat_accept", boundary::tlvs(optional, opt_count));
+        let mut base = taps::TransportProperties::for_listener();
+        if f.props.is_empty() {
+            base = base
+                .merge_neat_json(ALL_STACKS)
+                .unwrap_or_else(|_| taps::TransportProperties::for_listener());
+        }
+        f.peer.port = port;
+        // From here the listener exists as far as the program is concerned; a failure
+        // reaches it through on_error, as NEAT reported failed binds.
+        f.state = State::Listening;
+        let props = match crate::props::compile(&f.props, base) {
+            Ok(p) => p,
+            Err(e) => {
+                crate::core::post_error(ctx, f.id, NEAT_ERROR_UNABLE, format!("neat_accept: {e}"));
+                return Ok(());
+            }
+        };
+        let pre = taps::Preconnection::new(&ctx.taps, props)
+            .local(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+            .security(security(ctx, f, Side::Server));
+        // Bound before this returns (tneat -L opens its clients first). No callback
+        // runs meanwhile.
+        match crate::runtime::block_on(pre.listen()) {
+            Ok(l) => {
+                for (stack, addr) in l.local_addrs() {
+                    ctx.log(NEAT_LOG_INFO, format_args!("listening: {stack} on {addr}"));
+                }
+                f.has_task = true;
+                crate::runtime::runtime().spawn(task::accept(
+                    l,
+                    f.id,
+                    ctx.shared.clone(),
+                    f.shared.clone(),
+                ));
+            }
+            Err(e) => crate::core::post_error(
+                ctx,
+                f.id,
+                NEAT_ERROR_IO,
+                format!("listen on port {port}: {e}"),
+            ),
+        }
+        Ok(())
     })
 }
 

@@ -16,6 +16,7 @@
 // denies it.
 #![allow(unsafe_code)]
 
+mod boundary;
 mod core;
 mod event_loop;
 mod props;
@@ -25,9 +26,6 @@ mod types;
 mod uv;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use crate::core::{Ctx, Flow};
-use crate::types::*;
 
 /// Runs an export's body; a panic becomes `fail` instead of crossing into C.
 fn guard<R>(fail: R, f: impl FnOnce() -> R) -> R {
@@ -50,31 +48,6 @@ pub struct NeatCtx {
 #[repr(C)]
 pub struct NeatFlow {
     _opaque: [u8; 0],
-}
-
-fn cx(ctx: *mut NeatCtx) -> Option<*mut Ctx> {
-    (!ctx.is_null()).then_some(ctx.cast())
-}
-
-fn fl(flow: *mut NeatFlow) -> Option<*mut Flow> {
-    (!flow.is_null()).then_some(flow.cast())
-}
-
-/// A context and one of its flows, or NEAT_ERROR_BAD_ARGUMENT.
-fn both(ctx: *mut NeatCtx, flow: *mut NeatFlow) -> Result<(*mut Ctx, *mut Flow), NeatError> {
-    match (cx(ctx), fl(flow)) {
-        (Some(c), Some(f)) => Ok((c, f)),
-        _ => Err(NEAT_ERROR_BAD_ARGUMENT),
-    }
-}
-
-macro_rules! tryc {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(code) => return code,
-        }
-    };
 }
 
 // The exports, by what they act on (public: they are the library's C interface).

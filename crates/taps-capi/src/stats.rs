@@ -3,10 +3,11 @@
 use std::ffi::{c_char, c_int};
 use std::net::SocketAddr;
 
+use crate::boundary::{self, export};
 use crate::core::{Flow, State};
 use crate::task::Cmd;
 use crate::types::*;
-use crate::{both, cx, guard, task, NeatCtx, NeatFlow};
+use crate::{guard, task, NeatCtx, NeatFlow};
 
 fn stack_name(stack: i32) -> &'static str {
     match stack {
@@ -29,27 +30,22 @@ pub unsafe extern "C" fn neat_get_stats(
     nc: *mut NeatCtx,
     neat_stats: *mut *mut c_char,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let Some(ctx) = cx(nc) else {
-            return NEAT_ERROR_BAD_ARGUMENT;
-        };
-        if neat_stats.is_null() {
-            return NEAT_ERROR_BAD_ARGUMENT;
-        }
+    export(|| {
+        let ctx = boundary::context(nc)?;
+        let neat_stats = boundary::out(neat_stats)?;
         use serde_json::{json, Map, Value};
         let mut root = Map::new();
         let (mut sent, mut recvd, mut n) = (0u64, 0u64, 0usize);
-        // SAFETY: ctx is live; flows in its map are live; no callbacks run here.
-        let flows: Vec<*mut Flow> = unsafe {
-            let mut ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
-            ids.sort_unstable_by(|a, b| b.cmp(a));
-            ids.iter()
-                .filter_map(|id| (*ctx).flows.get(id).copied())
-                .collect()
-        };
-        for f in flows {
-            // SAFETY: as above.
-            let fr = unsafe { &*f };
+        let mut ids: Vec<u64> = ctx.flows.keys().copied().collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        for id in ids {
+            let Some(&f) = ctx.flows.get(&id) else {
+                continue;
+            };
+            // SAFETY: flows in the context's map are live (closed ones leave it), each
+            // its own allocation; the reference lives for this iteration, no callback
+            // runs.
+            let fr: &Flow = unsafe { &*f };
             if fr.state == State::Listening || fr.state == State::New {
                 continue;
             }
@@ -69,20 +65,20 @@ pub unsafe extern "C" fn neat_get_stats(
             };
             let (bs, br) = stats
                 .as_ref()
-                .map_or((fr.bytes_sent, fr.bytes_received), |s| {
+                .map_or((fr.io.bytes_sent, fr.io.bytes_received), |s| {
                     (s.bytes_sent, s.bytes_received)
                 });
             sent += bs;
             recvd += br;
-            let stack = fr.info.map_or(0, |i| i.stack);
+            let stack = fr.peer.info.map_or(0, |i| i.stack);
             let props: Map<String, Value> = crate::props::merged(&fr.props).into_iter().collect();
             let mut o = json!({
                 "flow number": n,
-                "remote_host": fr.host,
-                "socket type": if fr.info.is_some_and(|i| i.message) { libc::SOCK_DGRAM } else { libc::SOCK_STREAM },
+                "remote_host": fr.peer.host,
+                "socket type": if fr.peer.info.is_some_and(|i| i.message) { libc::SOCK_DGRAM } else { libc::SOCK_STREAM },
                 "sock_protocol": match stack { NEAT_STACK_TCP | NEAT_STACK_MPTCP => libc::IPPROTO_TCP, NEAT_STACK_UDP => libc::IPPROTO_UDP, NEAT_STACK_UDPLITE => libc::IPPROTO_UDPLITE, NEAT_STACK_SCTP => libc::IPPROTO_SCTP, _ => 0 },
                 "transport": stack_name(stack),
-                "port": fr.port,
+                "port": fr.peer.port,
                 "ecn": 0,
                 "qos": 0,
                 "write_size": task::IO_SIZE,
@@ -110,21 +106,25 @@ pub unsafe extern "C" fn neat_get_stats(
         let mut out = Vec::new();
         let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
         let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-        if serde::Serialize::serialize(&Value::Object(root), &mut ser).is_err() {
-            return NEAT_ERROR_INTERNAL;
-        }
-        // SAFETY: a fresh malloc'ed, NUL-terminated copy the caller frees.
-        unsafe {
-            let p = libc::malloc(out.len() + 1) as *mut u8;
-            if p.is_null() {
-                return NEAT_ERROR_OUT_OF_MEMORY;
-            }
-            std::ptr::copy_nonoverlapping(out.as_ptr(), p, out.len());
-            *p.add(out.len()) = 0;
-            *neat_stats = p.cast();
-        }
-        NEAT_OK
+        serde::Serialize::serialize(&Value::Object(root), &mut ser)
+            .map_err(|_| NEAT_ERROR_INTERNAL)?;
+        *neat_stats = c_string(&out)?;
+        Ok(())
     })
+}
+
+/// A `malloc`ed, NUL-terminated copy of `bytes` (the caller frees it with `free`).
+fn c_string(bytes: &[u8]) -> Result<*mut c_char, NeatError> {
+    // SAFETY: a fresh allocation of len + 1 bytes, filled within its bounds.
+    unsafe {
+        let p = libc::malloc(bytes.len() + 1) as *mut u8;
+        if p.is_null() {
+            return Err(NEAT_ERROR_OUT_OF_MEMORY);
+        }
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
+        *p.add(bytes.len()) = 0;
+        Ok(p.cast())
+    }
 }
 
 /// Writes `flow`'s local (`local` != 0) or remote address into a `malloc`ed array and
@@ -140,45 +140,55 @@ pub unsafe extern "C" fn neat_getlpaddrs(
     local: c_int,
 ) -> c_int {
     guard(-1, || {
-        let Ok((_ctx, f)) = both(nc, flow) else {
+        let Ok((_ctx, f)) = boundary::flow(nc, flow) else {
             return -1;
         };
-        if addrs.is_null() {
+        let Ok(addrs) = boundary::out(addrs) else {
             return -1;
-        }
-        // SAFETY: f is live; the array is a fresh allocation of the right size.
-        unsafe {
-            let Some(info) = (*f).info else { return -1 };
-            let a = if local != 0 { info.local } else { info.remote };
-            let (len, p) = match a {
-                SocketAddr::V4(v4) => {
-                    let p = libc::calloc(1, std::mem::size_of::<libc::sockaddr_in>())
-                        as *mut libc::sockaddr_in;
-                    if p.is_null() {
-                        return -1;
-                    }
-                    (*p).sin_family = libc::AF_INET as libc::sa_family_t;
-                    (*p).sin_port = v4.port().to_be();
-                    (*p).sin_addr.s_addr = u32::from(*v4.ip()).to_be();
-                    (1, p.cast::<libc::sockaddr>())
-                }
-                SocketAddr::V6(v6) => {
-                    let p = libc::calloc(1, std::mem::size_of::<libc::sockaddr_in6>())
-                        as *mut libc::sockaddr_in6;
-                    if p.is_null() {
-                        return -1;
-                    }
-                    (*p).sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                    (*p).sin6_port = v6.port().to_be();
-                    (*p).sin6_addr.s6_addr = v6.ip().octets();
-                    (*p).sin6_scope_id = v6.scope_id();
-                    (1, p.cast::<libc::sockaddr>())
-                }
-            };
-            *addrs = p;
-            len
+        };
+        let Some(info) = f.peer.info else { return -1 };
+        let a = if local != 0 { info.local } else { info.remote };
+        let p = match a {
+            SocketAddr::V4(v4) => {
+                // SAFETY: all-zero bytes are a valid sockaddr_in.
+                let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+                sa.sin_family = libc::AF_INET as libc::sa_family_t;
+                sa.sin_port = v4.port().to_be();
+                sa.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+                c_copy(sa).map(|p| p.cast::<libc::sockaddr>())
+            }
+            SocketAddr::V6(v6) => {
+                // SAFETY: all-zero bytes are a valid sockaddr_in6.
+                let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+                sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                sa.sin6_port = v6.port().to_be();
+                sa.sin6_addr.s6_addr = v6.ip().octets();
+                sa.sin6_scope_id = v6.scope_id();
+                c_copy(sa).map(|p| p.cast::<libc::sockaddr>())
+            }
+        };
+        match p {
+            Some(p) => {
+                *addrs = p;
+                1
+            }
+            None => -1,
         }
     })
+}
+
+/// A `malloc`ed copy of `value` (the caller frees it with `free`); `None` without memory.
+fn c_copy<T: Copy>(value: T) -> Option<*mut T> {
+    // SAFETY: a fresh allocation of T's size (malloc aligns for any standard type),
+    // written once within its bounds.
+    unsafe {
+        let p = libc::malloc(std::mem::size_of::<T>()).cast::<T>();
+        if p.is_null() {
+            return None;
+        }
+        p.write(value);
+        Some(p)
+    }
 }
 
 /// Frees what neat_getlpaddrs returned.

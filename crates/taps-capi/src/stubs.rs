@@ -3,21 +3,19 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
+use crate::boundary::{self, export};
 use crate::types::*;
-use crate::{both, fl, guard, task, NeatCtx, NeatFlow};
+use crate::{guard, task, NeatCtx, NeatFlow};
 
 /// Checks the flow and says taps cannot do this (yet): NEAT_ERROR_UNABLE.
 fn unable(nc: *mut NeatCtx, flow: *mut NeatFlow, what: &str) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let (ctx, _f) = tryc!(both(nc, flow));
-        // SAFETY: ctx is live.
-        unsafe {
-            (*ctx).log(
-                NEAT_LOG_INFO,
-                format_args!("{what}: not offered by taps yet"),
-            )
-        };
-        NEAT_ERROR_UNABLE
+    export(|| {
+        let (ctx, _f) = boundary::flow(nc, flow)?;
+        ctx.log(
+            NEAT_LOG_INFO,
+            format_args!("{what}: not offered by taps yet"),
+        );
+        Err(NEAT_ERROR_UNABLE)
     })
 }
 
@@ -106,10 +104,7 @@ pub unsafe extern "C" fn neat_set_low_watermark(
     flow: *mut NeatFlow,
     _watermark: u32,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        tryc!(both(nc, flow));
-        NEAT_OK
-    })
+    export(|| boundary::flow(nc, flow).map(drop))
 }
 
 /// taps owns the sockets: -1.
@@ -131,25 +126,19 @@ pub unsafe extern "C" fn neat_get_stack(
     ptr: *mut c_void,
     size: *mut usize,
 ) -> NeatError {
-    guard(NEAT_ERROR_INTERNAL, || {
-        let Some(f) = fl(flow) else {
-            return NEAT_ERROR_BAD_ARGUMENT;
-        };
-        if ptr.is_null() || size.is_null() {
-            return NEAT_ERROR_BAD_ARGUMENT;
+    export(|| {
+        let f = boundary::flow_only(flow)?;
+        let size = boundary::out(size)?;
+        if ptr.is_null() {
+            return Err(NEAT_ERROR_BAD_ARGUMENT);
         }
-        // SAFETY: checked pointers; f is live.
-        unsafe {
-            if *size < std::mem::size_of::<c_int>() {
-                return NEAT_ERROR_MESSAGE_TOO_BIG;
-            }
-            let Some(info) = (*f).info else {
-                return NEAT_ERROR_UNABLE;
-            };
-            *ptr.cast::<c_int>() = info.stack;
-            *size = std::mem::size_of::<c_int>();
+        if *size < std::mem::size_of::<c_int>() {
+            return Err(NEAT_ERROR_MESSAGE_TOO_BIG);
         }
-        NEAT_OK
+        let info = f.peer.info.ok_or(NEAT_ERROR_UNABLE)?;
+        *boundary::out(ptr.cast::<c_int>())? = info.stack;
+        *size = std::mem::size_of::<c_int>();
+        Ok(())
     })
 }
 
@@ -178,15 +167,13 @@ pub unsafe extern "C" fn neat_get_max_buffer_sizes(
     send: *mut c_int,
     recv: *mut c_int,
 ) {
-    // SAFETY: checked pointers from the caller.
-    unsafe {
-        if !send.is_null() {
-            *send = task::IO_SIZE as c_int;
+    guard((), || {
+        for out in [send, recv] {
+            if let Ok(out) = boundary::out(out) {
+                *out = task::IO_SIZE as c_int;
+            }
         }
-        if !recv.is_null() {
-            *recv = task::IO_SIZE as c_int;
-        }
-    }
+    })
 }
 
 /// NEAT's unused initiate timer: does nothing.
@@ -208,11 +195,11 @@ pub unsafe extern "C" fn set_initiate_timer(
 /// `ops` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn set_ops_user_data(ops: *mut c_void, data: *mut u8) {
-    let ops: *mut NeatFlowOperations = ops.cast();
-    if !ops.is_null() {
-        // SAFETY: checked pointer.
-        unsafe { (*ops).user_data = data.cast() };
-    }
+    guard((), || {
+        if let Ok(ops) = boundary::out(ops.cast::<NeatFlowOperations>()) {
+            ops.user_data = data.cast();
+        }
+    })
 }
 
 /// Returns `ops->userData`.
@@ -221,12 +208,10 @@ pub unsafe extern "C" fn set_ops_user_data(ops: *mut c_void, data: *mut u8) {
 /// `ops` is NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn get_ops_user_data(ops: *mut c_void) -> *mut u8 {
-    let ops: *mut NeatFlowOperations = ops.cast();
-    if ops.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: checked pointer.
-    unsafe { (*ops).user_data.cast() }
+    guard(std::ptr::null_mut(), || {
+        boundary::out(ops.cast::<NeatFlowOperations>())
+            .map_or(std::ptr::null_mut(), |ops| ops.user_data.cast())
+    })
 }
 
 /// WebRTC is not offered: NEAT_ERROR_UNABLE.

@@ -1,7 +1,7 @@
 //! The C types of `neat.h`, laid out as C lays them out (checked by the tests below and
 //! by `tests/c/layout.c`).
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 /// `neat_error_code`.
 pub(crate) type NeatError = u64;
@@ -119,16 +119,14 @@ pub(crate) struct NeatTlv {
     pub(crate) value: TlvValue,
 }
 
-/// The optional arguments of a call, as a slice (empty for NULL or a zero count).
-///
-/// # Safety
-/// `ptr` is NULL or points to `count` initialised `neat_tlv`s that outlive the slice.
-pub(crate) unsafe fn tlvs<'a>(ptr: *mut NeatTlv, count: c_uint) -> &'a mut [NeatTlv] {
-    if ptr.is_null() || count == 0 {
-        return &mut [];
+impl NeatTlv {
+    /// The integer the program put in this argument (a tag whose value is an integer:
+    /// `NEAT_TAG_STREAM_ID`, `NEAT_TAG_STREAM_COUNT`, ...).
+    pub(crate) fn integer(&self) -> c_int {
+        // SAFETY: every member of the union is plain bytes, and the integer is the
+        // first 4 of its 8; for the tags this is asked for, NEAT's programs set it.
+        unsafe { self.value.integer }
     }
-    // SAFETY: the caller passes an array of `count` TLVs (the C API's contract).
-    unsafe { std::slice::from_raw_parts_mut(ptr, count as usize) }
 }
 
 #[cfg(test)]
