@@ -38,6 +38,20 @@ fn writable(f: &Flow) -> bool {
 /// is emptied.
 pub(crate) const CACHE_SIZE: usize = 64;
 
+/// The UDP port SCTP is carried in (RFC 6951), for listening and towards peers:
+/// `TAPS_SCTP_UDP_PORT` when set to a port number (NEAT's API has no call for it),
+/// else taps' default, 9899. Read once per context.
+fn sctp_udp_port() -> Option<u16> {
+    let v = std::env::var("TAPS_SCTP_UDP_PORT").ok()?;
+    match v.parse::<u16>() {
+        Ok(p) if p > 0 => Some(p),
+        _ => {
+            eprintln!("[taps-neat warning] TAPS_SCTP_UDP_PORT={v} is not a port: 9899 used");
+            None
+        }
+    }
+}
+
 /// A `struct neat_ctx`.
 pub(crate) struct Ctx {
     pub(crate) uv: *mut uv::UvLoop,
@@ -54,11 +68,11 @@ pub(crate) struct Ctx {
     ready: BTreeSet<u64>,
     /// Property texts given to `neat_set_property`, parsed and checked once (programs
     /// give every flow the same text). At most [`CACHE_SIZE`] entries.
-    pub(crate) prop_sets: std::collections::HashMap<Box<str>, Arc<PropSet>>,
+    pub(crate) prop_sets: rustc_hash::FxHashMap<Box<str>, Arc<PropSet>>,
     /// Client preconnections by property texts, remote and security files: flows
     /// opened alike share one, so its plan is made once and its races share what it
     /// learnt (the scored DNS answer, the TLS configuration). At most [`CACHE_SIZE`].
-    pub(crate) preconnections: std::collections::HashMap<String, Arc<taps::Preconnection>>,
+    pub(crate) preconnections: rustc_hash::FxHashMap<String, Arc<taps::Preconnection>>,
     /// Closed flows, freed at the next dispatch (after their on_close returned).
     graveyard: Vec<*mut Flow>,
     /// Opens started at the next dispatch, as NEAT connects on the next loop turn (a
@@ -168,7 +182,11 @@ impl Ctx {
         task::linger_at_exit();
         let taps = {
             let _g = rt.enter();
-            taps::Context::new().ok()?
+            let mut b = taps::Context::builder();
+            if let Some(port) = sctp_udp_port() {
+                b = b.sctp_udp_port(port);
+            }
+            b.build().ok()?
         };
         // SAFETY: sizes come from libuv itself; the allocations are freed in `free`.
         unsafe {
@@ -192,8 +210,8 @@ impl Ctx {
                 taps,
                 flows: rustc_hash::FxHashMap::default(),
                 ready: BTreeSet::new(),
-                prop_sets: std::collections::HashMap::new(),
-                preconnections: std::collections::HashMap::new(),
+                prop_sets: rustc_hash::FxHashMap::default(),
+                preconnections: rustc_hash::FxHashMap::default(),
                 graveyard: Vec::new(),
                 pending_opens: Vec::new(),
                 inline: false,

@@ -3,8 +3,8 @@
 //!
 //! Needs `cc`, libuv1-dev (scripts/deps.sh installs them). Without them each test says
 //! "SKIPPED" (taps_testkit::skip; a failure as root in CI) and returns. The tests run one
-//! at a time (one lock): servers listen on ports found free, but SCTP servers share the
-//! context's SCTP-over-UDP port (9899).
+//! at a time (one lock): servers listen on ports found free, and SCTP travels in a UDP
+//! port found free once for this binary (`TAPS_SCTP_UDP_PORT`), so no fixed port is used.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -92,8 +92,21 @@ fn work_dir() -> PathBuf {
 
 fn command(work: &Path, prog: &str, args: &[&str]) -> Command {
     let mut c = Command::new(work.join(prog));
-    c.args(args).env("LD_LIBRARY_PATH", work);
+    c.args(args)
+        .env("LD_LIBRARY_PATH", work)
+        .env("TAPS_SCTP_UDP_PORT", sctp_udp_port());
     c
+}
+
+/// The UDP port SCTP travels in for this test binary's programs (the library's
+/// `TAPS_SCTP_UDP_PORT`): one found free, not SCTP's usual 9899, which any other program
+/// on the host may hold.
+fn sctp_udp_port() -> &'static str {
+    static PORT: OnceLock<String> = OnceLock::new();
+    PORT.get_or_init(|| {
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind UDP");
+        s.local_addr().expect("addr").port().to_string()
+    })
 }
 
 /// Runs a program to its end within `limit`; kills it and fails if it takes longer.
