@@ -199,12 +199,15 @@ impl AssocShared {
     }
 
     pub(super) fn on_sender_dry(&self) {
-        // The send queue was empty when usrsctp queued this event. Without the exact total we
-        // reset here (bytes handed over between the event and now are then forgotten).
-        if SNDBUF_USE.load(Ordering::Relaxed) != 1 {
-            lock(&self.acct).clear();
-        } else {
+        // The send queue was empty when usrsctp queued this event, which the driver may
+        // read much later, after more sends (a busy machine). With the exact total
+        // (probed here if no one asked yet) the accounting follows it, so a late event
+        // forgets nothing; without it, the event is the only sign the queue emptied and
+        // the accounting restarts from zero (bytes handed over since are forgotten).
+        if self.sndbuf_use().is_some() {
             let _ = self.queued(None);
+        } else {
+            lock(&self.acct).clear();
         }
     }
 }
