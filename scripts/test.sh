@@ -19,7 +19,11 @@ python3 scripts/structure.py
 FUZZ_PROFILE=fuzz-ci bash scripts/fuzz.sh short 10
 # As root (CI), a test that cannot run fails instead of skipping (taps_testkit::skip).
 if [ "$(id -u)" = 0 ]; then export TAPS_REQUIRE_ROOT_TESTS=1; fi
-cargo test --workspace 2>&1 | tee /tmp/taps-test.log
+# Every test binary runs even after one fails (--no-fail-fast), so the summary counts
+# them all; the exit status is cargo's.
+status=0
+cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/taps-test.log || status=$?
 # One summary line over every test binary, in the form CI reads: a test that printed
 # `SKIPPED:` counts as skipped, not passed.
 awk '/(^|\.\.\. )SKIPPED: / { k++ } /^test result:/ { p += $4; f += $6; i += $8 } END { printf "tests: %d passed, %d failed, %d skipped\n", p - k, f, i + k }' /tmp/taps-test.log
+exit "$status"
