@@ -30,7 +30,7 @@
 //!
 //! Every client and server is a process of its own (a *worker*, see [`worker_main`]), so CPU
 //! time and RSS are per side and per trial; the orchestrator ([`run`]) starts them via a
-//! [`Launcher`] (`taps bench worker …` in the CLI). Results are a JSON file, a Markdown
+//! [`Launcher`] (`taps-bench worker …`). Results are a JSON file, a Markdown
 //! report and SVG plots ([`report`]).
 
 // Unsafe code is forbidden in every module but `rusage` (the one `getrusage` call).
@@ -83,7 +83,7 @@ pub enum Experiment {
     /// curl (`rx-first`, `rd-first`).
     Lab,
     /// All of them (the whole-process comparison only when [`Config::cli`] names the
-    /// `taps` command to measure, as `taps bench all` does).
+    /// `taps` command to measure, as `taps-bench all` does).
     All,
 }
 
@@ -146,7 +146,7 @@ pub struct Results {
     /// The whole-process comparison of the `taps` command with a C epoll client.
     #[serde(default)]
     pub connect_cli: Vec<CliPoint>,
-    /// The netlab scenarios of `taps bench lab` (the 1500-byte path's transfer is in
+    /// The netlab scenarios of `taps-bench lab` (the 1500-byte path's transfer is in
     /// [`Results::sctp_speed`]).
     #[serde(default)]
     pub lab: Option<LabResults>,

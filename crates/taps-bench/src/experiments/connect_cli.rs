@@ -50,8 +50,8 @@ pub struct CliPoint {
     pub taps: CliSide,
     /// The C epoll client.
     pub c: CliSide,
-    /// The plain tokio client (`taps-tokio-client`, beside `taps`): what the runtime
-    /// itself costs for the same work. `None` when that binary was not there.
+    /// The plain tokio client (`taps-tokio-client`, beside `taps-bench`): what the
+    /// runtime itself costs for the same work. `None` when that binary was not there.
     #[serde(default)]
     pub tokio: Option<TokioSide>,
     /// Why the plain tokio client has no figures although it was there (a run of it
@@ -86,15 +86,9 @@ pub struct TokioSide {
     pub taps_rss_over_tokio_kib: f64,
 }
 
-/// The plain tokio baseline's binary (`crates/taps-cli/src/bin/taps-tokio-client.rs`),
-/// looked for beside the `taps` binary, where cargo builds it.
+/// The plain tokio baseline's binary (`crates/taps-bench/src/bin/taps-tokio-client.rs`),
+/// which `taps-bench` looks for beside itself, where cargo builds it.
 pub const TOKIO_CLIENT: &str = "taps-tokio-client";
-
-/// The tokio baseline beside `taps`, if it was built.
-fn tokio_client(taps: &Path) -> Option<std::path::PathBuf> {
-    let path = taps.parent()?.join(TOKIO_CLIENT);
-    path.is_file().then_some(path)
-}
 
 /// The `taps` binary against `crates/taps-cli/hot-symbols.txt`, the functions its
 /// linker places together (`crates/taps-cli/build.rs`). Names the list has and the
@@ -174,13 +168,9 @@ fn cli_reps(cfg: &Config) -> usize {
 }
 
 /// The trials of the comparison (three programs per repetition where the tokio
-/// baseline is built).
+/// baseline is there).
 pub(super) fn connect_cli_trials(cfg: &Config) -> usize {
-    let programs = if cfg.cli.as_deref().and_then(tokio_client).is_some() {
-        3
-    } else {
-        2
-    };
+    let programs = if cfg.tokio_client.is_some() { 3 } else { 2 };
     cli_flows(cfg).len() * cli_reps(cfg) * programs
 }
 
@@ -191,7 +181,7 @@ struct Run {
 }
 
 /// Runs the comparison: for every flow count and repetition, the `taps` command
-/// (`cfg.cli`), the C client, then the plain tokio client (where built), each against a
+/// (`cfg.cli`), the C client, then the plain tokio client (where given), each against a
 /// raw tokio sink server of its own. A run that fails, or after which the server did not
 /// count exactly N flows accepted, N closed and N bytes received, fails the phase: the
 /// programs did not do the same work.
@@ -203,9 +193,9 @@ pub(crate) fn run_connect_cli(
     let taps = cfg
         .cli
         .clone()
-        .ok_or("needs the `taps` command to measure (run it as `taps bench connect-cli`)")?;
+        .ok_or("needs the `taps` command to measure (`taps-bench connect-cli --taps PATH`)")?;
     let tools = Tools::build()?;
-    let tokio = tokio_client(&taps);
+    let tokio = cfg.tokio_client.clone();
     let spec = ServerSpec {
         imp: Impl::Raw,
         mode: ServeMode::Sink,

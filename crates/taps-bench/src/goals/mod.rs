@@ -56,7 +56,7 @@ pub(crate) struct Expected {
     pub(crate) connect_cli: Vec<usize>,
     /// SCTP against TCP, one bulk flow (runs with experiment 2).
     pub(crate) sctp_speed: bool,
-    /// The experiments in network namespaces (`taps bench lab`).
+    /// The experiments in network namespaces (`taps-bench lab`).
     pub(crate) lab: bool,
 }
 

@@ -1,23 +1,45 @@
-//! `taps bench connect-cli` end to end (quick matrix): the real `taps` binary measured as
+//! `taps-bench connect-cli` end to end (quick matrix): the real `taps` binary measured as
 //! a whole process against the C epoll client compiled at run time, both against a real
 //! sink server on loopback; the server's counts must match the work (else the command
 //! fails), and the report and goals must carry the comparison.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
+/// The `taps` binary to measure: `$NETLAB_TAPS`, else built now by cargo (another
+/// package's binary, which cargo does not build for this one's tests) and found where
+/// netlab finds it.
+fn taps_binary() -> PathBuf {
+    if std::env::var_os(netlab::taps::TAPS_ENV).is_none() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--quiet", "-p", "taps-cli", "--manifest-path"])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml"));
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo");
+        assert!(status.success(), "cargo build -p taps-cli: {status}");
+    }
+    netlab::taps::taps_binary().expect("the taps binary")
+}
+
 #[test]
 fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = Command::new(env!("CARGO_BIN_EXE_taps"))
-        .args(["bench", "connect-cli", "--quick", "--no-progress", "--out"])
+    let out = Command::new(env!("CARGO_BIN_EXE_taps-bench"))
+        .args(["connect-cli", "--quick", "--no-progress", "--taps"])
+        .arg(taps_binary())
+        .arg("--out")
         .arg(dir.path())
         .output()
-        .expect("run taps");
+        .expect("run taps-bench");
     assert!(
         out.status.success(),
-        "taps bench connect-cli failed: {}{}",
+        "taps-bench connect-cli failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -39,7 +61,7 @@ fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
             assert!(p[side]["peak_rss_kib"]["median"].as_f64().unwrap_or(0.0) > 0.0);
         }
         assert!(p["cpu_ratio"].as_f64().is_some_and(|r| r > 0.0), "{p}");
-        // The plain tokio client (built beside `taps` with this package) ran the same
+        // The plain tokio client (built beside `taps-bench` with this package) ran the same
         // repetitions, and its comparisons were made.
         let tokio = &p["tokio"];
         let samples = tokio["side"]["cpu_us"]["samples"]

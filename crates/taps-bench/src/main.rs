@@ -1,20 +1,25 @@
-//! `taps bench <experiment>`: what taps costs over raw tokio sockets, measured in the
-//! same run (see the `taps-bench` crate and docs/benchmarks.md).
+//! `taps-bench <experiment>`: what taps costs over raw tokio sockets, measured in the
+//! same run (see the `taps_bench` library and docs/benchmarks.md). Its workers are this
+//! program too (`taps-bench worker server|client <json spec>`, hidden).
 
-use std::path::PathBuf;
+#![forbid(unsafe_code)]
 
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use taps_bench::experiments::TOKIO_CLIENT;
 use taps_bench::{Config, Experiment, Launcher, Proto};
 
-use crate::common::CliError;
-
-/// Arguments of `taps bench`.
-#[derive(clap::Args)]
-pub(crate) struct Args {
+/// taps-bench: taps against raw tokio sockets, usrsctp, tokio-rustls, quinn and a C
+/// client, in the same run.
+#[derive(Parser)]
+#[command(name = "taps-bench", version, about)]
+struct Cli {
     #[command(subcommand)]
     command: BenchCommand,
     /// Options of every experiment, declared once (global: given after the experiment's
-    /// name, as in `taps bench connect --reps 7`). Declared per experiment, clap built
-    /// them eight times at every start of `taps`, whatever the command.
+    /// name, as in `taps-bench connect --reps 7`).
     #[command(flatten)]
     opts: Options,
 }
@@ -35,22 +40,22 @@ enum BenchCommand {
     /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
     /// quinn used directly. Also `he --tls`.
     Secure,
-    /// 7: this `taps` command, whole process (`taps connect 127.0.0.1 P --flows N
+    /// 7: the `taps` command, whole process (`taps connect 127.0.0.1 P --flows N
     /// --send-bytes 1`, TCP), against a C epoll client doing the same work, N = 1, 256,
-    /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc`.
+    /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc` and `taps` (--taps).
     ConnectCli,
     /// The CMT-SCTP scheduling paper's three experiments on netlab (root), real usrsctp
     /// at both ends: round robin vs Fixed stream-to-path mapping over paths of different
-    /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps`.
+    /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps-bench`.
     Multipath,
     /// 8: in network namespaces (root): SCTP against TCP over a 1500-byte path (CPU per
     /// byte), 10 MiB at 2 % loss over SCTP, TCP CUBIC and the kernel's default TCP, and
-    /// first contact at 50 ms RTT against curl. Needs the `netlab` binary beside `taps`.
+    /// first contact at 50 ms RTT against curl. Needs the `netlab` binary beside `taps-bench`.
     Lab,
     /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise; the
     /// lab's as well, which need root).
     All,
-    /// A worker process of the benchmarks (started by `taps bench` itself).
+    /// A worker process of the benchmarks (started by `taps-bench` itself).
     #[command(hide = true)]
     Worker {
         /// `server` or `client`.
@@ -87,26 +92,43 @@ struct Options {
     /// No progress line on stderr.
     #[arg(long, global = true)]
     no_progress: bool,
-    /// `he` only: its TLS variant (the same as `taps bench secure`).
+    /// `he` only: its TLS variant (the same as `taps-bench secure`).
     #[arg(long, global = true)]
     tls: bool,
+    /// The `taps` command experiment 7 (`connect-cli`) measures and the lab's scenarios
+    /// run [default: `taps` beside this program, where cargo builds both].
+    #[arg(long, global = true, value_name = "PATH")]
+    taps: Option<PathBuf>,
 }
 
-/// Runs the command.
-pub(crate) async fn run(args: Args) -> Result<(), CliError> {
-    let opts = args.opts;
-    let experiment = match args.command {
-        BenchCommand::Worker { role, spec } => {
-            // A worker builds its own runtime: run it on a thread outside this one.
-            let code = std::thread::spawn(move || taps_bench::worker_main(&[role, spec]))
-                .join()
-                .map_err(|_| CliError::failure("bench worker panicked"))?;
-            return if code == 0 {
-                Ok(())
-            } else {
-                Err(CliError::failure("bench worker failed"))
-            };
+/// Why the command failed: bad input (exit code 2) or a failure (1).
+enum Failure {
+    Usage(String),
+    Failed(String),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let BenchCommand::Worker { role, spec } = cli.command {
+        return ExitCode::from(u8::try_from(taps_bench::worker_main(&[role, spec])).unwrap_or(1));
+    }
+    match run(cli.command, cli.opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(e)) => {
+            eprintln!("taps-bench: error: {e}");
+            ExitCode::from(2)
         }
+        Err(Failure::Failed(e)) => {
+            eprintln!("taps-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs an experiment (or all of them).
+fn run(command: BenchCommand, opts: Options) -> Result<(), Failure> {
+    let experiment = match command {
+        BenchCommand::Worker { .. } => unreachable!("main runs workers"),
         BenchCommand::Connect => Experiment::Connect,
         BenchCommand::Transfer => Experiment::Transfer,
         BenchCommand::He if opts.tls => Experiment::Secure,
@@ -116,39 +138,47 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         BenchCommand::ConnectCli => Experiment::ConnectCli,
         BenchCommand::Lab => Experiment::Lab,
         BenchCommand::All => Experiment::All,
-        BenchCommand::Multipath => return multipath(opts).await,
+        BenchCommand::Multipath => return multipath(opts),
     };
     if opts.tls && experiment != Experiment::Secure {
-        return Err(CliError::usage("--tls applies to `taps bench he` only"));
+        return Err(Failure::Usage(
+            "--tls applies to `taps-bench he` only".into(),
+        ));
     }
     let protocols = protocols(experiment, opts.protocol.as_deref())?;
     if opts.flows.contains(&0) {
-        return Err(CliError::usage("--flows must be at least 1"));
+        return Err(Failure::Usage("--flows must be at least 1".into()));
     }
     if opts.reps == Some(0) {
-        return Err(CliError::usage("--reps must be at least 1"));
+        return Err(Failure::Usage("--reps must be at least 1".into()));
     }
     let exe = std::env::current_exe()
-        .map_err(|e| CliError::failure(format!("cannot find the taps executable: {e}")))?;
+        .map_err(|e| Failure::Failed(format!("cannot find the taps-bench executable: {e}")))?;
+    let taps = taps_binary(&exe, opts.taps)?;
+    if taps.is_none() && matches!(experiment, Experiment::ConnectCli | Experiment::All) {
+        return Err(Failure::Failed(format!(
+            "experiment 7 measures the `taps` command and found none beside {}: build it \
+             (`cargo build --release -p taps-cli`) or name it with --taps PATH",
+            exe.display()
+        )));
+    }
+    if let Some(taps) = &taps {
+        // The lab's netlab scenarios run the `taps` this run measures.
+        std::env::set_var(netlab::taps::TAPS_ENV, taps);
+    }
+    let tokio_client = exe.with_file_name(TOKIO_CLIENT);
     let cfg = Config {
         quick: opts.quick,
         reps: opts.reps,
         flows: (!opts.flows.is_empty()).then_some(opts.flows),
         protocols,
         progress: !opts.no_progress,
-        cli: Some(exe.clone()),
+        cli: taps,
+        tokio_client: tokio_client.is_file().then_some(tokio_client),
     };
-    let launcher = Launcher::new(exe, &["bench", "worker"]);
-    let out = opts.out;
-    let results = tokio::task::spawn_blocking(move || {
-        let results = taps_bench::run(experiment, &cfg, &launcher)?;
-        let written = taps_bench::write_outputs(&results, &out)?;
-        Ok::<_, String>((results, written))
-    })
-    .await
-    .map_err(|e| CliError::failure(format!("bench task failed: {e}")))?
-    .map_err(CliError::failure)?;
-    let (results, written) = results;
+    let launcher = Launcher::new(exe, &["worker"]);
+    let results = taps_bench::run(experiment, &cfg, &launcher).map_err(Failure::Failed)?;
+    let written = taps_bench::write_outputs(&results, &opts.out).map_err(Failure::Failed)?;
     print_summary(&results, &written);
     if results.unavailable.is_empty() {
         Ok(())
@@ -156,28 +186,37 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         for u in &results.unavailable {
             eprintln!("{u}");
         }
-        Err(CliError::failure(format!(
+        Err(Failure::Failed(format!(
             "{} phase(s) could not be measured (see above and the report)",
             results.unavailable.len()
         )))
     }
 }
 
-/// `taps bench multipath`: its own lab and report (multipath.md, report.md, SVGs, JSON).
-async fn multipath(opts: Options) -> Result<(), CliError> {
-    let out = opts.out;
-    let (quick, progress) = (opts.quick, !opts.no_progress);
-    let (r, written) = tokio::task::spawn_blocking(move || {
-        let r = match std::env::var_os(taps_bench::experiments::MULTIPATH_REPLOT_ENV) {
-            Some(json) => taps_bench::experiments::read_multipath(std::path::Path::new(&json))?,
-            None => taps_bench::experiments::run_multipath(quick, progress)?,
-        };
-        let written = taps_bench::report::write_multipath(&r, &out)?;
-        Ok::<_, String>((r, written))
-    })
-    .await
-    .map_err(|e| CliError::failure(format!("bench task failed: {e}")))?
-    .map_err(CliError::failure)?;
+/// The `taps` binary to measure: `--taps` (which must exist), else `taps` beside `exe`
+/// if it is there.
+fn taps_binary(exe: &Path, arg: Option<PathBuf>) -> Result<Option<PathBuf>, Failure> {
+    match arg {
+        Some(p) if p.is_file() => Ok(Some(p)),
+        Some(p) => Err(Failure::Usage(format!(
+            "--taps {}: no such file",
+            p.display()
+        ))),
+        None => {
+            let beside = exe.with_file_name("taps");
+            Ok(beside.is_file().then_some(beside))
+        }
+    }
+}
+
+/// `taps-bench multipath`: its own lab and report (multipath.md, report.md, SVGs, JSON).
+fn multipath(opts: Options) -> Result<(), Failure> {
+    let r = match std::env::var_os(taps_bench::experiments::MULTIPATH_REPLOT_ENV) {
+        Some(json) => taps_bench::experiments::read_multipath(Path::new(&json)),
+        None => taps_bench::experiments::run_multipath(opts.quick, !opts.no_progress),
+    }
+    .map_err(Failure::Failed)?;
+    let written = taps_bench::report::write_multipath(&r, &opts.out).map_err(Failure::Failed)?;
     let failed = r.points.iter().filter(|p| p.error.is_some()).count();
     println!(
         "multipath: {} points in {:.0} s, {failed} failed; wrote {}",
@@ -190,7 +229,7 @@ async fn multipath(opts: Options) -> Result<(), CliError> {
             .join(", ")
     );
     if failed > 0 {
-        return Err(CliError::failure(format!(
+        return Err(Failure::Failed(format!(
             "{failed} multipath point(s) failed (see the report)"
         )));
     }
@@ -198,7 +237,7 @@ async fn multipath(opts: Options) -> Result<(), CliError> {
 }
 
 /// The protocols `--protocol` names (default: both for `all`, else TCP).
-fn protocols(experiment: Experiment, arg: Option<&str>) -> Result<Vec<Proto>, CliError> {
+fn protocols(experiment: Experiment, arg: Option<&str>) -> Result<Vec<Proto>, Failure> {
     let default = if experiment == Experiment::All {
         "both"
     } else {
@@ -208,14 +247,14 @@ fn protocols(experiment: Experiment, arg: Option<&str>) -> Result<Vec<Proto>, Cl
         "tcp" => Ok(vec![Proto::Tcp]),
         "sctp" => Ok(vec![Proto::Sctp]),
         "both" => Ok(vec![Proto::Tcp, Proto::Sctp]),
-        other => Err(CliError::usage(format!(
+        other => Err(Failure::Usage(format!(
             "--protocol: unknown protocol {other:?} (tcp, sctp or both)"
         ))),
     }
 }
 
 /// The connect lines, the goals, where the report went and any worker crash.
-fn print_summary(results: &taps_bench::Results, written: &[std::path::PathBuf]) {
+fn print_summary(results: &taps_bench::Results, written: &[PathBuf]) {
     for p in &results.connect {
         println!("{}", taps_bench::report::connect_line(p));
     }
