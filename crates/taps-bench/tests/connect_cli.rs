@@ -82,7 +82,7 @@ fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
             assert!(tokio[ratio].as_f64().is_some_and(|r| r > 0.0), "{p}");
         }
     }
-    // Goals at 64 flows (CPU and RSS), evaluated on the figures (met or not).
+    // The CPU goal at 64 flows (no goal on peak RSS), evaluated on the figures (met or not).
     let goals = json["goals"].as_array().expect("goals");
     let cli: Vec<&Value> = goals
         .iter()
@@ -92,7 +92,7 @@ fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
                 .is_some_and(|n| n.contains("taps connect"))
         })
         .collect();
-    assert_eq!(cli.len(), 2, "{goals:?}");
+    assert_eq!(cli.len(), 1, "{goals:?}");
     assert!(cli.iter().all(|g| g["problem"].is_null()), "{cli:?}");
     let report = std::fs::read_to_string(dir.path().join("report.md")).expect("report");
     assert!(report.contains("## 7. The `taps` command, whole process"));

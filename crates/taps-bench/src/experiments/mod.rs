@@ -20,7 +20,7 @@ mod variant;
 
 pub use crate::worker::Proto;
 pub use connect::{ConnectPoint, ConnectRatios, ConnectSide};
-pub use connect_cli::{CliPoint, CliSide, HotSymbols, TokioSide, TAPS_PROPS, TOKIO_CLIENT};
+pub use connect_cli::{CliPoint, CliSide, TokioSide, TAPS_PROPS, TOKIO_CLIENT};
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;

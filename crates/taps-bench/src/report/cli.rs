@@ -6,7 +6,6 @@
 use std::fmt::Write;
 
 use crate::experiments::{pairwise, Summary, TAPS_PROPS, TOKIO_CLIENT};
-use crate::goals::hot_symbols_words;
 use crate::measure::ratio;
 use crate::Results;
 
@@ -74,14 +73,6 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
         );
     }
     tokio_table(s, r);
-    if let Some(p) = r.connect_cli.first() {
-        let _ = writeln!(
-            s,
-            "\nThe measured `taps` binary's code layout (`crates/taps-cli/hot-symbols.txt`, \
-             the functions of a connect placed together by the linker): {}.",
-            hot_symbols_words(p.hot_symbols)
-        );
-    }
     s.push('\n');
 }
 
