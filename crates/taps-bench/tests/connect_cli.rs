@@ -3,36 +3,22 @@
 //! sink server on loopback; the server's counts must match the work (else the command
 //! fails), and the report and goals must carry the comparison.
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
 
-/// The `taps` binary to measure: `$NETLAB_TAPS`, else built now by cargo (another
-/// package's binary, which cargo does not build for this one's tests) and found where
-/// netlab finds it.
-fn taps_binary() -> PathBuf {
-    if std::env::var_os(netlab::taps::TAPS_ENV).is_none() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "--quiet", "-p", "taps-cli", "--manifest-path"])
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml"));
-        if !cfg!(debug_assertions) {
-            build.arg("--release");
-        }
-        let status = build.status().expect("run cargo");
-        assert!(status.success(), "cargo build -p taps-cli: {status}");
-    }
-    netlab::taps::taps_binary().expect("the taps binary")
-}
-
 #[test]
 fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
+    // The `taps` to measure: `$NETLAB_TAPS`, else built now and found where netlab
+    // finds it.
+    support::build_unless_named("taps-cli", netlab::taps::TAPS_ENV);
+    let taps = netlab::taps::taps_binary().expect("the taps binary");
     let dir = tempfile::tempdir().expect("temp dir");
     let out = Command::new(env!("CARGO_BIN_EXE_taps-bench"))
         .args(["connect-cli", "--quick", "--no-progress", "--taps"])
-        .arg(taps_binary())
+        .arg(taps)
         .arg("--out")
         .arg(dir.path())
         .output()
