@@ -26,35 +26,12 @@ struct Cli {
 
 #[derive(clap::Subcommand)]
 enum BenchCommand {
-    /// 1: N concurrent flows (1 … 256): CPU, RSS growth, per-flow connect delay.
-    Connect,
-    /// 2: 1 kB … 10 MB per flow × 1 … 8 flows: sender and receiver CPU.
-    Transfer,
-    /// 3: TCP+SCTP Happy Eyeballs race vs a single-protocol connect at CIB hit ratios
-    /// 0 … 100 %.
-    He,
-    /// 4: HTTP/1.0 keep-alive server on taps (TCP and SCTP) under Poisson load: server
-    /// CPU load.
-    Http,
-    /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol at CIB hit ratios
-    /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
-    /// quinn used directly. Also `he --tls`.
-    Secure,
-    /// 7: the `taps` command, whole process (`taps connect 127.0.0.1 P --flows N
-    /// --send-bytes 1`, TCP), against a C epoll client doing the same work, N = 1, 256,
-    /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc` and `taps` (--taps).
-    ConnectCli,
+    #[command(flatten)]
+    Run(Experiment),
     /// The CMT-SCTP scheduling paper's three experiments on netlab (root), real usrsctp
     /// at both ends: round robin vs Fixed stream-to-path mapping over paths of different
     /// delay and rate, NR-SACK on and off. Needs the `netlab` binary beside `taps-bench`.
     Multipath,
-    /// 8: in network namespaces (root): SCTP against TCP over a 1500-byte path (CPU per
-    /// byte), 10 MiB at 2 % loss over SCTP, TCP CUBIC and the kernel's default TCP, and
-    /// first contact at 50 ms RTT against curl. Needs the `netlab` binary beside `taps-bench`.
-    Lab,
-    /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise; the
-    /// lab's as well, which need root).
-    All,
     /// A worker process of the benchmarks (started by `taps-bench` itself).
     #[command(hide = true)]
     Worker {
@@ -129,16 +106,9 @@ fn main() -> ExitCode {
 fn run(command: BenchCommand, opts: Options) -> Result<(), Failure> {
     let experiment = match command {
         BenchCommand::Worker { .. } => unreachable!("main runs workers"),
-        BenchCommand::Connect => Experiment::Connect,
-        BenchCommand::Transfer => Experiment::Transfer,
-        BenchCommand::He if opts.tls => Experiment::Secure,
-        BenchCommand::He => Experiment::He,
-        BenchCommand::Secure => Experiment::Secure,
-        BenchCommand::Http => Experiment::Http,
-        BenchCommand::ConnectCli => Experiment::ConnectCli,
-        BenchCommand::Lab => Experiment::Lab,
-        BenchCommand::All => Experiment::All,
         BenchCommand::Multipath => return multipath(opts),
+        BenchCommand::Run(Experiment::He) if opts.tls => Experiment::Secure,
+        BenchCommand::Run(e) => e,
     };
     if opts.tls && experiment != Experiment::Secure {
         return Err(Failure::Usage(
@@ -278,5 +248,35 @@ fn print_summary(results: &taps_bench::Results, written: &[PathBuf]) {
     );
     for c in &results.crashes {
         eprintln!("worker crash in {} ({}): {}", c.trial, c.outcome, c.error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{BenchCommand, Cli, Experiment};
+
+    #[test]
+    fn the_command_line_parses_as_taps_bench_did() {
+        Cli::command().debug_assert();
+        let cli = Cli::parse_from(["taps-bench", "connect", "--flows", "1", "--flows", "256"]);
+        assert!(matches!(
+            cli.command,
+            BenchCommand::Run(Experiment::Connect)
+        ));
+        assert_eq!(cli.opts.flows, [1, 256]);
+        let cli = Cli::parse_from(["taps-bench", "connect-cli", "--taps", "/x/taps"]);
+        assert!(matches!(
+            cli.command,
+            BenchCommand::Run(Experiment::ConnectCli)
+        ));
+        assert_eq!(
+            cli.opts.taps.as_deref(),
+            Some(std::path::Path::new("/x/taps"))
+        );
+        let cli = Cli::parse_from(["taps-bench", "worker", "client", "{}"]);
+        assert!(matches!(cli.command, BenchCommand::Worker { .. }));
+        assert!(Cli::try_parse_from(["taps-bench", "bench"]).is_err());
     }
 }
