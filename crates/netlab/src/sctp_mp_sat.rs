@@ -1,4 +1,4 @@
-//! The saturated multi-stream run of the multihomed SCTP peer (`taps bench multipath`):
+//! The saturated multi-stream run of the multihomed SCTP peer (`taps-bench multipath`):
 //! the client keeps every stream supplied for the whole run, round robin (one message per
 //! stream per turn) or by the streams' unsent bytes (the stream with the fewest next), each
 //! stream pinned to a path (Fixed) or not (CMT spreads it); the server measures, per stream,

@@ -1,7 +1,7 @@
 /*
  * epoll_client HOST PORT FLOWS
  *
- * The C baseline of `taps bench connect-cli`: the work of
+ * The C baseline of `taps-bench connect-cli`: the work of
  *   taps connect HOST PORT --flows FLOWS --send-bytes 1 \
  *        --props '{"transport":{"value":"TCP","precedence":2}}'
  * on one epoll loop, the way a plain C program does it: FLOWS non-blocking TCP sockets

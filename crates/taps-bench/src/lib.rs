@@ -30,7 +30,7 @@
 //!
 //! Every client and server is a process of its own (a *worker*, see [`worker_main`]), so CPU
 //! time and RSS are per side and per trial; the orchestrator ([`run`]) starts them via a
-//! [`Launcher`] (`taps bench worker …` in the CLI). Results are a JSON file, a Markdown
+//! [`Launcher`] (`taps-bench worker …`). Results are a JSON file, a Markdown
 //! report and SVG plots ([`report`]).
 
 // Unsafe code is forbidden in every module but `rusage` (the one `getrusage` call).
@@ -61,29 +61,36 @@ use experiments::{
     SpeedPoint, TransferPoint,
 };
 
-/// Which experiment(s) to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which experiment(s) to run; also the subcommands of `taps-bench`, whose help is these
+/// comments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
 pub enum Experiment {
-    /// 1: connection establishment.
+    /// 1: N concurrent flows (1 … 256): CPU, RSS growth, per-flow connect delay.
     Connect,
-    /// 2: data transfer.
+    /// 2: 1 kB … 10 MB per flow × 1 … 8 flows: sender and receiver CPU.
     Transfer,
-    /// 3: Happy Eyeballs cost against cache hit ratio.
+    /// 3: TCP+SCTP Happy Eyeballs race vs a single-protocol connect at CIB hit ratios
+    /// 0 … 100 %.
     He,
-    /// 4: HTTP server under load.
+    /// 4: HTTP/1.0 keep-alive server on taps (TCP and SCTP) under Poisson load: server
+    /// CPU load.
     Http,
-    /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol, and taps' TLS and
-    /// QUIC vs tokio-rustls and quinn used directly.
+    /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol at CIB hit ratios
+    /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
+    /// quinn used directly. Also `he --tls`.
     Secure,
-    /// 7: the `taps` command, whole process, against a C epoll client doing the same
-    /// work ([`Config::cli`] names the command).
+    /// 7: the `taps` command, whole process (`taps connect 127.0.0.1 P --flows N
+    /// --send-bytes 1`, TCP), against a C epoll client doing the same work, N = 1, 256,
+    /// 1024: CPU (user + sys) and peak RSS from wait4. Needs `cc` and `taps` (`--taps`;
+    /// `Config::cli`).
     ConnectCli,
-    /// §3-4 in network namespaces (root): SCTP against TCP over a 1500-byte path, netlab's
-    /// `sctp-loss` (SCTP, TCP CUBIC, the kernel's default TCP) and first contact against
-    /// curl (`rx-first`, `rd-first`).
+    /// 8: in network namespaces (root): SCTP against TCP over a 1500-byte path (CPU per
+    /// byte), 10 MiB at 2 % loss over SCTP, TCP CUBIC and the kernel's default TCP, and
+    /// first contact at 50 ms RTT against curl. Needs the `netlab` binary beside
+    /// `taps-bench`.
     Lab,
-    /// All of them (the whole-process comparison only when [`Config::cli`] names the
-    /// `taps` command to measure, as `taps bench all` does).
+    /// All experiments (1 and 2 over TCP and SCTP unless --protocol says otherwise; 7 when
+    /// `Config::cli` names the `taps` command; the lab's as well, which need root).
     All,
 }
 
@@ -146,7 +153,7 @@ pub struct Results {
     /// The whole-process comparison of the `taps` command with a C epoll client.
     #[serde(default)]
     pub connect_cli: Vec<CliPoint>,
-    /// The netlab scenarios of `taps bench lab` (the 1500-byte path's transfer is in
+    /// The netlab scenarios of `taps-bench lab` (the 1500-byte path's transfer is in
     /// [`Results::sctp_speed`]).
     #[serde(default)]
     pub lab: Option<LabResults>,

@@ -1,7 +1,7 @@
 //! The C programs of the whole-process comparison (`connect-cli`): their sources are
 //! part of the crate (`c/`), compiled with the system's `cc` at run time into a
 //! temporary directory (removed on drop), so that the comparison needs no build script
-//! and runs from any copy of the `taps` binary. `rusage_run` measures a process the way
+//! and runs from any copy of `taps-bench`. `rusage_run` measures a process the way
 //! a user's shell would see it: whole-process user + system CPU and peak RSS from
 //! `wait4`.
 

@@ -17,7 +17,7 @@ use crate::worker::{ClientResult, ClientSpec, ServerSpec, ServerStats};
 const LINE_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// How to start a worker process: a program and the arguments that select worker mode
-/// (e.g. the `taps` binary with `bench worker`).
+/// (e.g. `taps-bench` with `worker`).
 #[derive(Debug, Clone)]
 pub struct Launcher {
     /// The executable.

@@ -32,8 +32,8 @@ fn the_taps_connect_window_includes_building_the_context() {
     let spec = serde_json::json!({
         "kind": "connect", "imp": "taps", "proto": "TCP", "port": port, "flows": 4
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_taps-bench-worker"))
-        .args(["client", &spec.to_string()])
+    let mut child = Command::new(env!("CARGO_BIN_EXE_taps-bench"))
+        .args(["worker", "client", &spec.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

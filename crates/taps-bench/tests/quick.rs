@@ -1,14 +1,21 @@
-//! Runs the quick matrix in-process (workers are the `taps-bench-worker` binary), over
+//! Runs the quick matrix in-process (workers are `taps-bench worker`), over
 //! TCP and SCTP, and checks only that results are produced and sane — never timing goals.
 
 #![forbid(unsafe_code)]
+
+mod support;
 
 use taps_bench::experiments::{HeVariant, SecureVariant};
 use taps_bench::{Config, Experiment, Launcher, Proto};
 
 #[test]
 fn quick_matrix_produces_sane_results() {
-    let launcher = Launcher::new(env!("CARGO_BIN_EXE_taps-bench-worker"), &[]);
+    if netlab::unsupported_reason().is_none() {
+        // The lab runs `taps` and the `netlab` binary (its SCTP server).
+        support::build_unless_named("taps-cli", netlab::taps::TAPS_ENV);
+        support::build_unless_named("netlab", netlab::sctp_server::NETLAB_ENV);
+    }
+    let launcher = Launcher::new(env!("CARGO_BIN_EXE_taps-bench"), &["worker"]);
     let cfg = Config {
         quick: true,
         progress: false,
@@ -199,7 +206,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 /// without a failure; the races end where they should; the goals are evaluated.
 #[test]
 fn quick_secure_matrix_produces_sane_results() {
-    let launcher = Launcher::new(env!("CARGO_BIN_EXE_taps-bench-worker"), &[]);
+    let launcher = Launcher::new(env!("CARGO_BIN_EXE_taps-bench"), &["worker"]);
     let cfg = Config {
         quick: true,
         progress: false,

@@ -10,8 +10,8 @@ use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 
 use crate::common::CliError;
 
-/// The crates whose level `-v` sets (`taps` also covers `taps_core`, `taps_cli`,
-/// `taps_bench`: a target directive matches by prefix).
+/// The crates whose level `-v` sets (`taps` also covers `taps_core` and `taps_cli`: a
+/// target directive matches by prefix).
 const OWN_CRATES: [&str; 2] = ["taps", "usrsctp"];
 
 /// Installs the subscriber: warnings by default, `-v` info for the taps crates, `-vv`

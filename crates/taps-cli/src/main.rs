@@ -29,8 +29,6 @@ enum Command {
     Connect(Deferred<cmd::connect::Args>),
     /// Listen on every allowed protocol and family; echo or discard.
     Listen(Deferred<cmd::listen::Args>),
-    /// Benchmark taps against raw tokio sockets: connect, transfer, he, http, all.
-    Bench(Deferred<cmd::bench::Args>),
     /// Run the host-wide policy manager: one CIB for every taps program of this user.
     Pm(Deferred<cmd::pm::Args>),
     /// Print a shell completion script: `taps completions bash > /etc/bash_completion.d/taps`.
@@ -135,8 +133,8 @@ fn main() -> ExitCode {
     }
     // A client (`connect`, `candidates`) runs on one thread: its flows wait on the
     // network, not the CPU, and a second worker only adds wake-ups and hand-offs between
-    // threads (futex calls, cache misses) to every flow. A listener and the bench's
-    // servers use two workers.
+    // threads (futex calls, cache misses) to every flow. A listener and the policy
+    // manager use two workers.
     let mut builder = match cli.command {
         Command::Connect(_) | Command::Candidates(_) => {
             tokio::runtime::Builder::new_current_thread()
@@ -163,7 +161,6 @@ fn main() -> ExitCode {
                 Command::Candidates(Deferred(args)) => cmd::candidates::run(args).await,
                 Command::Connect(Deferred(args)) => cmd::connect::run(args).await,
                 Command::Listen(Deferred(args)) => cmd::listen::run(args).await,
-                Command::Bench(Deferred(args)) => cmd::bench::run(args).await,
                 Command::Pm(Deferred(args)) => cmd::pm::run(args).await,
                 Command::Completions { .. } | Command::Man { .. } => Ok(()),
             }
@@ -204,10 +201,8 @@ mod tests {
             &["connect", "--flws", "2", "h", "1"],
             &["candidates", "--help"],
             &["listen", "--help"],
-            &["bench", "--help"],
-            &["bench", "connect-cli", "--help"],
             &["pm", "--help"],
-            &["help", "bench", "all"],
+            &["help", "listen"],
         ];
         // Deferred first (EAGER only ever turns on, in this one test).
         let deferred: Vec<String> = cases.iter().map(|a| rendered(Cli::command(), a)).collect();

@@ -50,8 +50,8 @@ pub struct CliPoint {
     pub taps: CliSide,
     /// The C epoll client.
     pub c: CliSide,
-    /// The plain tokio client (`taps-tokio-client`, beside `taps`): what the runtime
-    /// itself costs for the same work. `None` when that binary was not there.
+    /// The plain tokio client (`taps-tokio-client`, beside `taps-bench`): what the
+    /// runtime itself costs for the same work. `None` when that binary was not there.
     #[serde(default)]
     pub tokio: Option<TokioSide>,
     /// Why the plain tokio client has no figures although it was there (a run of it
@@ -65,10 +65,6 @@ pub struct CliPoint {
     /// Server CPU with taps / with C (median of per-repetition ratios): about 1 when
     /// both did the same work.
     pub server_cpu_ratio: f64,
-    /// How well the measured `taps` binary follows its code-layout list (see
-    /// [`HotSymbols`]); `None` when it could not be checked.
-    #[serde(default)]
-    pub hot_symbols: Option<HotSymbols>,
 }
 
 /// The plain tokio client at one flow count, and how it compares.
@@ -86,70 +82,9 @@ pub struct TokioSide {
     pub taps_rss_over_tokio_kib: f64,
 }
 
-/// The plain tokio baseline's binary (`crates/taps-cli/src/bin/taps-tokio-client.rs`),
-/// looked for beside the `taps` binary, where cargo builds it.
+/// The plain tokio baseline's binary (`crates/taps-bench/src/bin/taps-tokio-client.rs`),
+/// which `taps-bench` looks for beside itself, where cargo builds it.
 pub const TOKIO_CLIENT: &str = "taps-tokio-client";
-
-/// The tokio baseline beside `taps`, if it was built.
-fn tokio_client(taps: &Path) -> Option<std::path::PathBuf> {
-    let path = taps.parent()?.join(TOKIO_CLIENT);
-    path.is_file().then_some(path)
-}
-
-/// The `taps` binary against `crates/taps-cli/hot-symbols.txt`, the functions its
-/// linker places together (`crates/taps-cli/build.rs`). Names the list has and the
-/// binary does not were renamed by a code change since the list was made: each is code
-/// of a connect left scattered, which costs page faults and peak RSS (51 stale names of
-/// 905 cost ~1 MiB at 1,024 flows), so a stale list shows in the RSS figure, not as an
-/// error. `python3 scripts/hot-symbols.py` regenerates it.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct HotSymbols {
-    /// Names in the list.
-    pub listed: usize,
-    /// Of them, names the binary does not define.
-    pub missing: usize,
-}
-
-impl HotSymbols {
-    /// Missing names above this share make the list stale (regenerate, then measure).
-    pub const STALE_SHARE: f64 = 0.01;
-
-    /// Whether enough names are missing for the layout to cost measurably.
-    pub fn stale(&self) -> bool {
-        self.missing as f64 > Self::STALE_SHARE * self.listed as f64
-    }
-}
-
-/// The source tree's list (where this crate was built from).
-const HOT_SYMBOLS_LIST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../taps-cli/hot-symbols.txt");
-
-/// Checks `binary` against the list with `nm` (binutils); `None` when the list or `nm`
-/// is not there (an installed `taps` away from its source tree), or `nm` fails.
-fn check_hot_symbols(binary: &Path) -> Option<HotSymbols> {
-    let list = std::fs::read_to_string(HOT_SYMBOLS_LIST).ok()?;
-    let out = std::process::Command::new("nm")
-        .arg("--defined-only")
-        .arg(binary)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let nm = String::from_utf8_lossy(&out.stdout);
-    let defined: std::collections::HashSet<&str> = nm
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2))
-        .collect();
-    let names: Vec<&str> = list
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    Some(HotSymbols {
-        listed: names.len(),
-        missing: names.iter().filter(|n| !defined.contains(*n)).count(),
-    })
-}
 
 /// The flow counts: `--flows` if given, else 1, 256, 1024 (quick: 1, 64).
 pub(crate) fn cli_flows(cfg: &Config) -> Vec<usize> {
@@ -174,13 +109,9 @@ fn cli_reps(cfg: &Config) -> usize {
 }
 
 /// The trials of the comparison (three programs per repetition where the tokio
-/// baseline is built).
+/// baseline is there).
 pub(super) fn connect_cli_trials(cfg: &Config) -> usize {
-    let programs = if cfg.cli.as_deref().and_then(tokio_client).is_some() {
-        3
-    } else {
-        2
-    };
+    let programs = if cfg.tokio_client.is_some() { 3 } else { 2 };
     cli_flows(cfg).len() * cli_reps(cfg) * programs
 }
 
@@ -191,7 +122,7 @@ struct Run {
 }
 
 /// Runs the comparison: for every flow count and repetition, the `taps` command
-/// (`cfg.cli`), the C client, then the plain tokio client (where built), each against a
+/// (`cfg.cli`), the C client, then the plain tokio client (where given), each against a
 /// raw tokio sink server of its own. A run that fails, or after which the server did not
 /// count exactly N flows accepted, N closed and N bytes received, fails the phase: the
 /// programs did not do the same work.
@@ -203,9 +134,9 @@ pub(crate) fn run_connect_cli(
     let taps = cfg
         .cli
         .clone()
-        .ok_or("needs the `taps` command to measure (run it as `taps bench connect-cli`)")?;
+        .ok_or("needs the `taps` command to measure (`taps-bench connect-cli --taps PATH`)")?;
     let tools = Tools::build()?;
-    let tokio = tokio_client(&taps);
+    let tokio = cfg.tokio_client.clone();
     let spec = ServerSpec {
         imp: Impl::Raw,
         mode: ServeMode::Sink,
@@ -214,7 +145,6 @@ pub(crate) fn run_connect_cli(
         secure: None,
     };
     let reps = cli_reps(cfg);
-    let hot_symbols = check_hot_symbols(&taps);
     // Indices into `programs` (and `runs`, `sides`): taps, C, then the tokio baseline.
     const TAPS: usize = 0;
     const C: usize = 1;
@@ -281,7 +211,6 @@ pub(crate) fn run_connect_cli(
             cpu_ratio: pairwise(&t.cpu_us, &c.cpu_us, ratio),
             peak_rss_diff_kib: pairwise(&t.peak_rss_kib, &c.peak_rss_kib, |a, b| a - b),
             server_cpu_ratio: pairwise(&t.server_cpu_us, &c.server_cpu_us, ratio),
-            hot_symbols,
             taps: t,
             c,
             tokio,

@@ -1,4 +1,4 @@
-//! `taps bench lab` (issue 14 §3 and §4), in network namespaces (root): SCTP against TCP
+//! `taps-bench lab` (issue 14 §3 and §4), in network namespaces (root): SCTP against TCP
 //! over a 1500-byte path (throughput and CPU per byte), 10 MiB at 2 % loss and 100 ms RTT
 //! over SCTP, TCP CUBIC and the kernel's default TCP (netlab's `sctp-loss`), and first
 //! contact at 50 ms RTT against curl (netlab's `rx-first`, and `rd-first` for the healthy

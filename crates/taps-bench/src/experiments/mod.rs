@@ -20,7 +20,7 @@ mod variant;
 
 pub use crate::worker::Proto;
 pub use connect::{ConnectPoint, ConnectRatios, ConnectSide};
-pub use connect_cli::{CliPoint, CliSide, HotSymbols, TokioSide, TAPS_PROPS, TOKIO_CLIENT};
+pub use connect_cli::{CliPoint, CliSide, TokioSide, TAPS_PROPS, TOKIO_CLIENT};
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
@@ -63,8 +63,11 @@ pub struct Config {
     /// Print a progress line on stderr.
     pub progress: bool,
     /// The `taps` command the whole-process comparison (`connect-cli`) measures; without
-    /// it that comparison cannot run (`taps bench` passes itself).
+    /// it that comparison cannot run (`taps-bench` passes the `taps` beside it).
     pub cli: Option<std::path::PathBuf>,
+    /// The plain tokio client ([`TOKIO_CLIENT`]) the whole-process comparison runs beside
+    /// `taps` and C; without it that comparison runs taps and C only.
+    pub tokio_client: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -76,6 +79,7 @@ impl Default for Config {
             protocols: vec![Proto::Tcp],
             progress: true,
             cli: None,
+            tokio_client: None,
         }
     }
 }
@@ -111,7 +115,7 @@ pub(crate) struct Selection {
     pub(crate) secure: bool,
     /// The whole-process comparison of the `taps` command with a C epoll client.
     pub(crate) connect_cli: bool,
-    /// The experiments in network namespaces (`taps bench lab`).
+    /// The experiments in network namespaces (`taps-bench lab`).
     pub(crate) lab: bool,
 }
 

@@ -1,4 +1,4 @@
-//! `taps bench multipath`: the CMT-SCTP scheduling paper's three experiments (the seed
+//! `taps-bench multipath`: the CMT-SCTP scheduling paper's three experiments (the seed
 //! cmt-sctp-scheduling) on netlab with real usrsctp at both ends (`netlab sctp-mp-peer`,
 //! one process per namespace): CMT on, round robin (no pinning) against Fixed (each stream
 //! pinned to one path with `send_on_path`), over links with the paper's rates, delays and
@@ -8,7 +8,7 @@
 //! 10, 10, 50 ms), seven streams, NR-SACK on and off.
 //!
 //! Each point is one association: a warm-up, then a measurement window at the receiver
-//! ([`Timing`]). Needs root (netlab) and the `netlab` binary beside `taps` (or `NETLAB_BIN`).
+//! ([`Timing`]). Needs root (netlab) and the `netlab` binary beside `taps-bench` (or `NETLAB_BIN`).
 
 #![forbid(unsafe_code)]
 

@@ -1,4 +1,4 @@
-//! The goals measured in network namespaces (`taps bench lab`; issue 14, parts 3 and 4):
+//! The goals measured in network namespaces (`taps-bench lab`; issue 14, parts 3 and 4):
 //! SCTP's CPU per byte on a 1500-byte path, and first contact at 50 ms RTT.
 
 use super::{not_measured, Judge};

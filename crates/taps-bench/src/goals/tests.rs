@@ -3,7 +3,7 @@
 //! that is missing) is not met, with the reason shown.
 
 use super::*;
-use crate::experiments::{CliSide, ConnectSide, HePoint, HotSymbols, TransferSide};
+use crate::experiments::{CliSide, ConnectSide, HePoint, TransferSide};
 use crate::{Meta, Results};
 
 fn s(v: &[f64]) -> Summary {
@@ -230,9 +230,9 @@ fn a_planned_point_that_is_missing_is_not_met() {
         lab: true,
     };
     let g = goals(&r, &all);
-    // 4 connect + 2 transfer + 1 race + 2 CPU and 1 RSS of the whole-process comparison
-    // + 3 of the lab.
-    assert_eq!(g.len(), 13, "{g:#?}");
+    // 4 connect + 2 transfer + 1 race + 2 CPU of the whole-process comparison + 3 of the
+    // lab.
+    assert_eq!(g.len(), 12, "{g:#?}");
     assert!(g.iter().all(|g| !g.met && g.value.is_nan()));
 }
 
@@ -349,10 +349,6 @@ fn cli_point(flows: usize, taps_cpu: &[f64], c_cpu: &[f64], rss: (f64, f64)) -> 
         cpu_ratio: pairwise(&taps.cpu_us, &c.cpu_us, ratio),
         peak_rss_diff_kib: pairwise(&taps.peak_rss_kib, &c.peak_rss_kib, |a, b| a - b),
         server_cpu_ratio: 1.0,
-        hot_symbols: Some(HotSymbols {
-            listed: 900,
-            missing: 3,
-        }),
         taps,
         c,
         tokio: None,
@@ -376,27 +372,14 @@ fn whole_process_goals_at_256_and_1024_flows() {
         (0.0, 0.0),
     ));
     r.connect_cli
-        .push(cli_point(1024, &[40.0; 5], &[30.0; 5], (3000.0, 1500.0)));
+        .push(cli_point(1024, &[40.0; 5], &[30.0; 5], (9000.0, 1500.0)));
     let g = goals(&r, &e);
-    assert_eq!(g.len(), 3, "no goal at 1 flow: {g:#?}");
+    // CPU at 256 and 1,024 flows; no goal at 1 flow, and none on peak RSS (here 7.3 MiB
+    // above the C client's).
+    assert_eq!(g.len(), 2, "{g:#?}");
     assert!(g[0].name.contains("256") && g[0].met && (g[0].value - 1.4).abs() < 1e-9);
     assert!(g[1].name.contains("1024") && g[1].met);
-    assert!(g[2].name.contains("RSS") && g[2].met && g[2].value == 1500.0);
-    assert!(
-        g[2].measured.contains("list current: 3 of 900"),
-        "{}",
-        g[2].measured
-    );
-    // A stale layout list is said beside the RSS figure (it can only make RSS worse, so
-    // it does not by itself fail the goal).
-    r.connect_cli[2].hot_symbols = Some(HotSymbols {
-        listed: 900,
-        missing: 40,
-    });
-    let g = goals(&r, &e);
-    assert!(g[2].met && g[2].measured.contains("stale: 40 of its 900"));
     r.connect_cli[2] = cli_point(1024, &[40.0; 5], &[0.0; 5], (4000.0, 1500.0));
     let g = goals(&r, &e);
     assert!(!g[1].met && g[1].value.is_nan(), "zero baseline");
-    assert!(!g[2].met, "RSS 2.4 MiB above the C client");
 }

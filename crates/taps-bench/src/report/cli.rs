@@ -6,7 +6,6 @@
 use std::fmt::Write;
 
 use crate::experiments::{pairwise, Summary, TAPS_PROPS, TOKIO_CLIENT};
-use crate::goals::hot_symbols_words;
 use crate::measure::ratio;
 use crate::Results;
 
@@ -42,7 +41,7 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
          `ru_maxrss` across exec, so the programs are forked from it rather than from the \
          orchestrator). Both print to /dev/null (taps a line per flow, C one summary \
          line). A third program, where built, runs in the same repetitions: the same work \
-         written with plain tokio (`crates/taps-cli/src/bin/taps-tokio-client.rs`: the \
+         written with plain tokio (`crates/taps-bench/src/bin/taps-tokio-client.rs`: the \
          command's current-thread runtime, a task per flow, `TcpStream::connect`, \
          TCP_NODELAY, 1 byte, shutdown, read to the end), the floor the runtime itself \
          puts under any tokio program, taps included. A run counts only if it exits 0 and the server saw exactly N flows \
@@ -74,14 +73,6 @@ pub(super) fn cli_section(s: &mut String, r: &Results) {
         );
     }
     tokio_table(s, r);
-    if let Some(p) = r.connect_cli.first() {
-        let _ = writeln!(
-            s,
-            "\nThe measured `taps` binary's code layout (`crates/taps-cli/hot-symbols.txt`, \
-             the functions of a connect placed together by the linker): {}.",
-            hot_symbols_words(p.hot_symbols)
-        );
-    }
     s.push('\n');
 }
 
@@ -101,7 +92,7 @@ fn tokio_table(s: &mut String, r: &Results) {
             let _ = writeln!(
                 s,
                 "\nThe plain tokio client was not measured (`{TOKIO_CLIENT}` was not built \
-                 beside `taps`)."
+                 beside `taps-bench`)."
             );
         }
         return;

@@ -1,4 +1,4 @@
-//! The report's section of `taps bench lab`: the netlab scenarios' transfer times at 2 %
+//! The report's section of `taps-bench lab`: the netlab scenarios' transfer times at 2 %
 //! loss and the first-contact comparison with curl.
 
 use std::fmt::Write;

@@ -1,4 +1,4 @@
-//! The report of `taps bench multipath`: a markdown section (tables of our numbers beside
+//! The report of `taps-bench multipath`: a markdown section (tables of our numbers beside
 //! the paper's) and SVG plots drawn like the rest of the report, written as
 //! `multipath.md`, `multipath.json`, `multipath-*.svg`, and the same section in
 //! `report.md` (replacing an earlier multipath section, or appended to what the other
@@ -277,7 +277,7 @@ const HEADING: &str = "## Multipath: CMT-SCTP stream scheduling";
 /// when there is none. One pass over the text.
 fn merge_section(report: Option<&str>, md: &str) -> String {
     let Some(report) = report else {
-        return format!("# taps bench multipath\n\n{md}");
+        return format!("# taps-bench multipath\n\n{md}");
     };
     match report.find(HEADING) {
         Some(start) => {
@@ -349,7 +349,7 @@ mod tests {
             merge_section(Some(&old), &new),
             format!("# r\n\n## A\n\na\n\n{new}## B\n\nb\n")
         );
-        assert_eq!(merge_section(None, "s"), "# taps bench multipath\n\ns");
+        assert_eq!(merge_section(None, "s"), "# taps-bench multipath\n\ns");
     }
 
     #[test]
@@ -395,13 +395,13 @@ mod tests {
         let back = crate::experiments::read_multipath(&f).unwrap();
         assert!(back.points[0].mbit.is_nan());
         assert_eq!(back.points.len(), 7);
-        std::fs::write(dir.join("report.md"), "# taps bench\n\n## Transfer\n\nx\n").unwrap();
+        std::fs::write(dir.join("report.md"), "# taps-bench\n\n## Transfer\n\nx\n").unwrap();
         let written = write_multipath(&back, &dir).unwrap();
         assert_eq!(written.len(), 10);
         // Written twice: the other sections stay, the multipath section is there once.
         write_multipath(&back, &dir).unwrap();
         let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
-        assert!(report.starts_with("# taps bench\n\n## Transfer\n\nx\n\n## Multipath"));
+        assert!(report.starts_with("# taps-bench\n\n## Transfer\n\nx\n\n## Multipath"));
         assert_eq!(report.matches(HEADING).count(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }

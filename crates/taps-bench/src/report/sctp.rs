@@ -16,7 +16,7 @@ pub(super) fn sctp_speed_section(s: &mut String, r: &Results) {
          One flow through taps to a taps listener sends the bytes, over TCP and over SCTP \
          (usrsctp over UDP, path-MTU packets: 64 KiB on loopback) in alternating trials; \
          throughput is bytes over the transfer's wall time, CPU is sender + receiver. \
-         Ratios are medians of per-repetition ratios. The {PATH_1500} (`taps bench lab`, \
+         Ratios are medians of per-repetition ratios. The {PATH_1500} (`taps-bench lab`, \
          root) is the loopback of a network namespace with MTU 1500, both processes \
          inside: every SCTP packet carries at most 1,444 bytes of data (1,500-byte IP \
          packets: IP, UDP, SCTP and DATA headers) and usrsctp builds, checksums and \

@@ -1,6 +1,5 @@
 //! One module per subcommand.
 
-pub(crate) mod bench;
 pub(crate) mod candidates;
 pub(crate) mod connect;
 pub(crate) mod docs;

@@ -1,5 +1,5 @@
-//! `taps-tokio-client HOST PORT FLOWS`: the plain-tokio baseline of `taps bench
-//! connect-cli`, built beside `taps` so the benchmark finds it.
+//! `taps-tokio-client HOST PORT FLOWS`: the plain-tokio baseline of `taps-bench
+//! connect-cli`, built beside `taps-bench` so the benchmark finds it.
 //!
 //! The work of `taps connect HOST PORT --flows FLOWS --send-bytes 1 --props <TCP
 //! required>` written the way a tokio user would write it without taps: one task per
