@@ -184,8 +184,9 @@ fn can_shut_down(state: i32) -> bool {
 }
 
 /// Makes the process end its associations at exit and on termination signals (see
-/// `signals`), once per process; called with the first usrsctp socket, so a process that
-/// never makes one installs nothing. Later calls: one atomic load.
+/// `signals`), once per process; called by the first connect or listen, before its
+/// usrsctp socket, so a process that never makes one installs nothing. Later calls: one
+/// atomic load.
 pub(crate) fn arm() {
     static ARMED: OnceLock<()> = OnceLock::new();
     ARMED.get_or_init(|| crate::signals::install(end_at_exit));

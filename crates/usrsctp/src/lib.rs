@@ -156,6 +156,7 @@ mod ffi;
 mod listener;
 mod multihome;
 mod options;
+mod packet;
 mod path_events;
 mod pktinfo;
 mod probe;

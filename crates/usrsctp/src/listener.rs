@@ -39,6 +39,8 @@ impl SctpListener {
         opts: &SctpOptions,
     ) -> Result<SctpListener> {
         let udp = SharedUdp::get(udp_local)?;
+        // The process ends its associations when it exits (armed once, at the first).
+        crate::exit::arm();
         let sock = Sock::new_stream()?;
         // Associations start with the largest MTU; `accept` lowers each to its path's
         // (lowering also shrinks usrsctp's fragment size, raising would not).

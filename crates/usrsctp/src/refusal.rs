@@ -141,7 +141,7 @@ mod tests {
         assert_eq!((a[12], a[13]), (ABORT, T_BIT));
         assert_eq!(u16::from_be_bytes([a[14], a[15]]) as usize, CHUNK_LEN);
         assert!(
-            crate::udp::checksum_ok(&a),
+            crate::packet::checksum_ok(&a),
             "CRC32c as usrsctp's input expects"
         );
         assert!(is_ours(&a[COMMON_HEADER..]));

@@ -68,6 +68,8 @@ impl SctpStack {
     ) -> Result<Connecting> {
         require_runtime()?;
         let (mut link, udp_recv) = ClientLink::open(remote, opts.probe_port)?;
+        // The process ends its associations when it exits (armed once, at the first).
+        crate::exit::arm();
         let sock = Sock::new_stream()?;
         opts.apply(&sock, true, link.path_mtu)?;
         sock.bind(link.addr.id, opts.local_port)?;

@@ -463,7 +463,6 @@ impl Sock {
                 g.live_socks.fetch_add(1, Ordering::SeqCst);
                 g.made_socks.fetch_add(1, Ordering::Relaxed);
                 g.kick_timer();
-                crate::exit::arm();
                 let sock = Arc::new(Sock {
                     raw,
                     waker_id,
