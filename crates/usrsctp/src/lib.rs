@@ -143,8 +143,10 @@
 //! `pipe2`, `raise`, calls of libc with no safe wrapper in std): the only modules with
 //! code the compiler cannot check, a rule the workspace's lint table enforces (it denies
 //! such code everywhere else). `sys` keeps the process-wide state
-//! (routing and upcall tables, timer thread), `udp` our UDP sockets and their reader tasks,
-//! `probe` the port probe's shared sockets, `refusal` the ICMP port unreachables turned
+//! (routing and upcall tables, timer thread), `udp` our UDP sockets and their reader tasks
+//! (`udp/client`: a client's connected socket; `udp/shared`: a listener's socket shared by
+//! remote address), `packet` the checks made on a packet before usrsctp sees it, `probe`
+//! the port probe's shared sockets, `refusal` the ICMP port unreachables turned
 //! into ABORTs, `exit` the end of every association at exit, `assoc` the associations,
 //! `options`, `stack` and `listener` the entry points.
 
