@@ -105,7 +105,7 @@ fn main() {
         let race_hit = mode == "race-hit";
         let race = race_hit || mode == "race-miss";
         // family-hit / family-miss: TCP to `localhost` (::1 first, nothing listens
-        // there; 127.0.0.1 live), the CIB seeded or forgetting at once, as `taps bench
+        // there; 127.0.0.1 live), the CIB seeded or forgetting at once, as `taps-bench
         // he`'s family race; localhost4: the same name with IPv4 required (its baseline).
         let family = mode.starts_with("family-") || mode == "localhost4";
         let ctx = if mode == "family-miss" {

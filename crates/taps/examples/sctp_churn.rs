@@ -1,5 +1,5 @@
 //! Sequential connections raced SCTP-then-TCP to a `taps listen` on 127.0.0.1 (one at a
-//! time, each closed at once, flow mapping off), as `taps bench he` makes them: prints
+//! time, each closed at once, flow mapping off), as `taps-bench he` makes them: prints
 //! every connection slower than 100 ms with its race, and a summary. A stress harness for
 //! handshakes that stall.
 //! `cargo run --release -p taps --example sctp_churn -- PORT UDP_PORT N`
