@@ -99,7 +99,7 @@ fn main() {
             port
         };
         // race-hit: SCTP preferred, TCP allowed, SCTP dead (a UDP port nobody listens
-        // on), the CIB seeded by one connection, flow mapping off (as in `taps bench
+        // on), the CIB seeded by one connection, flow mapping off (as in `taps-bench
         // he`): every flow's race is a cache hit that ends on TCP, what a race costs over
         // `taps` (TCP required) when history works.
         let race_hit = mode == "race-hit";
