@@ -39,7 +39,7 @@ use crate::sctp_flow::{NoSibling, SctpFlow};
 use crate::security::quic::SharedQuic;
 use crate::security::{dtls, DtlsFlow, QuicStream, SecurityInfo};
 use crate::transport::{Established, Stream};
-use crate::Error;
+use crate::{Error, UsageError};
 
 /// Default largest message [`Connection::send`] and [`Connection::receive`] accept on a
 /// framed byte stream (16 MiB), so a corrupt length cannot make the receiver allocate
@@ -477,25 +477,24 @@ impl Connection {
     /// preconnection instead). The clone ran no race: its `info().race` is `None`.
     pub async fn clone_flow(&self) -> Result<Connection, Error> {
         match &self.io {
-            Io::Stream(Stream::Quic(q)) => {
-                Connection::quic_sibling(&q.shared)
-                    .await?
-                    .ok_or(Error::usage("the QUIC connection is closing or grants no new stream"))
-            }
+            Io::Stream(Stream::Quic(q)) => Connection::quic_sibling(&q.shared)
+                .await?
+                .ok_or(Error::usage(UsageError::QuicNoStream)),
             Io::Sctp(f) => {
                 let flow = SctpFlow::open_sibling(f.shared()).await?.map_err(|why| {
                     Error::usage(match why {
-                        NoSibling::ShuttingDown => "the SCTP association is shutting down",
-                        NoSibling::StreamsInUse => {
-                            "every SCTP stream this side may open on the association is in use"
-                        }
+                        NoSibling::ShuttingDown => UsageError::SctpShuttingDown,
+                        NoSibling::StreamsInUse => UsageError::SctpStreamsInUse,
                     })
                 })?;
-                Ok(Connection::new(Io::Sctp(flow), self.info.stack, None, None)?)
+                Ok(Connection::new(
+                    Io::Sctp(flow),
+                    self.info.stack,
+                    None,
+                    None,
+                )?)
             }
-            _ => Err(Error::usage(
-                "only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)",
-            )),
+            _ => Err(Error::usage(UsageError::NotCloneable)),
         }
     }
 

@@ -40,18 +40,19 @@ pub enum Error {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
-    /// Bad configuration (PIB directory, resolver settings, listener addresses, ...).
-    #[error("configuration: {0}")]
-    Config(String),
+    /// Bad configuration (PIB directory, resolver settings, TLS, what a listener or the
+    /// HTTP connector can do with the properties, ...).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// Bad transport properties.
     #[error(transparent)]
     Properties(#[from] PropertyError),
     /// No stack satisfies the properties.
     #[error(transparent)]
     Unsatisfiable(#[from] Unsatisfiable),
-    /// The call lacks what it needs (e.g. initiate without a remote endpoint).
-    #[error("{0}")]
-    Usage(&'static str),
+    /// The call lacks what it needs, or the connection cannot do it.
+    #[error(transparent)]
+    Usage(#[from] UsageError),
     /// A certificate, key or CA file of the security parameters is missing, unreadable
     /// or unusable.
     #[error("{}: {problem}", file.display())]
@@ -59,17 +60,172 @@ pub enum SetupError {
         /// The file.
         file: std::path::PathBuf,
         /// What is wrong with it.
-        problem: String,
+        problem: FileProblem,
     },
 }
 
 impl SetupError {
     /// A problem with a security file.
-    pub(crate) fn security_file(file: &std::path::Path, problem: impl Into<String>) -> Self {
+    pub(crate) fn security_file(file: &std::path::Path, problem: FileProblem) -> Self {
         SetupError::SecurityFile {
             file: file.to_path_buf(),
-            problem: problem.into(),
+            problem,
         }
+    }
+}
+
+/// Bad configuration, as data; the words are its `Display`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The resolver settings cannot work.
+    #[error("resolver: {0}")]
+    Resolver(#[from] crate::resolver::ResolverConfigError),
+    /// A PIB file or directory could not be loaded.
+    #[error("PIB: {0}")]
+    Pib(#[from] taps_core::policy::PibError),
+    /// rustls refused the TLS configuration.
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
+    /// quinn refused the TLS configuration for QUIC.
+    #[error("QUIC: {0}")]
+    Quic(quinn::crypto::rustls::NoInitialCipherSuite),
+    /// The server name to verify is neither a DNS name nor an IP address.
+    #[error("server name {0:?} is neither a DNS name nor an IP address")]
+    ServerName(String),
+    /// A secure listener has no certificate and key.
+    #[error("a secure listener needs a certificate and key (SecurityParameters::identity)")]
+    NoIdentity,
+    /// No allowed stack could listen.
+    #[error("nothing to listen on: allowed stacks {}; {}", StackList(.allowed), MissingList(.missing))]
+    NothingToListenOn {
+        /// Every stack the properties allow, with why this build cannot run it (if so).
+        allowed: Vec<(taps_core::Stack, Option<&'static str>)>,
+        /// The stacks that could not listen, and why.
+        missing: Vec<crate::MissingStack>,
+    },
+    /// Some allowed stack could not listen, and every one had to
+    /// ([`ListenerOptions::every_stack`](crate::ListenerOptions)).
+    #[error("not every allowed stack can listen: {}", MissingList(.0))]
+    NotEveryStackListens(Vec<crate::MissingStack>),
+    /// The HTTP connector's properties allow a stack hyper cannot speak HTTP/1.1 or
+    /// HTTP/2 over.
+    #[error(
+        "HTTP ({}) needs a byte stream over TCP or MPTCP{}, but the properties allow {stack} \
+         (QUIC carries only HTTP/3; SCTP and UDP carry no HTTP hyper speaks)",
+        if *.secure { "https" } else { "http" },
+        if *.secure { " with TLS" } else { "" }
+    )]
+    HttpStack {
+        /// `https` (TLS required) or `http`.
+        secure: bool,
+        /// The stack that does not fit.
+        stack: taps_core::Stack,
+    },
+    /// The HTTP connector's properties leave no stack this host can run.
+    #[error("HTTP ({}): the properties leave no stack this host can run", if *.0 { "https" } else { "http" })]
+    HttpNoStack(bool),
+    /// A URI whose scheme is not http or https.
+    #[error("{uri}: scheme {} is not http or https", .scheme.as_deref().unwrap_or("(none)"))]
+    HttpScheme {
+        /// The URI.
+        uri: String,
+        /// Its scheme, if it has one.
+        scheme: Option<String>,
+    },
+    /// A URI that names no host.
+    #[error("{0}: no host")]
+    HttpNoHost(String),
+}
+
+/// A call that lacks what it needs, or a connection that cannot do what was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// `candidates` without a remote endpoint.
+    #[error("candidates need a remote endpoint")]
+    CandidatesWithoutRemote,
+    /// `initiate` without a remote endpoint.
+    #[error("initiate needs a remote endpoint")]
+    InitiateWithoutRemote,
+    /// `listen` without a local endpoint.
+    #[error("listen needs a local endpoint (address or port)")]
+    ListenWithoutLocal,
+    /// `clone_flow` on a QUIC connection that is closing or grants no new stream.
+    #[error("the QUIC connection is closing or grants no new stream")]
+    QuicNoStream,
+    /// `clone_flow` on an SCTP association that is shutting down.
+    #[error("the SCTP association is shutting down")]
+    SctpShuttingDown,
+    /// `clone_flow` when every stream this side may open is in use.
+    #[error("every SCTP stream this side may open on the association is in use")]
+    SctpStreamsInUse,
+    /// `clone_flow` on a stack without streams.
+    #[error("only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)")]
+    NotCloneable,
+}
+
+/// What is wrong with a certificate, key or CA file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileProblem {
+    /// It cannot be read.
+    #[error("cannot read it: {0}")]
+    Unreadable(std::io::Error),
+    /// It holds nothing PEM-encoded.
+    #[error("nothing PEM-encoded in it")]
+    NoPem,
+    /// Its PEM is malformed.
+    #[error("not valid PEM: {0}")]
+    BadPem(String),
+    /// It holds no certificate.
+    #[error("no certificate in it (expected PEM \"BEGIN CERTIFICATE\")")]
+    NoCertificate,
+    /// It holds no private key.
+    #[error("no private key in it (expected PEM \"BEGIN PRIVATE KEY\")")]
+    NoPrivateKey,
+    /// The key does not belong to the certificate.
+    #[error("does not fit the certificate in {}: {error}", cert.display())]
+    KeyMismatch {
+        /// The certificate file.
+        cert: std::path::PathBuf,
+        /// rustls' finding.
+        error: rustls::Error,
+    },
+    /// A certificate in it cannot be a trust anchor.
+    #[error("holds a certificate that is not a usable CA: {0}")]
+    UnusableCa(rustls::Error),
+}
+
+/// `a, b (why), c`, rendered when shown.
+struct StackList<'a>(&'a [(taps_core::Stack, Option<&'static str>)]);
+
+impl fmt::Display for StackList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (stack, why)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            match why {
+                Some(why) => write!(f, "{sep}{stack} ({why})")?,
+                None => write!(f, "{sep}{stack}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `stack on addr: reason; ...` or, with none, that no allowed stack listens here.
+struct MissingList<'a>(&'a [crate::MissingStack]);
+
+impl fmt::Display for MissingList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none of them can listen in this build");
+        }
+        for (i, m) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{m}")?;
+        }
+        Ok(())
     }
 }
 
@@ -100,13 +256,13 @@ pub enum EstablishError {
 
 impl Error {
     /// A usage error (the call lacks what it needs).
-    pub(crate) fn usage(what: &'static str) -> Error {
+    pub(crate) fn usage(what: UsageError) -> Error {
         Error::Setup(SetupError::Usage(what))
     }
 
     /// A configuration error.
-    pub(crate) fn config(what: impl fmt::Display) -> Error {
-        Error::Setup(SetupError::Config(what.to_string()))
+    pub(crate) fn config(what: impl Into<ConfigError>) -> Error {
+        Error::Setup(SetupError::Config(what.into()))
     }
 
     /// The failed race, if this is one.

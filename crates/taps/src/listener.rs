@@ -54,7 +54,7 @@ use crate::connection::{Connection, Io, Slot};
 use crate::security::ServerSecurity;
 use crate::transport;
 use crate::transport::{SocketOptions, Stream};
-use crate::Error;
+use crate::{ConfigError, Error};
 
 /// Datagrams queued per accepted datagram flow before new ones are dropped.
 const FLOW_QUEUE: usize = 256;
@@ -482,33 +482,23 @@ impl Binder {
             }
             d => d,
         };
-        let missing: Vec<String> = self.missing.iter().map(|m| m.to_string()).collect();
         if self.bound.is_empty() {
-            let stacks: Vec<String> = plan
+            let allowed = plan
                 .stacks()
                 .iter()
-                .map(|s| match s.unavailable {
-                    Some(why) => format!("{} ({why})", s.stack),
-                    None => s.stack.to_string(),
-                })
+                .map(|s| (s.stack, s.unavailable))
                 .collect();
-            return Err(Error::config(format!(
-                "nothing to listen on: allowed stacks {}; {}",
-                stacks.join(", "),
-                if missing.is_empty() {
-                    "none of them can listen in this build".to_string()
-                } else {
-                    missing.join("; ")
-                }
+            return Err(Error::config(ConfigError::NothingToListenOn {
+                allowed,
+                missing: std::mem::take(&mut self.missing),
+            }));
+        }
+        if self.limits.every_stack && !self.missing.is_empty() {
+            return Err(Error::config(ConfigError::NotEveryStackListens(
+                std::mem::take(&mut self.missing),
             )));
         }
-        if self.limits.every_stack && !missing.is_empty() {
-            return Err(Error::config(format!(
-                "not every allowed stack can listen: {}",
-                missing.join("; ")
-            )));
-        }
-        for m in &missing {
+        for m in &self.missing {
             tracing::warn!("listening without {m}");
         }
         Ok(Listener {

@@ -19,7 +19,7 @@ use crate::scoring::AnswerCache;
 use crate::sctp_flow::SctpFlow;
 use crate::security::{runs_secure, ClientSecurity, SecurityParameters, ServerSecurity};
 use crate::transport::SocketOptions;
-use crate::{racing, Connection, Context, Error, Listener, ListenerOptions};
+use crate::{racing, Connection, Context, Error, Listener, ListenerOptions, UsageError};
 use taps_core::properties::Protocol;
 use taps_core::ServiceInfo;
 
@@ -222,7 +222,7 @@ impl Preconnection {
         let remote = self
             .remote
             .as_ref()
-            .ok_or(Error::usage("candidates need a remote endpoint"))?;
+            .ok_or(Error::usage(UsageError::CandidatesWithoutRemote))?;
         let plan = self.plan()?;
         let mut resolution = if runs_secure(&plan) {
             self.ctx.resolver().resolve_with_service(&remote.host)
@@ -280,7 +280,7 @@ impl Preconnection {
         let remote = self
             .remote
             .as_ref()
-            .ok_or(Error::usage("initiate needs a remote endpoint"))?;
+            .ok_or(Error::usage(UsageError::InitiateWithoutRemote))?;
         let plan = self.plan()?;
         let streams = plan.stacks().iter().any(|s| {
             s.unavailable.is_none() && matches!(s.stack.protocol, Protocol::Sctp | Protocol::Quic)
@@ -390,9 +390,9 @@ impl Preconnection {
     /// [`listen`](Self::listen) with explicit limits. Costs what `listen` costs.
     pub async fn listen_with(&self, limits: &ListenerOptions) -> Result<Listener, Error> {
         let plan = self.plan()?;
-        let local = self.local.ok_or(Error::usage(
-            "listen needs a local endpoint (address or port)",
-        ))?;
+        let local = self
+            .local
+            .ok_or(Error::usage(UsageError::ListenWithoutLocal))?;
         let security = if runs_secure(&plan) {
             Some(Arc::new(ServerSecurity::new(&self.security)?))
         } else {

@@ -13,8 +13,8 @@ use taps::taps_core::properties::{Name, Protocol};
 use taps::taps_core::race::{AttemptOutcome, RaceEvent};
 use taps::taps_core::VerifyFailure;
 use taps::{
-    AttemptCause, Context, Error, Listener, Preconnection, RemoteEndpoint, SecurityParameters,
-    SetupError, TransportProperties,
+    AttemptCause, Context, Error, FileProblem, Listener, Preconnection, RemoteEndpoint,
+    SecurityParameters, SetupError, TransportProperties,
 };
 use taps_testkit::openssl::s_server_rev;
 use taps_testkit::{TestPki, Validity};
@@ -302,22 +302,27 @@ async fn bad_security_files_are_clear_errors_naming_the_file() {
     let (file, problem) =
         file_error(listen(SecurityParameters::new().identity(&missing, &pki.key)).await);
     assert_eq!(file, missing);
-    assert!(problem.contains("cannot read"), "{problem}");
+    assert!(matches!(problem, FileProblem::Unreadable(_)), "{problem}");
+    assert!(problem.to_string().contains("cannot read"), "{problem}");
     // A key that belongs to another certificate.
     let (file, problem) =
         file_error(listen(SecurityParameters::new().identity(&pki.cert, &other.key)).await);
     assert_eq!(file, other.key);
-    assert!(problem.contains("does not fit"), "{problem}");
+    assert!(
+        matches!(&problem, FileProblem::KeyMismatch { cert, .. } if *cert == pki.cert),
+        "{problem}"
+    );
+    assert!(problem.to_string().contains("does not fit"), "{problem}");
     // A "CA file" with a key in it and no certificate.
     let pre = client(&ctx, 1, SecurityParameters::new().ca_file(&pki.key));
     let (file, problem) = file_error(pre.prepare());
     assert_eq!(file, pki.key);
-    assert!(problem.contains("no certificate"), "{problem}");
+    assert!(matches!(problem, FileProblem::NoCertificate), "{problem}");
     // A certificate where the key should be.
     let (file, problem) =
         file_error(listen(SecurityParameters::new().identity(&pki.cert, &pki.cert)).await);
     assert_eq!(file, pki.cert);
-    assert!(problem.contains("no private key"), "{problem}");
+    assert!(matches!(problem, FileProblem::NoPrivateKey), "{problem}");
     // ALPN lists are checked.
     assert!(SecurityParameters::parse_alpn("h2,http/1.1").is_ok());
     assert!(SecurityParameters::parse_alpn("h2,,x").is_err());

@@ -55,7 +55,9 @@ use http::Uri;
 use taps_core::properties::{Name, Preference, Protocol, TransportProperties};
 use taps_core::Security;
 
-use crate::{Context, Error, Preconnection, Properties, RemoteEndpoint, SecurityParameters};
+use crate::{
+    ConfigError, Context, Error, Preconnection, Properties, RemoteEndpoint, SecurityParameters,
+};
 
 /// How many origins' preconnections a connector keeps; when one more comes, it forgets
 /// them all and starts over (the CIB, in the context, remembers what it learned).
@@ -177,21 +179,17 @@ fn check_stacks(ctx: &Context, props: &Properties, secure: bool) -> Result<(), E
         .filter(|s| s.unavailable.is_none())
         .map(|s| s.stack)
         .collect();
-    let scheme = if secure { "https" } else { "http" };
     if let Some(bad) = runnable.iter().find(|s| {
         !matches!(s.protocol, Protocol::Tcp | Protocol::Mptcp)
             || (s.security != Security::None) != secure
     }) {
-        return Err(Error::config(format!(
-            "HTTP ({scheme}) needs a byte stream over TCP or MPTCP{}, but the properties \
-             allow {bad} (QUIC carries only HTTP/3; SCTP and UDP carry no HTTP hyper speaks)",
-            if secure { " with TLS" } else { "" }
-        )));
+        return Err(Error::config(ConfigError::HttpStack {
+            secure,
+            stack: *bad,
+        }));
     }
     if runnable.is_empty() {
-        return Err(Error::config(format!(
-            "HTTP ({scheme}): the properties leave no stack this host can run"
-        )));
+        return Err(Error::config(ConfigError::HttpNoStack(secure)));
     }
     Ok(())
 }
@@ -235,16 +233,16 @@ impl Connector {
             Some("https") => true,
             Some("http") => false,
             other => {
-                return Err(Error::config(format!(
-                    "{uri}: scheme {} is not http or https",
-                    other.unwrap_or("(none)")
-                )))
+                return Err(Error::config(ConfigError::HttpScheme {
+                    uri: uri.to_string(),
+                    scheme: other.map(str::to_string),
+                }))
             }
         };
         let host = uri
             .host()
             .filter(|h| !h.is_empty())
-            .ok_or_else(|| Error::config(format!("{uri}: no host")))?
+            .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.to_string())))?
             .trim_matches(['[', ']']);
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let key: Origin = (secure, host.into(), port);

@@ -15,7 +15,7 @@ use tokio_rustls::TlsConnector;
 use super::dtls::{DtlsClient, DtlsFlow};
 use super::quic::{self, QuicClientSocket, QuicStream};
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
-use crate::error::SetupError;
+use crate::error::{ConfigError, FileProblem, SetupError};
 
 /// The application protocol QUIC offers when the application named none (QUIC needs
 /// one; taps listeners accept it).
@@ -51,14 +51,11 @@ impl ClientSecurity {
             .server_name
             .clone()
             .unwrap_or_else(|| host.trim_matches(['[', ']']).to_string());
-        let server_name = ServerName::try_from(name.clone()).map_err(|_| {
-            SetupError::Config(format!(
-                "server name {name:?} is neither a DNS name nor an IP address"
-            ))
-        })?;
+        let server_name = ServerName::try_from(name.clone())
+            .map_err(|_| SetupError::Config(ConfigError::ServerName(name.to_string())))?;
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| SetupError::Config(format!("TLS: {e}")))?;
+            .map_err(|e| SetupError::Config(ConfigError::Tls(e)))?;
         let roots = if params.verify {
             Some(roots(params)?)
         } else {
@@ -85,7 +82,13 @@ impl ClientSecurity {
         let mut config = match (identity, &params.identity) {
             (Some((chain, pkey)), Some((cert, key))) => {
                 builder.with_client_auth_cert(chain, pkey).map_err(|e| {
-                    SetupError::security_file(key, format!("does not fit {}: {e}", cert.display()))
+                    SetupError::security_file(
+                        key,
+                        FileProblem::KeyMismatch {
+                            cert: cert.clone(),
+                            error: e,
+                        },
+                    )
                 })?
             }
             _ => builder.with_no_client_auth(),
@@ -104,7 +107,7 @@ impl ClientSecurity {
                 }
                 quic_tls.enable_early_data = false;
                 let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls)
-                    .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
+                    .map_err(|e| SetupError::Config(ConfigError::Quic(e)))?;
                 let mut config = quinn::ClientConfig::new(Arc::new(crypto));
                 config.transport_config(quic::transport_with_abort(abort_timeout));
                 Some((config, socket))
@@ -197,12 +200,9 @@ fn roots(params: &SecurityParameters) -> Result<Arc<RootCertStore>, SetupError> 
     };
     for file in &params.ca_files {
         for cert in files::certificates(file)? {
-            store.add(cert).map_err(|e| {
-                SetupError::security_file(
-                    file,
-                    format!("holds a certificate that is not a usable CA: {e}"),
-                )
-            })?;
+            store
+                .add(cert)
+                .map_err(|e| SetupError::security_file(file, FileProblem::UnusableCa(e)))?;
         }
     }
     Ok(Arc::new(store))

@@ -6,19 +6,17 @@ use std::path::Path;
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::error::SetupError;
+use crate::error::{FileProblem, SetupError};
 
 /// Every certificate in a PEM file (at least one). Cost: reads and decodes the file.
 pub(super) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, SetupError> {
-    let bad = |why: String| SetupError::security_file(path, why);
+    let bad = |why| SetupError::security_file(path, why);
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| bad(pem_error(e)))?
+        .map_err(|e| bad(pem_problem(e)))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(pem_error(e)))?;
+        .map_err(|e| bad(pem_problem(e)))?;
     if certs.is_empty() {
-        return Err(bad(
-            "no certificate in it (expected PEM \"BEGIN CERTIFICATE\")".into(),
-        ));
+        return Err(bad(FileProblem::NoCertificate));
     }
     Ok(certs)
 }
@@ -27,20 +25,34 @@ pub(super) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, 
 pub(super) fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, SetupError> {
     PrivateKeyDer::from_pem_file(path).map_err(|e| {
         let why = match e {
-            pem::Error::NoItemsFound => {
-                "no private key in it (expected PEM \"BEGIN PRIVATE KEY\")".to_string()
-            }
-            e => pem_error(e),
+            pem::Error::NoItemsFound => FileProblem::NoPrivateKey,
+            e => pem_problem(e),
         };
         SetupError::security_file(path, why)
     })
 }
 
-/// A PEM error in words (the file is named by the caller).
-fn pem_error(e: pem::Error) -> String {
+/// What a PEM error says about the file (named by the caller).
+fn pem_problem(e: pem::Error) -> FileProblem {
     match e {
-        pem::Error::Io(e) => format!("cannot read it: {e}"),
-        pem::Error::NoItemsFound => "nothing PEM-encoded in it".into(),
-        e => format!("not valid PEM: {e:?}"),
+        pem::Error::Io(e) => FileProblem::Unreadable(e),
+        pem::Error::NoItemsFound => FileProblem::NoPem,
+        e => FileProblem::BadPem(pem_words(&e)),
+    }
+}
+
+/// A malformed PEM file in words: the variant's meaning, not its debug output.
+fn pem_words(e: &pem::Error) -> String {
+    match e {
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "a section has no end (expected \"{}\")",
+            String::from_utf8_lossy(end_marker)
+        ),
+        pem::Error::IllegalSectionStart { line } => format!(
+            "a section starts badly: \"{}\"",
+            String::from_utf8_lossy(line)
+        ),
+        pem::Error::Base64Decode(why) => format!("its base64 does not decode ({why})"),
+        other => other.to_string(),
     }
 }

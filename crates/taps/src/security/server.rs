@@ -10,7 +10,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::dtls::DtlsServer;
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
-use crate::error::SetupError;
+use crate::error::{ConfigError, FileProblem, SetupError};
 
 /// What a TLS listener needs. Built once per listener (reads the certificate and key).
 #[derive(Debug)]
@@ -27,10 +27,7 @@ impl ServerSecurity {
     /// must match) and ALPN list.
     pub(crate) fn new(params: &SecurityParameters) -> Result<ServerSecurity, SetupError> {
         let Some((cert_file, key_file)) = &params.identity else {
-            return Err(SetupError::Config(
-                "a secure listener needs a certificate and key (SecurityParameters::identity)"
-                    .into(),
-            ));
+            return Err(SetupError::Config(ConfigError::NoIdentity));
         };
         let chain = files::certificates(cert_file)?;
         let key = files::private_key(key_file)?;
@@ -39,16 +36,16 @@ impl ServerSecurity {
             .map_err(|why| format!("{}: {why}", key_file.display()));
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| SetupError::Config(format!("TLS: {e}")))?
+            .map_err(|e| SetupError::Config(ConfigError::Tls(e)))?
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .map_err(|e| {
                 SetupError::security_file(
                     key_file,
-                    format!(
-                        "does not fit the certificate in {}: {e}",
-                        cert_file.display()
-                    ),
+                    FileProblem::KeyMismatch {
+                        cert: cert_file.to_path_buf(),
+                        error: e,
+                    },
                 )
             })?;
         config.alpn_protocols = params.alpn.clone();
@@ -58,7 +55,7 @@ impl ServerSecurity {
         }
         quic_tls.max_early_data_size = 0;
         let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(quic_tls)
-            .map_err(|e| SetupError::Config(format!("QUIC: {e}")))?;
+            .map_err(|e| SetupError::Config(ConfigError::Quic(e)))?;
         Ok(ServerSecurity {
             config: Arc::new(config),
             quic: {
