@@ -325,24 +325,51 @@ fn connection_failure(e: ConnectionError, server_name: &str) -> AttemptCause {
     match e {
         ConnectionError::TimedOut => AttemptCause::TimedOut { after: None },
         ConnectionError::Reset => AttemptCause::Reset,
-        ConnectionError::ConnectionClosed(c) if c.error_code.to_string().contains("crypto") => {
-            AttemptCause::Handshake(Arc::from(c.to_string()))
-        }
+        ConnectionError::ConnectionClosed(c) => match crypto_alert(c.error_code) {
+            // The peer's TLS refused the handshake (RFC 9001 4.8: the alert in the code).
+            Some(alert) => AttemptCause::Handshake(Arc::from(with_reason(
+                super::failure::alert_words(alert),
+                &String::from_utf8_lossy(&c.reason),
+            ))),
+            None => AttemptCause::other(ConnectionError::ConnectionClosed(c)),
+        },
         ConnectionError::TransportError(t) => {
             let text = t.reason.clone();
-            match certificate_reason(&text) {
-                Some(reason) => AttemptCause::Verification {
+            match (certificate_reason(&text), crypto_alert(t.code)) {
+                (Some(reason), _) => AttemptCause::Verification {
                     server_name: server_name.into(),
                     reason,
                 },
-                None => AttemptCause::Handshake(Arc::from(t.to_string())),
+                (None, Some(alert)) => AttemptCause::Handshake(Arc::from(with_reason(
+                    super::failure::alert_words(alert),
+                    &text,
+                ))),
+                (None, None) => AttemptCause::Handshake(Arc::from(t.to_string())),
             }
         }
         other => AttemptCause::other(other),
     }
 }
 
-/// The certificate failure in rustls' text of a QUIC transport error, if it is one.
+/// The TLS alert a QUIC crypto error code carries (RFC 9001 4.8: 0x0100 + the alert).
+fn crypto_alert(code: quinn::TransportErrorCode) -> Option<u8> {
+    let code = u64::from(code);
+    (0x100..=0x1ff)
+        .contains(&code)
+        .then(|| (code - 0x100) as u8)
+}
+
+/// `words`, and the peer's reason phrase after it when it adds one.
+fn with_reason(words: String, reason: &str) -> String {
+    if reason.is_empty() || words.contains(reason) {
+        words
+    } else {
+        format!("{words} ({reason})")
+    }
+}
+
+/// The certificate failure in rustls' text of a QUIC transport error, if it is one
+/// (quinn keeps rustls' error only as text).
 fn certificate_reason(text: &str) -> Option<VerifyFailure> {
     let rest = text.strip_prefix("invalid peer certificate: ")?;
     Some(
@@ -440,5 +467,29 @@ impl Drop for QuicStream {
             let _ = tokio::time::timeout(LINGER, send.stopped()).await;
             drop(shared);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crypto_close_names_its_alert() {
+        assert_eq!(
+            crypto_alert(quinn::TransportErrorCode::crypto(120)),
+            Some(120)
+        );
+        assert_eq!(
+            crypto_alert(quinn::TransportErrorCode::PROTOCOL_VIOLATION),
+            None
+        );
+        let w = with_reason(super::super::failure::alert_words(120), "");
+        assert!(w.contains("no application protocol"), "{w}");
+        let w = with_reason(super::super::failure::alert_words(40), "bad");
+        assert!(
+            w.contains("handshake failure") && w.ends_with("(bad)"),
+            "{w}"
+        );
     }
 }
