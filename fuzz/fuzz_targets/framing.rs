@@ -1,4 +1,4 @@
-//! The message framing on byte streams (`taps::read_frame`, what `Connection::receive`
+//! The message framing on byte streams (`taps::fuzzing::read_frame`, what `Connection::receive`
 //! runs on TCP/TLS/QUIC streams): 4-byte big-endian length, then the message. The stream
 //! arrives in chunks the input chooses. Invariants: decoded messages are exactly the
 //! bytes after each header; a length over the limit is an error before any allocation;
@@ -60,7 +60,7 @@ fuzz_target!(|data: &[u8]| {
     let mut run = std::pin::pin!(async {
         loop {
             let left = &stream[offset..];
-            match taps::read_frame(&mut reader, MAX).await {
+            match taps::fuzzing::read_frame(&mut reader, MAX).await {
                 Ok(Some(msg)) => {
                     assert!(left.len() >= 4);
                     let len = u32::from_be_bytes(left[..4].try_into().unwrap()) as usize;

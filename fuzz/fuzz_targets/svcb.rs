@@ -1,6 +1,6 @@
 //! SVCB/HTTPS record handling: a DNS answer from the wire (hickory's decoder, as the
 //! resolver receives it) turned into taps' `ServiceRecord`s by the resolver's conversion
-//! (`taps::resolver::service_record`), then read as the race reads them (`ServiceInfo`:
+//! (`taps::fuzzing::service_record`), then read as the race reads them (`ServiceInfo`:
 //! QUIC allowed, port, hints per family, Display). With the first byte even the rest is
 //! one record's RDATA, wrapped into an answer here, so the fuzzer works on SvcParams and
 //! not on the message header.
@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
         if svcb.svc_priority == 0 {
             continue; // AliasMode: the resolver follows it instead
         }
-        let r = taps::resolver::service_record(svcb);
+        let r = taps::fuzzing::service_record(svcb);
         assert_eq!(r.priority, svcb.svc_priority);
         let _ = r.to_string();
         records.push(r);

@@ -111,9 +111,11 @@ impl FrameReader {
 }
 
 /// Reads one length-prefixed message from a byte stream: [`FrameReader`] driven to one
-/// message, apart so it can be fuzzed on in-memory readers. `None` when the stream ends
-/// before a whole header; see [`FrameReader::poll_frame`] for the errors and the cost.
-#[doc(hidden)]
+/// message, apart so it can be fuzzed on in-memory readers (`taps::fuzzing`). `None` when
+/// the stream ends before a whole header; see [`FrameReader::poll_frame`] for the errors
+/// and the cost.
+#[cfg(any(test, fuzzing))]
+#[cfg_attr(not(fuzzing), allow(unreachable_pub))]
 pub async fn read_frame<R: AsyncRead + Unpin + ?Sized>(
     r: &mut R,
     max: usize,

@@ -47,8 +47,6 @@ pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
 pub use error::{ConfigError, Error, EstablishError, FileProblem, SetupError, UsageError};
-#[doc(hidden)]
-pub use framing::read_frame;
 pub use listener::{Listener, ListenerOptions, MissingStack};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};
@@ -57,3 +55,11 @@ pub use taps_core::failure::{AttemptCause, DnsFailure};
 pub use taps_core::properties::{Preference, Properties, Protocol, TransportProperties};
 pub use taps_core::race::{RaceError, RaceReport};
 pub use transport::sctp::kernel_sctp_available;
+
+/// What the fuzz targets drive, built only with `--cfg fuzzing` (scripts/fuzz.sh): the
+/// decoders of outside input that are not API of their own.
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    pub use crate::framing::read_frame;
+    pub use crate::resolver::service_record;
+}

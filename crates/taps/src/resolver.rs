@@ -302,9 +302,9 @@ async fn lookup_service(resolver: &TokioResolver, name: &str) -> Result<ServiceI
     Ok(ServiceInfo::default())
 }
 
-/// One ServiceMode record as taps reads it (public, hidden, for the fuzz target). No I/O: a
-/// few small copies.
-#[doc(hidden)]
+/// One ServiceMode record as taps reads it (public only to the fuzz target, through
+/// `taps::fuzzing`). No I/O: a few small copies.
+#[cfg_attr(not(fuzzing), allow(unreachable_pub))]
 pub fn service_record(svcb: &SVCB) -> ServiceRecord {
     let mut r = ServiceRecord {
         priority: svcb.svc_priority,

@@ -73,8 +73,9 @@ impl SctpListener {
     /// Handles one datagram as if it had arrived on this listener's UDP socket from `from`:
     /// the same demultiplexing and `usrsctp_conninput` as a received one, synchronously on
     /// the calling thread (replies go out to `from`). For fuzzing the inbound path without
-    /// the network; not part of the API. Cost: one table lookup and one `conninput`.
-    #[doc(hidden)]
+    /// the network; built only with `--cfg fuzzing` (scripts/fuzz.sh). Cost: one table
+    /// lookup and one `conninput`.
+    #[cfg(fuzzing)]
     pub fn inject_datagram(&self, from: SocketAddr, pkt: &[u8]) {
         self.udp.inject(from, pkt);
     }

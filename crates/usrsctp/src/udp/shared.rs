@@ -159,6 +159,7 @@ impl SharedUdp {
 
     /// Handles `pkt` as if it had arrived on this socket from `from`: the reader task's
     /// demultiplexing, then `conninput`, on the calling thread (fuzzing).
+    #[cfg(fuzzing)]
     pub(crate) fn inject(&self, from: SocketAddr, pkt: &[u8]) {
         if let Some(id) = lookup_or_create(&self.table, &self.send, from, None, pkt) {
             conninput(id, pkt);
