@@ -86,15 +86,20 @@ pub(crate) fn enable_gro(s: &impl AsFd) -> bool {
     set_int(s, libc::SOL_UDP, UDP_GRO, 1)
 }
 
-/// Non-blocking `recvmsg` of one datagram (or, with UDP GRO, several of one size): its
-/// length, sender, destination address (from IP_PKTINFO's `ipi_spec_dst` or IPV6_PKTINFO's
-/// `ipi6_addr`; an IPv4-mapped address on a dual-stack socket) and GRO segment size.
-pub(crate) fn recv_with_dst(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<Received> {
-    let fd = sock.as_fd().as_raw_fd();
-    let mut cbuf = CmsgBuf([0; 128]);
+/// One `recvmsg` with `flags` into `buf`, its control messages into `cbuf`: the bytes
+/// received, the header as the kernel left it (only its control fields still point
+/// anywhere: into `cbuf`) and the sender or, with `MSG_ERRQUEUE`, the destination the
+/// error is about.
+fn recvmsg(
+    s: &impl AsFd,
+    buf: &mut [u8],
+    cbuf: &mut CmsgBuf,
+    flags: libc::c_int,
+) -> io::Result<((usize, libc::msghdr), SockAddr)> {
+    let fd = s.as_fd().as_raw_fd();
     // SAFETY: `try_init` hands us a zeroed socket-address storage and its length to fill;
     // `msg` points at live buffers of the stated sizes for the duration of `recvmsg`.
-    let ((n, msg), from) = unsafe {
+    unsafe {
         SockAddr::try_init(|name, namelen| {
             let mut iov = libc::iovec {
                 iov_base: buf.as_mut_ptr() as *mut c_void,
@@ -107,19 +112,27 @@ pub(crate) fn recv_with_dst(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<Rece
             msg.msg_iovlen = 1;
             msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
             msg.msg_controllen = cbuf.0.len() as _;
-            let n = libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT);
+            let n = libc::recvmsg(fd, &mut msg, flags);
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
             *namelen = msg.msg_namelen;
-            // The iovec and name storage move or die here; only the control fields are used
-            // afterwards.
+            // The iovec and name storage move or die here; only the control fields are
+            // used afterwards.
             msg.msg_name = std::ptr::null_mut();
             msg.msg_iov = std::ptr::null_mut();
             msg.msg_iovlen = 0;
             Ok((n as usize, msg))
-        })?
-    };
+        })
+    }
+}
+
+/// Non-blocking `recvmsg` of one datagram (or, with UDP GRO, several of one size): its
+/// length, sender, destination address (from IP_PKTINFO's `ipi_spec_dst` or IPV6_PKTINFO's
+/// `ipi6_addr`; an IPv4-mapped address on a dual-stack socket) and GRO segment size.
+pub(crate) fn recv_with_dst(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<Received> {
+    let mut cbuf = CmsgBuf([0; 128]);
+    let ((n, msg), from) = recvmsg(sock, buf, &mut cbuf, libc::MSG_DONTWAIT)?;
     let from = from
         .as_socket()
         .ok_or_else(|| io::Error::other("recvmsg: sender is not an inet address"))?;
@@ -384,36 +397,8 @@ pub(crate) struct QueuedError {
 /// (an empty `buf` takes none of it), and that datagram's destination. Taking the last
 /// queued error also clears the socket's pending error. One `recvmsg`.
 pub(crate) fn take_queued_error(s: &impl AsFd, buf: &mut [u8]) -> io::Result<Option<QueuedError>> {
-    let fd = s.as_fd().as_raw_fd();
     let mut cbuf = CmsgBuf([0; 128]);
-    // SAFETY: as in `recv_with_dst`: zeroed name storage of the stated length, a data
-    // buffer and a control buffer alive for the call with their true lengths.
-    let received = unsafe {
-        SockAddr::try_init(|name, namelen| {
-            let mut iov = libc::iovec {
-                iov_base: buf.as_mut_ptr() as *mut c_void,
-                iov_len: buf.len(),
-            };
-            let mut msg: libc::msghdr = zeroed();
-            msg.msg_name = name as *mut c_void;
-            msg.msg_namelen = *namelen;
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
-            msg.msg_controllen = cbuf.0.len() as _;
-            let n = libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            *namelen = msg.msg_namelen;
-            // The iovec and name storage move or die here; only the control fields are
-            // used afterwards.
-            msg.msg_name = std::ptr::null_mut();
-            msg.msg_iov = std::ptr::null_mut();
-            msg.msg_iovlen = 0;
-            Ok((n as usize, msg))
-        })
-    };
+    let received = recvmsg(s, buf, &mut cbuf, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
     let ((len, msg), offender) = match received {
         Ok(r) => r,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
