@@ -43,8 +43,8 @@
 //!   alive, or when the establishment timeout expires; the error lists every cause.
 //! - Candidates with `unavailable` set are never started; the report lists them as skipped.
 //!
-//! [`SingleRace`] is the same race for the commonest case, an address literal that gives
-//! one candidate: the same decisions and reports at a fraction of the cost.
+//! One race serves every case: an address literal that gives one candidate is a race
+//! whose first answer is also its last ([`Race::on_dns_complete`] right after it).
 
 mod commit;
 use commit::Commitment;
@@ -53,7 +53,6 @@ mod gate;
 #[cfg(test)]
 mod proptests;
 mod report;
-mod single;
 #[cfg(test)]
 mod tests;
 
@@ -66,7 +65,6 @@ pub use report::{
     AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, DnsSource, EventText, FailureKind,
     RaceError, RaceEvent, RaceReport,
 };
-pub use single::SingleRace;
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
@@ -89,10 +87,11 @@ impl fmt::Display for AttemptId {
 }
 
 /// What the race asks the caller to do. Every action must be carried out: dropping a
-/// `Start` leaves the race waiting for an attempt that never runs.
+/// `Start` leaves the race waiting for an attempt that never runs. Exhaustive on
+/// purpose: a new action is an API change that breaks every match on this type, so no
+/// driver can drop one silently in a catch-all arm.
 #[derive(Debug, Clone)]
 #[must_use]
-#[non_exhaustive]
 pub enum Action {
     /// Start connecting `candidate`; report its progress with `id`
     /// (`on_attempt_reachable`, `on_attempt_connected`, `on_attempt_failed`).
@@ -498,15 +497,23 @@ impl Race {
 
     /// What happened so far (final once [`is_finished`](Self::is_finished); after a
     /// failure the report has moved into the [`RaceError`] of [`Action::Failed`] and
-    /// this one is empty).
+    /// this one is empty, as after [`take_report`](Self::take_report)).
     pub fn report(&self) -> &RaceReport {
         &self.report
     }
 
     /// The report, by value, for a finished race (no copy). Cost: a move, and an in-place
     /// shrink of a list with much spare capacity.
-    pub fn into_report(self) -> RaceReport {
-        let mut report = self.report;
+    pub fn into_report(mut self) -> RaceReport {
+        self.take_report()
+    }
+
+    /// The report, by value, taken out of a finished race, which keeps an empty one (as
+    /// after a failure): what a caller that holds the race in place (not by value) hands
+    /// on. Cost: as [`into_report`](Self::into_report).
+    pub fn take_report(&mut self) -> RaceReport {
+        let started = self.report.started;
+        let mut report = std::mem::replace(&mut self.report, RaceReport::placeholder(started));
         // The report lives as long as the connection: give back spare capacity when it
         // is worth a (copy-free, in-place) shrink.
         fn trim<T>(v: &mut Vec<T>) {
