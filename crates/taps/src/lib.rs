@@ -46,7 +46,7 @@ mod transport;
 pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
-pub use error::{Error, EstablishError, SetupError};
+pub use error::{Error, EstablishError, InternalError, SetupError};
 #[doc(hidden)]
 pub use framing::read_frame;
 pub use listener::{Listener, ListenerOptions, MissingStack};

@@ -46,7 +46,7 @@ use tracing::{Instrument, Span};
 
 use crate::context::Context;
 use crate::endpoint::RemoteEndpoint;
-use crate::error::{Error, EstablishError};
+use crate::error::{Error, EstablishError, InternalError};
 use crate::resolver::Resolution;
 use crate::scoring::{AnswerCache, ScoreFor};
 use crate::security::ClientSecurity;
@@ -308,10 +308,8 @@ impl<'a> Driver<'a> {
                 stack,
                 report,
             }),
-            // The core names only a connected attempt it reported as the winner.
-            _ => Err(Error::Io(std::io::Error::other(format!(
-                "race named {id} the winner but it did not connect"
-            )))),
+            // The core names only an attempt it was told connected, and reports it won.
+            _ => Err(InternalError::WinnerWithoutConnection(id).into()),
         }
     }
 
