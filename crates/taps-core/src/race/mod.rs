@@ -50,6 +50,8 @@ mod commit;
 use commit::Commitment;
 mod config;
 mod gate;
+mod outbox;
+use outbox::{Outbox, Pending};
 #[cfg(test)]
 mod proptests;
 mod report;
@@ -66,7 +68,7 @@ pub use report::{
     RaceError, RaceEvent, RaceReport,
 };
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt;
 use std::time::Instant;
 
@@ -158,7 +160,10 @@ pub struct Race {
     alive: usize,
     next_id: u32,
     finished: bool,
-    actions: VecDeque<Action>,
+    /// The actions decided and not yet polled.
+    outbox: Outbox,
+    /// A failure's error, from the decision until it is polled.
+    failure: Option<RaceError>,
     report: RaceReport,
 }
 
@@ -197,8 +202,8 @@ impl Race {
             alive: 0,
             next_id: 1,
             finished: false,
-            // Typically a start and the win: sized for that, grown if needed.
-            actions: VecDeque::with_capacity(2),
+            outbox: Outbox::new(),
+            failure: None,
             report,
         }
     }
@@ -436,13 +441,13 @@ impl Race {
         for loser in self.pending() {
             self.end(loser, AttemptOutcome::Cancelled, now);
             self.log(now, RaceEvent::Cancelled(loser));
-            self.actions.push_back(Action::Cancel { id: loser });
+            self.outbox.push(Pending::Cancel(loser));
         }
         self.report.winner = Some(id);
         self.report.total = Some(self.report.offset(now));
         self.finished = true;
         self.queue.clear();
-        self.actions.push_back(Action::Won { id });
+        self.outbox.push(Pending::Won(id));
     }
 
     /// Attempt `id` failed with `cause`: the next candidate starts at once. Unknown or
@@ -490,9 +495,33 @@ impl Race {
         Some(t)
     }
 
-    /// The next thing for the caller to do, in order. Cost: constant.
+    /// The next thing for the caller to do, in order. Cost: constant, and a copy of the
+    /// candidate for a start.
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        while let Some(pending) = self.outbox.pop() {
+            let action = match pending {
+                Pending::Start(id) => {
+                    // Started attempts stay in the report (or in the failure's: a start
+                    // queued before the failure is polled before it).
+                    let report = self.failure.as_ref().map_or(&self.report, |e| e.report());
+                    match report.attempt(id) {
+                        Some(a) => Action::Start {
+                            id,
+                            candidate: a.candidate.clone(),
+                        },
+                        None => continue,
+                    }
+                }
+                Pending::Cancel(id) => Action::Cancel { id },
+                Pending::Won(id) => Action::Won { id },
+                Pending::Failed => match self.failure.take() {
+                    Some(err) => Action::Failed(err),
+                    None => continue,
+                },
+            };
+            return Some(action);
+        }
+        None
     }
 
     /// What happened so far (final once [`is_finished`](Self::is_finished); after a
@@ -690,11 +719,11 @@ impl Race {
             end: None,
             started_at: now,
             ended_at: None,
-            candidate: candidate.clone(),
+            candidate,
             outcome: AttemptOutcome::Pending,
         });
         self.alive += 1;
-        self.actions.push_back(Action::Start { id, candidate });
+        self.outbox.push(Pending::Start(id));
     }
 
     /// The attempts still alive, in start order.
@@ -717,7 +746,7 @@ impl Race {
             let cause = AttemptCause::TimedOut { after: Some(ran) };
             self.end(id, AttemptOutcome::Failed(cause), now);
             self.log(now, RaceEvent::TimedOut(id));
-            self.actions.push_back(Action::Cancel { id });
+            self.outbox.push(Pending::Cancel(id));
         }
         self.fail(
             FailureKind::TimedOut {
@@ -741,7 +770,7 @@ impl Race {
         // The report moves into the error: a failed race is over, nothing reads it here.
         let started = self.report.started;
         let report = std::mem::replace(&mut self.report, RaceReport::placeholder(started));
-        let err = RaceError::new(kind, report, not_started);
-        self.actions.push_back(Action::Failed(err));
+        self.failure = Some(RaceError::new(kind, report, not_started));
+        self.outbox.push(Pending::Failed);
     }
 }
