@@ -124,7 +124,7 @@ pub(crate) fn race<'a>(
         remote = %input.remote,
     );
     let start = now();
-    let mut driver = Box::new(span.in_scope(|| Driver::new(input, config, start)));
+    let mut driver = span.in_scope(|| Driver::new(input, config, start));
     async move {
         let mut timer = pin!(None);
         let mut watch = pin!(None);
@@ -205,9 +205,13 @@ enum Decided {
 impl<'a> Driver<'a> {
     /// A driver for `input`'s race starting at `start`: the race state machine, with an
     /// address literal's answer fed to it, or the name's lookups under way.
-    fn new(input: RaceInput<'a>, mut config: RaceConfig, start: Instant) -> Driver<'a> {
+    fn new(input: RaceInput<'a>, mut config: RaceConfig, start: Instant) -> Box<Driver<'a>> {
         let lookups = match input.literal {
-            Some(_) => None,
+            // No lookup runs: none to take the path's round trip from.
+            Some(_) => {
+                config.rtt_from_dns = false;
+                None
+            }
             None => Some(Box::new(Lookups {
                 resolution: Some(resolve(&input, &mut config, start)),
                 service: None,
@@ -218,7 +222,7 @@ impl<'a> Driver<'a> {
             })),
         };
         let literal = input.literal;
-        let mut driver = Driver {
+        let mut driver = Box::new(Driver {
             race: Race::new(config, start),
             lookups,
             attempts: SmallVec::new(),
@@ -231,7 +235,7 @@ impl<'a> Driver<'a> {
             armed: None,
             spans: Vec::new(),
             input,
-        };
+        });
         if let Some(ip) = literal {
             // The literal is the whole answer, of its own family; DNS is over.
             let family = Family::of(&ip);

@@ -70,7 +70,7 @@ pub use report::{
 
 use std::collections::HashSet;
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::candidates::{order, Candidate};
 use crate::failure::{AttemptCause, DnsFailure};
@@ -322,7 +322,9 @@ impl Race {
         } else {
             self.queue.append(&mut candidates);
         }
-        if added > 0 {
+        // A queue of one is in order whatever has started (the ranking drops what
+        // started).
+        if added > 0 && self.queue.len() > 1 {
             self.rerank();
         }
         self.drive(now);
@@ -436,7 +438,7 @@ impl Race {
         if self.finished || !self.is_alive(id) {
             return;
         }
-        self.end(id, AttemptOutcome::Won, now);
+        let at = self.end(id, AttemptOutcome::Won, now);
         self.log(now, RaceEvent::Connected(id));
         for loser in self.pending() {
             self.end(loser, AttemptOutcome::Cancelled, now);
@@ -444,7 +446,7 @@ impl Race {
             self.outbox.push(Pending::Cancel(loser));
         }
         self.report.winner = Some(id);
-        self.report.total = Some(self.report.offset(now));
+        self.report.total = Some(at);
         self.finished = true;
         self.queue.clear();
         self.outbox.push(Pending::Won(id));
@@ -606,8 +608,8 @@ impl Race {
         self.dns_complete || (self.v4 == Lookup::Done && self.v6 == Lookup::Done)
     }
 
-    /// Marks an alive attempt ended with `outcome` at `now`.
-    fn end(&mut self, id: AttemptId, outcome: AttemptOutcome, now: Instant) {
+    /// Marks an alive attempt ended with `outcome` at `now`; `now`'s offset in the report.
+    fn end(&mut self, id: AttemptId, outcome: AttemptOutcome, now: Instant) -> Duration {
         let offset = self.report.offset(now);
         let pending = |a: &&mut AttemptReport| a.outcome == AttemptOutcome::Pending;
         if let Some(a) = self.report.attempt_mut(id).filter(pending) {
@@ -619,6 +621,7 @@ impl Race {
         if self.leader.is_some_and(|c| c.id == id) {
             self.leader = None;
         }
+        offset
     }
 
     /// Applies every rule at `now`: timeout, gate, starts, exhaustion.
@@ -697,8 +700,11 @@ impl Race {
     /// The first addresses' lookup time estimates the RTT (`RaceConfig::rtt_from_dns`).
     fn estimate_path_rtt(&mut self, now: Instant) {
         let c = &self.config;
+        if !c.adaptive_delay || !c.rtt_from_dns || c.path_rtt.is_some() {
+            return;
+        }
         let rtt = now.saturating_duration_since(self.report.started);
-        if !c.adaptive_delay || !c.rtt_from_dns || c.path_rtt.is_some() || rtt < DNS_RTT_MIN {
+        if rtt < DNS_RTT_MIN {
             return;
         }
         self.config.path_rtt = Some(rtt);
