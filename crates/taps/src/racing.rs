@@ -17,7 +17,9 @@
 //! Attempts are futures owned by this task, not spawned tasks: cancelling one is
 //! dropping it, which closes its socket at once. When the winner is returned, every
 //! other attempt has already been dropped, so nothing of a loser outlives the race.
-//! Each wake-up polls the few live attempts (bounded by `max_alive`).
+//! Each wake-up polls the few live attempts (bounded by `max_alive`). The first attempt
+//! runs pinned in the race's own future, so a race decided by its first attempt (most
+//! are) allocates nothing for it; later ones are boxed.
 //!
 //! Logs: each race runs in a `race` span (a race id, the remote endpoint) and each attempt
 //! in an `attempt` span inside it (attempt id, stack, remote address, interface), so its
@@ -50,9 +52,10 @@ use crate::error::{Error, EstablishError, InternalError};
 use crate::resolver::Resolution;
 use crate::scoring::{AnswerCache, ScoreFor};
 use crate::security::ClientSecurity;
-use crate::transport::{AttemptError, Established, Milestone, SocketOptions};
+use crate::transport::{self, AttemptError, Established, Milestone, SocketOptions};
 
 mod steps;
+use steps::{Change, InPlace};
 
 type Attempt = Pin<Box<dyn Future<Output = Result<Established, AttemptError>> + Send>>;
 
@@ -109,11 +112,11 @@ static RACE_IDS: AtomicU64 = AtomicU64::new(1);
 /// Races the candidates for the remote and returns the winner, inside a `race` span when
 /// a subscriber listens (the span's fields are built only then).
 ///
-/// Not an `async fn`: the driver is built here and moved once into the returned future,
-/// which holds it, the race's timer and the interface watch (pinned where they are, so
-/// they live across wake-ups without an allocation of their own) and nothing else: an
-/// `async fn` would also keep its arguments beside them. `config` is passed beside
-/// `input`, not in it, since the race keeps the only copy it needs.
+/// Not an `async fn`: the driver is built here (in its own box) and moved into the
+/// returned future, which holds it, the race's timer and its first attempt (pinned where
+/// they are, so they live across wake-ups without an allocation of their own) and
+/// nothing else: an `async fn` would also keep its arguments beside them. `config` is
+/// passed beside `input`, not in it, since the race keeps the only copy it needs.
 pub(crate) fn race<'a>(
     input: RaceInput<'a>,
     config: RaceConfig,
@@ -127,10 +130,18 @@ pub(crate) fn race<'a>(
     let mut driver = span.in_scope(|| Driver::new(input, config, start));
     async move {
         let mut timer = pin!(None);
-        let mut watch = pin!(None);
-        let decided =
-            poll_fn(|cx| driver.poll_decided(cx, timer.as_mut(), watch.as_mut(), next_change))
-                .await;
+        let mut first = pin!(None);
+        let decided = poll_fn(|cx| {
+            let mut in_place = InPlace {
+                timer: timer.as_mut(),
+                first: first.as_mut(),
+                attempt,
+            };
+            driver.poll_decided(cx, &mut in_place)
+        })
+        .await;
+        // The first attempt goes with the others, before the result is handed on.
+        first.set(None);
         driver.finish(decided)
     }
     .instrument(span)
@@ -143,9 +154,12 @@ struct Driver<'a> {
     /// The name's lookups and what they said (none for an address literal: its answer
     /// is fed to the race when the driver is made).
     lookups: Option<Box<Lookups>>,
-    /// Live attempts, in start order. Few entries (bounded by the attempts alive at
-    /// once): a vector, not a map; the first two inline (a race that connects at once
-    /// allocates no list).
+    /// The race's first attempt, while it runs in place (see `InPlace`).
+    first: Option<AttemptId>,
+    /// Whether an attempt was started (the first one runs in place, later ones here).
+    started: bool,
+    /// Live attempts after the first, in start order. Few entries (bounded by the
+    /// attempts alive at once): a vector, not a map; the first two inline.
     attempts: SmallVec<[(AttemptId, Attempt); 2]>,
     /// The attempt that connected, until the race names it the winner (in the same
     /// pass) or cancels it.
@@ -159,6 +173,9 @@ struct Driver<'a> {
     /// The interface list's receiver, if the context has a watcher, while no wait for
     /// its next change holds it.
     interfaces: Option<InterfaceWatch>,
+    /// The wait for the interface list's next change, while one runs (boxed: only a
+    /// race to a remote off this host waits, and the race's own future stays small).
+    watch: Option<Pin<Box<dyn Future<Output = Change> + Send>>>,
     /// Whether an attempt that an interface change can fail was started: only then is
     /// the watcher waited on (a waiter on a channel every race shares; a change made
     /// before is still seen, the receiver compares versions).
@@ -225,12 +242,15 @@ impl<'a> Driver<'a> {
         let mut driver = Box::new(Driver {
             race: Race::new(config, start),
             lookups,
+            first: None,
+            started: false,
             attempts: SmallVec::new(),
             connected: None,
             pruned: Vec::new(),
             any_address: false,
             milestones: Milestones(None),
             interfaces: input.ctx.interface_changes(),
+            watch: None,
             watching: false,
             armed: None,
             spans: Vec::new(),
@@ -407,11 +427,40 @@ fn resolve(input: &RaceInput<'_>, config: &mut RaceConfig, start: Instant) -> Re
     resolution
 }
 
+/// What one attempt needs to run, apart from the race.
+struct AttemptSpec {
+    id: AttemptId,
+    candidate: Candidate,
+    opts: Arc<SocketOptions>,
+    security: Option<Arc<ClientSecurity>>,
+    /// Where it reports milestones, if its stack has any.
+    milestones: Option<Arc<Reports>>,
+}
+
+/// The future of one attempt: connects `spec`'s candidate, reporting its milestones.
+/// (The driver enters the attempt's span, when there is one, around each poll.)
+fn attempt(spec: AttemptSpec) -> impl Future<Output = Result<Established, AttemptError>> + Send {
+    let AttemptSpec {
+        id,
+        candidate,
+        opts,
+        security,
+        milestones,
+    } = spec;
+    let progress = move |m: Milestone| {
+        if let Some(list) = &milestones {
+            list.lock().unwrap_or_else(|e| e.into_inner()).push((id, m));
+        }
+    };
+    async move {
+        let security = security.as_deref();
+        transport::connect_signalling(&candidate, &opts, security, progress).await
+    }
+}
+
 /// The interface list's next change, with the receiver back; `(None, None)` once the
 /// watcher is gone.
-async fn next_change(
-    mut rx: InterfaceWatch,
-) -> (Option<InterfaceWatch>, Option<Arc<Vec<Interface>>>) {
+async fn next_change(mut rx: InterfaceWatch) -> Change {
     if rx.changed().await.is_err() {
         return (None, None);
     }

@@ -18,34 +18,49 @@ use taps_core::{DnsFailure, Family, Interface, ServiceInfo};
 use tokio::time::Sleep;
 use tracing::Instrument;
 
-use super::{can_leave, family_index, now, Decided, Driver, InterfaceWatch, Lookups};
+use super::{
+    can_leave, family_index, next_change, now, AttemptSpec, Decided, Driver, InterfaceWatch,
+    Lookups,
+};
 use crate::resolver::{DnsAnswer, ResolutionEvent};
-use crate::transport::{self, AttemptError, Established, Milestone};
+use crate::transport::{AttemptError, Established, Milestone};
 
 /// What a wait for the interface list's next change gives: the receiver back (`None`
 /// once the watcher is gone) and the new list.
 pub(super) type Change = (Option<InterfaceWatch>, Option<Arc<Vec<Interface>>>);
 
+/// What an attempt's future gives.
+pub(super) type Outcome = Result<Established, AttemptError>;
+
+/// The futures a race keeps where they are, pinned in its own future across wake-ups
+/// (not boxed): the race's timer and its first attempt (later ones are boxed beside it,
+/// in the driver); and how to make an attempt.
+pub(super) struct InPlace<'p, A> {
+    pub(super) timer: Pin<&'p mut Option<Sleep>>,
+    pub(super) first: Pin<&'p mut Option<A>>,
+    /// Makes an attempt's future.
+    pub(super) attempt: fn(AttemptSpec) -> A,
+}
+
 impl Driver<'_> {
     /// Runs the steps until the race decides (ready) or none has anything for it
     /// (pending: every step polled what it waits on, so any of them wakes the task).
-    /// `timer` and `watch` are the race's timer and its wait for an interface change,
-    /// kept in the race's future across wake-ups; `wait` makes the latter.
-    pub(super) fn poll_decided<W: Future<Output = Change>>(
+    pub(super) fn poll_decided<A>(
         &mut self,
         cx: &mut Context<'_>,
-        mut timer: Pin<&mut Option<Sleep>>,
-        mut watch: Pin<&mut Option<W>>,
-        wait: fn(InterfaceWatch) -> W,
-    ) -> Poll<Decided> {
+        p: &mut InPlace<'_, A>,
+    ) -> Poll<Decided>
+    where
+        A: Future<Output = Outcome> + Send + 'static,
+    {
         loop {
-            if let Some(decided) = self.drive_actions() {
+            if let Some(decided) = self.drive_actions(p) {
                 return Poll::Ready(decided);
             }
             if self.drive_dns(cx)
-                || self.drive_attempts(cx)
-                || self.drive_interfaces(cx, watch.as_mut(), wait)
-                || self.drive_timer(cx, timer.as_mut())
+                || self.drive_attempts(cx, p)
+                || self.drive_interfaces(cx, p)
+                || self.drive_timer(cx, p.timer.as_mut())
             {
                 continue;
             }
@@ -54,13 +69,15 @@ impl Driver<'_> {
     }
 
     /// Carries out the race's actions in order; the decision, when the race made one.
-    fn drive_actions(&mut self) -> Option<Decided> {
+    fn drive_actions<A>(&mut self, p: &mut InPlace<'_, A>) -> Option<Decided>
+    where
+        A: Future<Output = Outcome> + Send + 'static,
+    {
         while let Some(action) = self.race.poll_action() {
             match action {
-                Action::Start { id, candidate } => self.start_attempt(id, candidate),
+                Action::Start { id, candidate } => self.start_attempt(id, candidate, p),
                 Action::Cancel { id } => {
-                    // Dropping the attempt's future closes its socket.
-                    self.attempts.retain(|(i, _)| *i != id);
+                    self.drop_attempt(id, p);
                     if self.connected.as_ref().is_some_and(|(i, _)| *i == id) {
                         self.connected = None;
                     }
@@ -72,6 +89,16 @@ impl Driver<'_> {
             }
         }
         None
+    }
+
+    /// Drops attempt `id`'s future, which closes its socket.
+    fn drop_attempt<A>(&mut self, id: AttemptId, p: &mut InPlace<'_, A>) {
+        if self.first == Some(id) {
+            self.first = None;
+            p.first.set(None);
+        } else {
+            self.attempts.retain(|(i, _)| *i != id);
+        }
     }
 
     /// The name's next DNS event, if one is in.
@@ -124,16 +151,33 @@ impl Driver<'_> {
 
     /// The attempts' milestones and the first outcome among them, if any came: the
     /// milestones first, so one passed in the poll that also ended its attempt reaches
-    /// the race before the outcome.
-    fn drive_attempts(&mut self, cx: &mut Context<'_>) -> bool {
-        let outcome = self
-            .attempts
-            .iter_mut()
-            .enumerate()
-            .find_map(|(i, (_, fut))| match fut.as_mut().poll(cx) {
-                Poll::Ready(r) => Some((i, r)),
-                Poll::Pending => None,
-            });
+    /// the race before the outcome. The first attempt is polled first: the others
+    /// started after it, and are polled in start order.
+    fn drive_attempts<A>(&mut self, cx: &mut Context<'_>, p: &mut InPlace<'_, A>) -> bool
+    where
+        A: Future<Output = Outcome>,
+    {
+        let mut outcome = None;
+        if let (Some(id), Some(first)) = (self.first, p.first.as_mut().as_pin_mut()) {
+            let span = self.spans.iter().find(|(i, _)| *i == id);
+            let _entered = span.map(|(_, span)| span.enter());
+            if let Poll::Ready(r) = first.poll(cx) {
+                self.first = None;
+                p.first.set(None);
+                outcome = Some((id, r));
+            }
+        }
+        if outcome.is_none() {
+            let ready = self
+                .attempts
+                .iter_mut()
+                .enumerate()
+                .find_map(|(i, (_, fut))| match fut.as_mut().poll(cx) {
+                    Poll::Ready(r) => Some((i, r)),
+                    Poll::Pending => None,
+                });
+            outcome = ready.map(|(i, r)| (self.attempts.remove(i).0, r));
+        }
         let mut fed = false;
         let mut now = None;
         while let Some((id, m)) = self.milestones.take() {
@@ -141,8 +185,7 @@ impl Driver<'_> {
             self.on_milestone(id, m, now);
             fed = true;
         }
-        if let Some((i, result)) = outcome {
-            let (id, _) = self.attempts.remove(i);
+        if let Some((id, result)) = outcome {
             let now = now.unwrap_or_else(super::now);
             self.on_outcome(id, result, now);
             fed = true;
@@ -151,34 +194,29 @@ impl Driver<'_> {
     }
 
     /// An interface change, while an attempt that one can strand runs.
-    fn drive_interfaces<W: Future<Output = Change>>(
-        &mut self,
-        cx: &mut Context<'_>,
-        mut watch: Pin<&mut Option<W>>,
-        wait: fn(InterfaceWatch) -> W,
-    ) -> bool {
+    fn drive_interfaces<A>(&mut self, cx: &mut Context<'_>, p: &mut InPlace<'_, A>) -> bool {
         if !self.watching {
             return false;
         }
-        if watch.is_none() {
+        if self.watch.is_none() {
             let Some(rx) = self.interfaces.take() else {
                 return false;
             };
-            watch.set(Some(wait(rx)));
+            self.watch = Some(Box::pin(next_change(rx)));
         }
-        let Some(pending) = watch.as_mut().as_pin_mut() else {
+        let Some(pending) = self.watch.as_mut() else {
             return false;
         };
-        let Poll::Ready((rx, list)) = pending.poll(cx) else {
+        let Poll::Ready((rx, list)) = pending.as_mut().poll(cx) else {
             return false;
         };
-        watch.set(None);
+        self.watch = None;
         self.interfaces = rx;
         let Some(list) = list else {
             // The watcher is gone: nothing more to wait for.
             return false;
         };
-        self.on_interfaces(&list, now());
+        self.on_interfaces(&list, now(), p);
         true
     }
 
@@ -206,18 +244,14 @@ impl Driver<'_> {
         true
     }
 
-    /// Starts connecting `candidate` as attempt `id` (polled from the next step on).
-    fn start_attempt(&mut self, id: AttemptId, candidate: Candidate) {
+    /// Starts connecting `candidate` as attempt `id` (polled from the next step on): in
+    /// place if it is the race's first, else boxed.
+    fn start_attempt<A>(&mut self, id: AttemptId, candidate: Candidate, p: &mut InPlace<'_, A>)
+    where
+        A: Future<Output = Outcome> + Send + 'static,
+    {
         // A loopback remote can always be reached (see `can_leave`).
         self.watching |= !candidate.remote.ip().is_loopback();
-        let opts = self.input.opts.clone();
-        let security = self.input.security.clone();
-        let milestones = self.milestones.sink(&candidate.stack);
-        let progress = move |m: Milestone| {
-            if let Some(list) = &milestones {
-                list.lock().unwrap_or_else(|e| e.into_inner()).push((id, m));
-            }
-        };
         let span = tracing::info_span!(
             "attempt",
             id = id.0,
@@ -228,17 +262,28 @@ impl Driver<'_> {
                 .as_ref()
                 .map(|l| tracing::field::display(&l.interface)),
         );
-        let attempt = async move {
-            let security = security.as_deref();
-            transport::connect_signalling(&candidate, &opts, security, progress).await
-        };
-        if span.is_disabled() {
-            self.attempts.push((id, Box::pin(attempt)));
-        } else {
+        let logged = !span.is_disabled();
+        if logged {
             span.in_scope(|| tracing::debug!("started"));
             self.spans.push((id, span.clone()));
-            self.attempts.push((id, Box::pin(attempt.instrument(span))));
         }
+        let attempt = (p.attempt)(AttemptSpec {
+            id,
+            milestones: self.milestones.sink(&candidate.stack),
+            candidate,
+            opts: self.input.opts.clone(),
+            security: self.input.security.clone(),
+        });
+        if p.first.is_none() && !self.started {
+            // Polled inside its span by `drive_attempts`.
+            self.first = Some(id);
+            p.first.set(Some(attempt));
+        } else if logged {
+            self.attempts.push((id, Box::pin(attempt.instrument(span))));
+        } else {
+            self.attempts.push((id, Box::pin(attempt)));
+        }
+        self.started = true;
     }
 
     /// Runs `event` inside attempt `id`'s span; nothing when no subscriber listens.
@@ -314,12 +359,13 @@ impl Driver<'_> {
     /// family) no interface that is up offers any more fails at once as unreachable —
     /// its packets have no way out — instead of waiting for the race's timeout. (New
     /// interfaces add no candidates to a running race.)
-    fn on_interfaces(&mut self, list: &[Interface], now: Instant) {
+    fn on_interfaces<A>(&mut self, list: &[Interface], now: Instant, p: &mut InPlace<'_, A>) {
         let report = self.race.report();
         let gone: Vec<AttemptId> = self
-            .attempts
+            .first
             .iter()
-            .map(|(id, _)| *id)
+            .copied()
+            .chain(self.attempts.iter().map(|(id, _)| *id))
             .filter(|id| {
                 report
                     .attempt(*id)
@@ -327,8 +373,7 @@ impl Driver<'_> {
             })
             .collect();
         for id in gone {
-            // Dropping the attempt's future closes its socket.
-            self.attempts.retain(|(i, _)| *i != id);
+            self.drop_attempt(id, p);
             self.in_attempt(id, || tracing::info!("failed: its interface went down"));
             self.spans.retain(|(i, _)| *i != id);
             self.race
