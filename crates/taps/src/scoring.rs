@@ -13,9 +13,8 @@ use taps_core::{Family, Interface};
 use crate::context::Context;
 
 /// One preconnection's last scored answer of each family: a name's A and AAAA answers
-/// keep one each (with one slot for both, every race to a dual-stack name scored both
-/// of its answers anew, ~5 k instructions each). Cost: one uncontended lock per DNS
-/// answer.
+/// keep one each, so races to a dual-stack name alternating between them score
+/// neither anew. Cost: one uncontended lock per DNS answer.
 #[derive(Debug, Default)]
 pub(crate) struct AnswerCache(Mutex<[Option<Arc<ScoredAnswer>>; 2]>);
 
