@@ -261,8 +261,10 @@ impl<'a> Driver<'a> {
             let family = Family::of(&ip);
             tracing::debug!(%family, address = %ip, "address literal");
             let port = driver.input.remote.port;
-            driver.add_addresses(family, &[ip], DnsSource::Answer, port, start);
-            driver.race.on_dns_complete(start);
+            let candidates = driver.gather(family, &[ip], port, start);
+            driver
+                .race
+                .on_final_candidates(family, candidates, DnsSource::Answer, start);
         }
         driver
     }
@@ -277,6 +279,20 @@ impl<'a> Driver<'a> {
         port: u16,
         now: Instant,
     ) {
+        let candidates = self.gather(family, addrs, port, now);
+        self.race
+            .on_candidates_from(family, candidates, source, now);
+    }
+
+    /// The candidates for `addrs` of `family` on `port`, in race order with their CIB
+    /// histories; the ones the properties rule out are kept for the error.
+    fn gather(
+        &mut self,
+        family: Family,
+        addrs: &[IpAddr],
+        port: u16,
+        now: Instant,
+    ) -> Vec<Candidate> {
         self.any_address = true;
         let input = &self.input;
         let on = ScoreFor {
@@ -293,8 +309,7 @@ impl<'a> Driver<'a> {
             "candidates gathered"
         );
         self.pruned.append(&mut gathered.pruned);
-        self.race
-            .on_candidates_from(family, gathered.candidates, source, now);
+        gathered.candidates
     }
 
     /// The race decided: every attempt still running is dropped, the CIB learns what
@@ -452,10 +467,7 @@ fn attempt(spec: AttemptSpec) -> impl Future<Output = Result<Established, Attemp
             list.lock().unwrap_or_else(|e| e.into_inner()).push((id, m));
         }
     };
-    async move {
-        let security = security.as_deref();
-        transport::connect_signalling(&candidate, &opts, security, progress).await
-    }
+    transport::connect_signalling(candidate, opts, security, progress)
 }
 
 /// The interface list's next change, with the receiver back; `(None, None)` once the

@@ -243,6 +243,37 @@ impl Race {
         if self.finished {
             return;
         }
+        self.take_answer(family, candidates, source, false, now);
+        self.drive(now);
+    }
+
+    /// A DNS answer after which no other comes (an address literal's, the only one):
+    /// [`Race::on_candidates_from`] and [`Race::on_dns_complete`] in one step, so the
+    /// answer waits for no other family. Cost: as [`Race::on_candidates`].
+    pub fn on_final_candidates(
+        &mut self,
+        family: Family,
+        candidates: Vec<Candidate>,
+        source: DnsSource,
+        now: Instant,
+    ) {
+        if self.finished {
+            return;
+        }
+        self.take_answer(family, candidates, source, true, now);
+        self.on_dns_complete(now);
+    }
+
+    /// Records an answer and queues its new candidates (`last`: no other answer comes,
+    /// so it waits for none); the caller then applies the rules.
+    fn take_answer(
+        &mut self,
+        family: Family,
+        candidates: Vec<Candidate>,
+        source: DnsSource,
+        last: bool,
+        now: Instant,
+    ) {
         // Distinct addresses, counted without allocating (answers are short).
         let addresses = candidates
             .iter()
@@ -258,6 +289,7 @@ impl Race {
             && family != self.awaited
             && *self.lookup(self.awaited) == Lookup::Pending
             && !self.dns_complete
+            && !last
             && addresses > 0;
         self.log(
             now,
@@ -327,7 +359,6 @@ impl Race {
         if added > 0 && self.queue.len() > 1 {
             self.rerank();
         }
-        self.drive(now);
     }
 
     /// The lookup for `family` failed; `cause` is kept for the report and the error.
@@ -440,7 +471,12 @@ impl Race {
         }
         let at = self.end(id, AttemptOutcome::Won, now);
         self.log(now, RaceEvent::Connected(id));
-        for loser in self.pending() {
+        let losers = if self.alive > 0 {
+            self.pending()
+        } else {
+            Vec::new()
+        };
+        for loser in losers {
             self.end(loser, AttemptOutcome::Cancelled, now);
             self.log(now, RaceEvent::Cancelled(loser));
             self.outbox.push(Pending::Cancel(loser));

@@ -1748,18 +1748,29 @@ fn the_first_lookups_time_estimates_the_rtt_of_a_first_contact() {
 
 // --- One candidate (an address literal) ---------------------------------------------------
 
-/// A literal's race: its one answer (given `answer_ms` after the start) and the end of
-/// DNS, then the attempt's end as `end` says; the decision, polled.
-fn one_candidate(answer_ms: u64, end: Path) -> (Instant, Result<RaceReport, RaceError>) {
+/// A literal's race begun at `t0`: its one answer (given `answer_ms` after the start)
+/// and the end of DNS, then the attempt's end as `end` says; the decision, polled.
+/// `last`: the answer comes as the final one (`on_final_candidates`), else as an
+/// answer and then the end of DNS.
+fn one_candidate_as(
+    last: bool,
+    t0: Instant,
+    answer_ms: u64,
+    end: Path,
+) -> Result<RaceReport, RaceError> {
     let config = RaceConfig {
         timeout: Duration::from_secs(2),
         ..RaceConfig::default()
     };
-    let t0 = Instant::now();
     let at = t0 + ms(answer_ms);
     let mut race = Race::new(config, t0);
-    race.on_candidates(Family::V4, vec![cand("192.0.2.1")], at);
-    race.on_dns_complete(at);
+    let one = vec![cand("192.0.2.1")];
+    if last {
+        race.on_final_candidates(Family::V4, one, DnsSource::Answer, at);
+    } else {
+        race.on_candidates(Family::V4, one, at);
+        race.on_dns_complete(at);
+    }
     let id = match race.poll_action() {
         Some(Action::Start { id, .. }) => id,
         other => panic!("the candidate starts at once, not {other:?}"),
@@ -1781,12 +1792,32 @@ fn one_candidate(answer_ms: u64, end: Path) -> (Instant, Result<RaceReport, Race
         assert!(matches!(action, Some(Action::Cancel { id: c }) if c == id));
         action = race.poll_action();
     }
-    let decided = match action {
+    match action {
         Some(Action::Won { id: won }) if won == id => Ok(race.into_report()),
         Some(Action::Failed(err)) => Err(err),
         other => panic!("decided, not {other:?}"),
+    }
+}
+
+/// [`one_candidate_as`] both ways: they decide and report alike, but for the trace (an
+/// answer known to be the last waits for no other family).
+fn one_candidate(answer_ms: u64, end: Path) -> (Instant, Result<RaceReport, RaceError>) {
+    let t0 = Instant::now();
+    let split = one_candidate_as(false, t0, answer_ms, end.clone());
+    let last = one_candidate_as(true, t0, answer_ms, end);
+    let untraced = |r: &Result<RaceReport, RaceError>| {
+        let report = r.as_ref().map_or_else(|e| e.report(), |r| r);
+        let mut report = report.clone();
+        let trace = report.trace();
+        report.timeline.clear();
+        let text = format!("{report:?} {:?}", r.as_ref().err().map(|e| e.kind()));
+        (text, trace.contains("waiting up to"))
     };
-    (t0, decided)
+    let (split, split_waits) = untraced(&split);
+    let (text, waits) = untraced(&last);
+    assert_eq!(text, split);
+    assert!(split_waits && !waits);
+    (t0, last)
 }
 
 /// The rules for one candidate: it starts with the answer; the first outcome decides; a
