@@ -1806,7 +1806,7 @@ fn one_candidate(answer_ms: u64, end: Path) -> (Instant, Result<RaceReport, Race
     let split = one_candidate_as(false, t0, answer_ms, end.clone());
     let last = one_candidate_as(true, t0, answer_ms, end);
     let untraced = |r: &Result<RaceReport, RaceError>| {
-        let report = r.as_ref().map_or_else(|e| e.report(), |r| r);
+        let report = r.as_ref().unwrap_or_else(|e| e.report());
         let mut report = report.clone();
         let trace = report.trace();
         report.timeline.clear();
