@@ -14,7 +14,7 @@
 //!   Resolution Delay for A, so a second connection does not begin with the address
 //!   that was dead a moment ago just because its lookup returned first.
 //! - Later answers join the race: their candidates are merged into the queue of
-//!   not-yet-started ones, which is re-ranked with [`order`].
+//!   not-yet-started ones, which is re-ranked with [`order`](crate::candidates::order).
 //! - Start the next candidate every Connection Attempt Delay; when the candidate just
 //!   started connected before (CIB history), wait only `2 × rtt + 10 ms` (bounded by the
 //!   configured delay): a path that connected in `rtt` before very likely connects again
