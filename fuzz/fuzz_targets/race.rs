@@ -255,7 +255,6 @@ fuzz_target!(|data: &[u8]| {
                     w.alive.clear();
                     w.decided = true;
                 }
-                _ => {}
             }
         }
         assert_eq!(race.is_finished(), w.decided, "finished without a decision");

@@ -10,7 +10,7 @@ use std::fmt;
 use taps_core::candidates::{PrunedCandidate, Unsatisfiable};
 use taps_core::failure::AttemptCause;
 use taps_core::properties::PropertyError;
-use taps_core::race::RaceError;
+use taps_core::race::{AttemptId, RaceError};
 use taps_core::{DnsFailure, Family};
 
 /// Everything that can go wrong, each with a message that says what and why.
@@ -34,6 +34,20 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// A broken invariant inside taps: a bug to report, not the network's doing nor the
+    /// caller's.
+    #[error("internal error (a bug in taps, please report it): {0}")]
+    Internal(#[from] InternalError),
+}
+
+/// Which invariant of taps broke. Each variant names one; none is expected to happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InternalError {
+    /// The race named an attempt the winner that the driver holds no connection for, or
+    /// that the race's report does not show as won.
+    #[error("the race named attempt {0} the winner, but no connection of it is at hand")]
+    WinnerWithoutConnection(AttemptId),
 }
 
 /// An error found before any I/O: nothing was sent.

@@ -46,7 +46,9 @@ mod transport;
 pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
-pub use error::{ConfigError, Error, EstablishError, FileProblem, SetupError, UsageError};
+pub use error::{
+    ConfigError, Error, EstablishError, FileProblem, InternalError, SetupError, UsageError,
+};
 pub use listener::{Listener, ListenerOptions, MissingStack};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};

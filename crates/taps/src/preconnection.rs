@@ -358,9 +358,9 @@ impl Preconnection {
         config.timeline = self.race_timeline;
         let facts = self.remote_facts(remote);
         let security = self.client_security(plan, remote)?;
-        // Boxed: the race's state (driver, timer, attempts: about 1.7 KB) lives on the heap
-        // for the race only, so a caller's future (and the task it is spawned in) stays
-        // small, and moving or spawning it copies a few hundred bytes, not kilobytes.
+        // Boxed: the race's state (the driver's box, the timer, the first attempt) lives
+        // on the heap for the race only, so a caller's future (and the task it is spawned
+        // in) stays small, and moving or spawning it copies a few hundred bytes.
         let input = RaceInput {
             ctx: &self.ctx,
             remote,

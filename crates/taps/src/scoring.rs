@@ -13,9 +13,8 @@ use taps_core::{Family, Interface};
 use crate::context::Context;
 
 /// One preconnection's last scored answer of each family: a name's A and AAAA answers
-/// keep one each (with one slot for both, every race to a dual-stack name scored both
-/// of its answers anew, ~5 k instructions each). Cost: one uncontended lock per DNS
-/// answer.
+/// keep one each, so races to a dual-stack name alternating between them score
+/// neither anew. Cost: one uncontended lock per DNS answer.
 #[derive(Debug, Default)]
 pub(crate) struct AnswerCache(Mutex<[Option<Arc<ScoredAnswer>>; 2]>);
 
@@ -30,8 +29,9 @@ pub(crate) struct ScoreFor<'a> {
 impl AnswerCache {
     /// Candidates for `addrs` (the answer for `family`) in race order, with the CIB's
     /// histories: scored anew only when the family's last answer differs (endpoint,
-    /// port, addresses or the context's interface list); the CIB is locked only to add
-    /// the histories.
+    /// port, addresses or the context's interface list). One lock of the CIB reads the
+    /// interface list and the histories; scoring anew (rare) happens outside it, and
+    /// takes a second.
     pub(crate) fn gather(
         &self,
         on: &ScoreFor<'_>,
@@ -40,12 +40,19 @@ impl AnswerCache {
         addrs: &[IpAddr],
         now: Instant,
     ) -> Gathered {
-        let scored = self.scored(on, family, addrs, ctx.cib().interfaces());
-        on.plan.gather_scored(&scored, on.endpoint, &ctx.cib(), now)
+        let cib = ctx.cib();
+        let interfaces = cib.interfaces();
+        if let Some(hit) = self.kept(on, family, addrs, &interfaces) {
+            return on.plan.gather_scored(&hit, on.endpoint, &cib, now);
+        }
+        drop(cib);
+        let fresh = self.score(on, family, addrs, interfaces);
+        on.plan.gather_scored(&fresh, on.endpoint, &ctx.cib(), now)
     }
 
     /// The family's kept answer if it matches, else `addrs` scored on `interfaces` and
     /// kept.
+    #[cfg(test)]
     fn scored(
         &self,
         on: &ScoreFor<'_>,
@@ -53,26 +60,51 @@ impl AnswerCache {
         addrs: &[IpAddr],
         interfaces: Arc<Vec<Interface>>,
     ) -> Arc<ScoredAnswer> {
-        let slot = match family {
-            Family::V4 => 0,
-            Family::V6 => 1,
-        };
-        let cached = self.lock()[slot].clone();
-        match cached.filter(|s| s.matches(on.endpoint, on.port, addrs, &interfaces)) {
+        match self.kept(on, family, addrs, &interfaces) {
             Some(hit) => hit,
-            None => {
-                let fresh = on
-                    .plan
-                    .score_answer(on.endpoint, on.port, addrs, interfaces);
-                let fresh = Arc::new(fresh);
-                self.lock()[slot] = Some(fresh.clone());
-                fresh
-            }
+            None => self.score(on, family, addrs, interfaces),
         }
+    }
+
+    /// The family's kept answer, if it was scored for the same endpoint, port,
+    /// addresses and interface list.
+    fn kept(
+        &self,
+        on: &ScoreFor<'_>,
+        family: Family,
+        addrs: &[IpAddr],
+        interfaces: &Arc<Vec<Interface>>,
+    ) -> Option<Arc<ScoredAnswer>> {
+        let cached = self.lock()[slot(family)].clone();
+        cached.filter(|s| s.matches(on.endpoint, on.port, addrs, interfaces))
+    }
+
+    /// `addrs` scored on `interfaces`, and kept as the family's answer.
+    fn score(
+        &self,
+        on: &ScoreFor<'_>,
+        family: Family,
+        addrs: &[IpAddr],
+        interfaces: Arc<Vec<Interface>>,
+    ) -> Arc<ScoredAnswer> {
+        let fresh = on
+            .plan
+            .score_answer(on.endpoint, on.port, addrs, interfaces);
+        let fresh = Arc::new(fresh);
+        self.lock()[slot(family)] = Some(fresh.clone());
+        fresh
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Arc<ScoredAnswer>>; 2]> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `family`'s slot in the cache.
+fn slot(family: Family) -> usize {
+    match family {
+        Family::V4 => 0,
+        Family::V6 => 1,
     }
 }
 

@@ -1,7 +1,7 @@
-//! A race to an address literal that gives one candidate runs the core's one-candidate
-//! race (`SingleRace`) when no subscriber listens, and the general driver when one does
-//! (it logs every step). Both must decide and report alike: each case here runs both
-//! ways, over real sockets, and compares what the application sees.
+//! A race to an address literal that gives one candidate runs the one race driver, as
+//! every race does, whether or not a subscriber listens: logging changes what is said,
+//! not what runs. Each case here runs both ways, over real sockets, and compares what
+//! the application sees.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::process::Command;
@@ -13,23 +13,23 @@ use taps::taps_core::Family;
 use taps::{AttemptCause, Context, Preconnection, Preference, RemoteEndpoint, TransportProperties};
 use taps_testkit::Blackhole;
 
-/// Which executor the race takes.
+/// Whether a subscriber listens while the race runs.
 #[derive(Clone, Copy, Debug)]
 enum Way {
-    /// No subscriber: the one-candidate race.
-    Single,
-    /// A subscriber listens (and discards what it hears): the general driver.
-    General,
+    /// No subscriber: spans and events are not built.
+    Quiet,
+    /// A subscriber listens at every level (and discards what it hears).
+    Logged,
 }
 
-const BOTH: [Way; 2] = [Way::Single, Way::General];
+const BOTH: [Way; 2] = [Way::Quiet, Way::Logged];
 
 /// While alive, this thread's events go to a subscriber that takes every level and
 /// writes nowhere (a test's runtime is this thread's).
 fn listening(way: Way) -> Option<tracing::subscriber::DefaultGuard> {
     match way {
-        Way::Single => None,
-        Way::General => {
+        Way::Quiet => None,
+        Way::Logged => {
             let sub = tracing_subscriber::fmt()
                 .with_max_level(tracing::Level::TRACE)
                 .with_writer(std::io::sink)

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Action, AttemptId, AttemptOutcome, Race, RaceEvent, MIN_ATTEMPT_DELAY};
+use super::{AttemptId, AttemptOutcome, Pending, Race, RaceEvent, MIN_ATTEMPT_DELAY};
 
 /// The race's commitment to attempt `id`, which holds until `until` (`grace` after its
 /// peer answered).
@@ -44,7 +44,7 @@ impl Race {
             }
             self.end(other, AttemptOutcome::Cancelled, now);
             self.log(now, RaceEvent::Cancelled(other));
-            self.actions.push_back(Action::Cancel { id: other });
+            self.outbox.push(Pending::Cancel(other));
             if let Some(a) = self.report.attempt(other) {
                 requeue.push(a.candidate.clone());
             }

@@ -14,7 +14,7 @@
 //!   Resolution Delay for A, so a second connection does not begin with the address
 //!   that was dead a moment ago just because its lookup returned first.
 //! - Later answers join the race: their candidates are merged into the queue of
-//!   not-yet-started ones, which is re-ranked with [`order`].
+//!   not-yet-started ones, which is re-ranked with [`order`](crate::candidates::order).
 //! - Start the next candidate every Connection Attempt Delay; when the candidate just
 //!   started connected before (CIB history), wait only `2 × rtt + 10 ms` (bounded by the
 //!   configured delay): a path that connected in `rtt` before very likely connects again
@@ -43,17 +43,19 @@
 //!   alive, or when the establishment timeout expires; the error lists every cause.
 //! - Candidates with `unavailable` set are never started; the report lists them as skipped.
 //!
-//! [`SingleRace`] is the same race for the commonest case, an address literal that gives
-//! one candidate: the same decisions and reports at a fraction of the cost.
+//! One race serves every case: an address literal that gives one candidate is a race
+//! whose first answer is also its last ([`Race::on_dns_complete`] right after it).
 
 mod commit;
 use commit::Commitment;
+mod answers;
 mod config;
 mod gate;
+mod outbox;
+use outbox::{Outbox, Pending};
 #[cfg(test)]
 mod proptests;
 mod report;
-mod single;
 #[cfg(test)]
 mod tests;
 
@@ -66,13 +68,11 @@ pub use report::{
     AttemptFailure, AttemptOutcome, AttemptReport, DnsEvent, DnsSource, EventText, FailureKind,
     RaceError, RaceEvent, RaceReport,
 };
-pub use single::SingleRace;
 
-use std::collections::{HashSet, VecDeque};
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::candidates::{order, Candidate};
+use crate::candidates::Candidate;
 use crate::failure::{AttemptCause, DnsFailure};
 use crate::net::Family;
 use crate::properties::Protocol;
@@ -89,10 +89,11 @@ impl fmt::Display for AttemptId {
 }
 
 /// What the race asks the caller to do. Every action must be carried out: dropping a
-/// `Start` leaves the race waiting for an attempt that never runs.
+/// `Start` leaves the race waiting for an attempt that never runs. Exhaustive on
+/// purpose: a new action is an API change that breaks every match on this type, so no
+/// driver can drop one silently in a catch-all arm.
 #[derive(Debug, Clone)]
 #[must_use]
-#[non_exhaustive]
 pub enum Action {
     /// Start connecting `candidate`; report its progress with `id`
     /// (`on_attempt_reachable`, `on_attempt_connected`, `on_attempt_failed`).
@@ -159,7 +160,10 @@ pub struct Race {
     alive: usize,
     next_id: u32,
     finished: bool,
-    actions: VecDeque<Action>,
+    /// The actions decided and not yet polled.
+    outbox: Outbox,
+    /// A failure's error, from the decision until it is polled.
+    failure: Option<RaceError>,
     report: RaceReport,
 }
 
@@ -198,8 +202,8 @@ impl Race {
             alive: 0,
             next_id: 1,
             finished: false,
-            // Typically a start and the win: sized for that, grown if needed.
-            actions: VecDeque::with_capacity(2),
+            outbox: Outbox::new(),
+            failure: None,
             report,
         }
     }
@@ -214,114 +218,6 @@ impl Race {
         if self.config.timeline {
             self.report.log(now, event);
         }
-    }
-
-    /// A DNS answer for `family` arrived; the caller already turned its addresses into
-    /// candidates (`Plan::gather`). An empty vec means no records of that family.
-    /// Candidates already queued or attempted (same stack, remote and local binding) are
-    /// ignored; unavailable ones are reported as skipped. Cost: O(new × known) for the
-    /// duplicate check plus a sort of every candidate seen.
-    pub fn on_candidates(&mut self, family: Family, candidates: Vec<Candidate>, now: Instant) {
-        self.on_candidates_from(family, candidates, DnsSource::Answer, now);
-    }
-
-    /// [`Race::on_candidates`] for addresses from `source`: the HTTPS records' hints
-    /// (they stand in for the `family` lookup that has not answered yet, HEv3; the real
-    /// answer then adds only what is new) or earlier answers gathered again on the
-    /// records' port. The trace says which. Cost: as [`Race::on_candidates`].
-    pub fn on_candidates_from(
-        &mut self,
-        family: Family,
-        candidates: Vec<Candidate>,
-        source: DnsSource,
-        now: Instant,
-    ) {
-        if self.finished {
-            return;
-        }
-        // Distinct addresses, counted without allocating (answers are short).
-        let addresses = candidates
-            .iter()
-            .enumerate()
-            .filter(|(i, c)| {
-                !candidates[..*i]
-                    .iter()
-                    .any(|o| o.remote.ip() == c.remote.ip())
-            })
-            .count();
-        self.set_lookup(family, now);
-        let waits = !self.gate_open
-            && family != self.awaited
-            && *self.lookup(self.awaited) == Lookup::Pending
-            && !self.dns_complete
-            && addresses > 0;
-        self.log(
-            now,
-            RaceEvent::Dns {
-                index: self.report.dns.len(),
-                candidates: candidates.len(),
-                waiting_for: waits.then_some((self.awaited, self.config.resolution_delay)),
-            },
-        );
-        self.report.dns.push(DnsEvent {
-            family,
-            at: self.report.offset(now),
-            result: Ok(addresses),
-            source,
-        });
-        let mut candidates = candidates;
-        if addresses > 0 && self.first_candidates_at.is_none() {
-            self.first_candidates_at = Some(now);
-            self.estimate_path_rtt(now);
-        }
-        if self.service_info.as_ref().is_some_and(|s| !s.allows_quic()) {
-            candidates.retain(|c| c.stack.protocol != Protocol::Quic);
-        }
-        // Sized exactly: an in-flight race per flow should not carry spare slots of
-        // candidate-sized entries.
-        self.report.attempts.reserve_exact(candidates.len());
-        // In place: drop what is already queued or attempted (or repeated in this
-        // answer), and move what this build cannot run to the report as skipped.
-        let mut i = 0;
-        while i < candidates.len() {
-            let c = &candidates[i];
-            let same =
-                |o: &Candidate| o.stack == c.stack && o.remote == c.remote && o.local == c.local;
-            let known = candidates[..i].iter().any(same)
-                || self.queue.iter().any(same)
-                || self.report.attempts.iter().any(|a| same(&a.candidate));
-            if known {
-                candidates.remove(i);
-                continue;
-            }
-            let Some(why) = c.unavailable else {
-                i += 1;
-                continue;
-            };
-            let c = candidates.remove(i);
-            let id = self.new_id();
-            self.log(now, RaceEvent::Skipped(id));
-            self.report.attempts.push(AttemptReport {
-                id,
-                start: self.report.offset(now),
-                end: Some(self.report.offset(now)),
-                started_at: now,
-                ended_at: Some(now),
-                candidate: c,
-                outcome: AttemptOutcome::Skipped(why),
-            });
-        }
-        let added = candidates.len();
-        if self.queue.is_empty() {
-            // The answer's vector becomes the queue: no copy, no allocation.
-            self.queue = candidates;
-        } else {
-            self.queue.append(&mut candidates);
-        }
-        if added > 0 {
-            self.rerank();
-        }
-        self.drive(now);
     }
 
     /// The lookup for `family` failed; `cause` is kept for the report and the error.
@@ -432,18 +328,23 @@ impl Race {
         if self.finished || !self.is_alive(id) {
             return;
         }
-        self.end(id, AttemptOutcome::Won, now);
+        let at = self.end(id, AttemptOutcome::Won, now);
         self.log(now, RaceEvent::Connected(id));
-        for loser in self.pending() {
+        let losers = if self.alive > 0 {
+            self.pending()
+        } else {
+            Vec::new()
+        };
+        for loser in losers {
             self.end(loser, AttemptOutcome::Cancelled, now);
             self.log(now, RaceEvent::Cancelled(loser));
-            self.actions.push_back(Action::Cancel { id: loser });
+            self.outbox.push(Pending::Cancel(loser));
         }
         self.report.winner = Some(id);
-        self.report.total = Some(self.report.offset(now));
+        self.report.total = Some(at);
         self.finished = true;
         self.queue.clear();
-        self.actions.push_back(Action::Won { id });
+        self.outbox.push(Pending::Won(id));
     }
 
     /// Attempt `id` failed with `cause`: the next candidate starts at once. Unknown or
@@ -491,22 +392,54 @@ impl Race {
         Some(t)
     }
 
-    /// The next thing for the caller to do, in order. Cost: constant.
+    /// The next thing for the caller to do, in order. Cost: constant, and a copy of the
+    /// candidate for a start.
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        while let Some(pending) = self.outbox.pop() {
+            let action = match pending {
+                Pending::Start(id) => {
+                    // Started attempts stay in the report (or in the failure's: a start
+                    // queued before the failure is polled before it).
+                    let report = self.failure.as_ref().map_or(&self.report, |e| e.report());
+                    match report.attempt(id) {
+                        Some(a) => Action::Start {
+                            id,
+                            candidate: a.candidate.clone(),
+                        },
+                        None => continue,
+                    }
+                }
+                Pending::Cancel(id) => Action::Cancel { id },
+                Pending::Won(id) => Action::Won { id },
+                Pending::Failed => match self.failure.take() {
+                    Some(err) => Action::Failed(err),
+                    None => continue,
+                },
+            };
+            return Some(action);
+        }
+        None
     }
 
     /// What happened so far (final once [`is_finished`](Self::is_finished); after a
     /// failure the report has moved into the [`RaceError`] of [`Action::Failed`] and
-    /// this one is empty).
+    /// this one is empty, as after [`take_report`](Self::take_report)).
     pub fn report(&self) -> &RaceReport {
         &self.report
     }
 
     /// The report, by value, for a finished race (no copy). Cost: a move, and an in-place
     /// shrink of a list with much spare capacity.
-    pub fn into_report(self) -> RaceReport {
-        let mut report = self.report;
+    pub fn into_report(mut self) -> RaceReport {
+        self.take_report()
+    }
+
+    /// The report, by value, taken out of a finished race, which keeps an empty one (as
+    /// after a failure): what a caller that holds the race in place (not by value) hands
+    /// on. Cost: as [`into_report`](Self::into_report).
+    pub fn take_report(&mut self) -> RaceReport {
+        let started = self.report.started;
+        let mut report = std::mem::replace(&mut self.report, RaceReport::placeholder(started));
         // The report lives as long as the connection: give back spare capacity when it
         // is worth a (copy-free, in-place) shrink.
         fn trim<T>(v: &mut Vec<T>) {
@@ -570,8 +503,8 @@ impl Race {
         self.dns_complete || (self.v4 == Lookup::Done && self.v6 == Lookup::Done)
     }
 
-    /// Marks an alive attempt ended with `outcome` at `now`.
-    fn end(&mut self, id: AttemptId, outcome: AttemptOutcome, now: Instant) {
+    /// Marks an alive attempt ended with `outcome` at `now`; `now`'s offset in the report.
+    fn end(&mut self, id: AttemptId, outcome: AttemptOutcome, now: Instant) -> Duration {
         let offset = self.report.offset(now);
         let pending = |a: &&mut AttemptReport| a.outcome == AttemptOutcome::Pending;
         if let Some(a) = self.report.attempt_mut(id).filter(pending) {
@@ -583,6 +516,7 @@ impl Race {
         if self.leader.is_some_and(|c| c.id == id) {
             self.leader = None;
         }
+        offset
     }
 
     /// Applies every rule at `now`: timeout, gate, starts, exhaustion.
@@ -627,49 +561,6 @@ impl Race {
         }
     }
 
-    /// Ranks the queue as if every answer so far had arrived together, then drops what
-    /// already started: the queue continues the interleaving where the race is (after
-    /// an IPv6 start, an A answer's candidate comes next). Cost: a sort of every
-    /// candidate seen.
-    fn rerank(&mut self) {
-        let started: Vec<&Candidate> = self
-            .report
-            .attempts
-            .iter()
-            // Cancelled candidates are queued again (see `on_attempt_reachable`).
-            .filter(|a| {
-                !matches!(
-                    a.outcome,
-                    AttemptOutcome::Skipped(_) | AttemptOutcome::Cancelled
-                )
-            })
-            .map(|a| &a.candidate)
-            .collect();
-        if started.is_empty() {
-            order(&mut self.queue, self.config.first_family_count);
-            return;
-        }
-        let key = |c: &Candidate| (c.stack, c.remote, c.local.clone());
-        let done: HashSet<_> = started.iter().map(|c| key(c)).collect();
-        let mut all: Vec<Candidate> = started.into_iter().cloned().collect();
-        all.append(&mut self.queue);
-        order(&mut all, self.config.first_family_count);
-        all.retain(|c| !done.contains(&key(c)));
-        self.queue = all;
-    }
-
-    /// The first addresses' lookup time estimates the RTT (`RaceConfig::rtt_from_dns`).
-    fn estimate_path_rtt(&mut self, now: Instant) {
-        let c = &self.config;
-        let rtt = now.saturating_duration_since(self.report.started);
-        if !c.adaptive_delay || !c.rtt_from_dns || c.path_rtt.is_some() || rtt < DNS_RTT_MIN {
-            return;
-        }
-        self.config.path_rtt = Some(rtt);
-        let delay = first_contact_delay(rtt, self.config.attempt_delay);
-        self.log(now, RaceEvent::PathRttFromDns { rtt, delay });
-    }
-
     fn start_next(&mut self, now: Instant) {
         let candidate = self.queue.remove(0);
         let id = self.new_id();
@@ -683,11 +574,11 @@ impl Race {
             end: None,
             started_at: now,
             ended_at: None,
-            candidate: candidate.clone(),
+            candidate,
             outcome: AttemptOutcome::Pending,
         });
         self.alive += 1;
-        self.actions.push_back(Action::Start { id, candidate });
+        self.outbox.push(Pending::Start(id));
     }
 
     /// The attempts still alive, in start order.
@@ -710,7 +601,7 @@ impl Race {
             let cause = AttemptCause::TimedOut { after: Some(ran) };
             self.end(id, AttemptOutcome::Failed(cause), now);
             self.log(now, RaceEvent::TimedOut(id));
-            self.actions.push_back(Action::Cancel { id });
+            self.outbox.push(Pending::Cancel(id));
         }
         self.fail(
             FailureKind::TimedOut {
@@ -734,7 +625,7 @@ impl Race {
         // The report moves into the error: a failed race is over, nothing reads it here.
         let started = self.report.started;
         let report = std::mem::replace(&mut self.report, RaceReport::placeholder(started));
-        let err = RaceError::new(kind, report, not_started);
-        self.actions.push_back(Action::Failed(err));
+        self.failure = Some(RaceError::new(kind, report, not_started));
+        self.outbox.push(Pending::Failed);
     }
 }

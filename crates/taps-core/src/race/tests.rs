@@ -1745,3 +1745,123 @@ fn the_first_lookups_time_estimates_the_rtt_of_a_first_contact() {
     assert_eq!(counts, [1, 1, 2], "{trace}");
     assert!(!trace.contains("the lookup took"), "{trace}");
 }
+
+// --- One candidate (an address literal) ---------------------------------------------------
+
+/// A literal's race begun at `t0`: its one answer (given `answer_ms` after the start)
+/// and the end of DNS, then the attempt's end as `end` says; the decision, polled.
+/// `last`: the answer comes as the final one (`on_final_candidates`), else as an
+/// answer and then the end of DNS.
+fn one_candidate_as(
+    last: bool,
+    t0: Instant,
+    answer_ms: u64,
+    end: Path,
+) -> Result<RaceReport, RaceError> {
+    let config = RaceConfig {
+        timeout: Duration::from_secs(2),
+        ..RaceConfig::default()
+    };
+    let at = t0 + ms(answer_ms);
+    let mut race = Race::new(config, t0);
+    let one = vec![cand("192.0.2.1")];
+    if last {
+        race.on_final_candidates(Family::V4, one, DnsSource::Answer, at);
+    } else {
+        race.on_candidates(Family::V4, one, at);
+        race.on_dns_complete(at);
+    }
+    let id = match race.poll_action() {
+        Some(Action::Start { id, .. }) => id,
+        other => panic!("the candidate starts at once, not {other:?}"),
+    };
+    assert!(race.poll_action().is_none());
+    match &end {
+        Path::Connects(after) => race.on_attempt_connected(id, at + ms(*after)),
+        Path::Refused(after) => race.on_attempt_failed(id, AttemptCause::Refused, at + ms(*after)),
+        Path::Blackhole | Path::Reachable(..) => {
+            let deadline = race.poll_timeout().expect("a deadline");
+            assert_eq!(deadline, t0 + ms(2_000));
+            race.handle_timeout(deadline);
+        }
+    }
+    let silent = matches!(end, Path::Blackhole | Path::Reachable(..));
+    let mut action = race.poll_action();
+    if silent {
+        // The timeout cuts the silent attempt off first.
+        assert!(matches!(action, Some(Action::Cancel { id: c }) if c == id));
+        action = race.poll_action();
+    }
+    match action {
+        Some(Action::Won { id: won }) if won == id => Ok(race.into_report()),
+        Some(Action::Failed(err)) => Err(err),
+        other => panic!("decided, not {other:?}"),
+    }
+}
+
+/// [`one_candidate_as`] both ways: they decide and report alike, but for the trace (an
+/// answer known to be the last waits for no other family).
+fn one_candidate(answer_ms: u64, end: Path) -> (Instant, Result<RaceReport, RaceError>) {
+    let t0 = Instant::now();
+    let split = one_candidate_as(false, t0, answer_ms, end.clone());
+    let last = one_candidate_as(true, t0, answer_ms, end);
+    let untraced = |r: &Result<RaceReport, RaceError>| {
+        let report = r.as_ref().unwrap_or_else(|e| e.report());
+        let mut report = report.clone();
+        let trace = report.trace();
+        report.timeline.clear();
+        let text = format!("{report:?} {:?}", r.as_ref().err().map(|e| e.kind()));
+        (text, trace.contains("waiting up to"))
+    };
+    let (split, split_waits) = untraced(&split);
+    let (text, waits) = untraced(&last);
+    assert_eq!(text, split);
+    assert!(split_waits && !waits);
+    (t0, last)
+}
+
+/// The rules for one candidate: it starts with the answer; the first outcome decides; a
+/// connection wins, even one reported past the deadline before the timeout was handled;
+/// a failure fails the race as exhausted, or as timed out at or past the deadline; the
+/// deadline cuts a silent attempt off as timed out. The report has one DNS event and
+/// one attempt, ended when the race was.
+#[test]
+fn one_candidate_decides_by_the_general_rules() {
+    for answer_ms in [0, 7] {
+        for after in [0, 40, 2_500] {
+            let (t0, won) = one_candidate(answer_ms, Path::Connects(after));
+            let report = won.expect("a connection wins");
+            assert_eq!(report.winner, Some(AttemptId(1)));
+            assert_eq!(report.dns.len(), 1);
+            assert_eq!(report.dns[0].result, Ok(1));
+            let a = &report.attempts[..];
+            assert_eq!(a.len(), 1);
+            assert_eq!(a[0].outcome, AttemptOutcome::Won);
+            assert_eq!(a[0].started_at, t0 + ms(answer_ms));
+            assert_eq!(a[0].ended_at, Some(t0 + ms(answer_ms + after)));
+            assert_eq!(report.total, Some(ms(answer_ms + after)));
+            assert_eq!(report.learned().count(), 1);
+        }
+        for (after, exhausted) in [(3, true), (2_000 - answer_ms, false), (2_600, false)] {
+            let (_, failed) = one_candidate(answer_ms, Path::Refused(after));
+            let err = failed.expect_err("a refusal fails the race");
+            let kind = if exhausted {
+                FailureKind::Exhausted
+            } else {
+                FailureKind::TimedOut {
+                    after: Duration::from_secs(2),
+                }
+            };
+            assert_eq!(err.kind(), kind, "refused after {after} ms");
+            let causes: Vec<_> = err.attempts().map(|a| a.cause).collect();
+            assert_eq!(causes, [AttemptCause::Refused]);
+            assert_eq!(err.report().total, Some(ms(answer_ms + after)));
+        }
+        let (_, failed) = one_candidate(answer_ms, Path::Blackhole);
+        let err = failed.expect_err("silence times out");
+        let ran = ms(2_000 - answer_ms);
+        let causes: Vec<_> = err.attempts().map(|a| a.cause).collect();
+        assert_eq!(causes, [AttemptCause::TimedOut { after: Some(ran) }]);
+        assert_eq!(err.report().learned().count(), 1);
+    }
+}

@@ -22,6 +22,7 @@ pub(crate) use stream::Stream;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
@@ -189,7 +190,7 @@ pub(crate) async fn connect(
     candidate: &Candidate,
     opts: &SocketOptions,
 ) -> Result<Established, AttemptError> {
-    connect_signalling(candidate, opts, None, |_| {}).await
+    connect_signalling(candidate.clone(), Arc::new(opts.clone()), None, |_| {}).await
 }
 
 /// A point an attempt passed before it finished, reported to the race as it happens.
@@ -206,14 +207,16 @@ pub(crate) enum Milestone {
 /// remote and the end of the attempt differ: SCTP's INIT-ACK arrives one round trip
 /// before its COOKIE-ACK ([`Milestone::Reachable`]); TLS runs its handshake after TCP
 /// connected ([`Milestone::TransportUp`]). Plain TCP reports none. A secure stack needs
-/// `security` (its configuration); without it the attempt fails as unsupported. Cost:
+/// `security` (its configuration); without it the attempt fails as unsupported. Takes
+/// what it uses, so the future stands alone (a race keeps it beside the others). Cost:
 /// as [`connect`], plus the TLS handshake for TLS.
 pub(crate) async fn connect_signalling(
-    candidate: &Candidate,
-    opts: &SocketOptions,
-    security: Option<&ClientSecurity>,
+    candidate: Candidate,
+    opts: Arc<SocketOptions>,
+    security: Option<Arc<ClientSecurity>>,
     mut progress: impl FnMut(Milestone) + Send,
 ) -> Result<Established, AttemptError> {
+    let (candidate, opts, security) = (&candidate, &*opts, security.as_deref());
     let stack = candidate.stack;
     if let Some(why) = candidate.unavailable {
         return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
