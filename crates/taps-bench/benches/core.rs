@@ -183,8 +183,8 @@ fn play_until_won(race: &mut Race, now: Instant, refused: impl Fn(&Candidate) ->
                 race.on_attempt_failed(id, AttemptCause::Refused, now)
             }
             Action::Start { id, .. } => race.on_attempt_connected(id, now),
-            Action::Won { .. } => return,
-            _ => {}
+            Action::Won { .. } | Action::Failed(_) => return,
+            Action::Cancel { .. } => {}
         }
     }
 }

@@ -56,7 +56,7 @@ pub unsafe extern "C" fn neat_set_operations(
 /// Properties in NEAT's JSON (value/precedence objects or the list form), added to the
 /// flow's (a later property replaces an earlier one of the same name). Properties taps
 /// does not know, or cannot take, are ignored with a log line, as NEAT did, unless
-/// required: then the flow fails when it opens or listens (see [`crate::props`]). A
+/// required: then the flow fails when it opens or listens (see `src/props.rs`). A
 /// text is parsed once per context (the cache holds 64).
 ///
 /// # Safety

@@ -116,12 +116,12 @@ pub enum ConfigError {
         /// Every stack the properties allow, with why this build cannot run it (if so).
         allowed: Vec<(taps_core::Stack, Option<&'static str>)>,
         /// The stacks that could not listen, and why.
-        missing: Vec<crate::MissingStack>,
+        missing: Vec<MissingStack>,
     },
     /// Some allowed stack could not listen, and every one had to
     /// ([`ListenerOptions::every_stack`](crate::ListenerOptions)).
     #[error("not every allowed stack can listen: {}", MissingList(.0))]
-    NotEveryStackListens(Vec<crate::MissingStack>),
+    NotEveryStackListens(Vec<MissingStack>),
     /// The HTTP connector's properties allow a stack hyper cannot speak HTTP/1.1 or
     /// HTTP/2 over.
     #[error(
@@ -211,6 +211,23 @@ pub enum FileProblem {
     UnusableCa(rustls::Error),
 }
 
+/// A stack the listener could not listen on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingStack {
+    /// The stack.
+    pub stack: taps_core::Stack,
+    /// The address it was to listen on.
+    pub addr: std::net::SocketAddr,
+    /// Why it could not (the OS error, with a hint where there is one).
+    pub reason: String,
+}
+
+impl std::fmt::Display for MissingStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on {}: {}", self.stack, self.addr, self.reason)
+    }
+}
+
 /// `a, b (why), c`, rendered when shown.
 struct StackList<'a>(&'a [(taps_core::Stack, Option<&'static str>)]);
 
@@ -228,7 +245,7 @@ impl fmt::Display for StackList<'_> {
 }
 
 /// `stack on addr: reason; ...` or, with none, that no allowed stack listens here.
-struct MissingList<'a>(&'a [crate::MissingStack]);
+struct MissingList<'a>(&'a [MissingStack]);
 
 impl fmt::Display for MissingList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

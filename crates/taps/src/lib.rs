@@ -47,9 +47,10 @@ pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
 pub use error::{
-    ConfigError, Error, EstablishError, FileProblem, InternalError, SetupError, UsageError,
+    ConfigError, Error, EstablishError, FileProblem, InternalError, MissingStack, SetupError,
+    UsageError,
 };
-pub use listener::{Listener, ListenerOptions, MissingStack};
+pub use listener::{Listener, ListenerOptions};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;

@@ -54,7 +54,7 @@ use crate::connection::{Connection, Io, Slot};
 use crate::security::ServerSecurity;
 use crate::transport;
 use crate::transport::{SocketOptions, Stream};
-use crate::{ConfigError, Error};
+use crate::{ConfigError, Error, MissingStack};
 
 /// Datagrams queued per accepted datagram flow before new ones are dropped.
 const FLOW_QUEUE: usize = 256;
@@ -90,23 +90,6 @@ impl Default for ListenerOptions {
             handshake_timeout: Duration::from_secs(10),
             every_stack: false,
         }
-    }
-}
-
-/// A stack the listener could not listen on, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingStack {
-    /// The stack.
-    pub stack: Stack,
-    /// The address it was to listen on.
-    pub addr: SocketAddr,
-    /// Why it could not (the OS error, with a hint where there is one).
-    pub reason: String,
-}
-
-impl std::fmt::Display for MissingStack {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} on {}: {}", self.stack, self.addr, self.reason)
     }
 }
 
