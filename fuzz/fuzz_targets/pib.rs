@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use taps_core::policy::pib::MAX_ALTERNATIVES;
+use taps_core::policy::MAX_ALTERNATIVES;
 use taps_core::policy::{Pib, Rule, RuleKind};
 use taps_core::properties::Properties;
 

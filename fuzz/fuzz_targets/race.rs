@@ -15,7 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use taps_core::candidates::{Candidate, Stack};
+use taps_core::candidates::Candidate;
+use taps_core::Stack;
 use taps_core::policy::History;
 use taps_core::race::{Action, AttemptId, Race, RaceConfig};
 use taps_core::{AttemptCause, DnsFailure, Family, ServiceInfo, ServiceRecord};

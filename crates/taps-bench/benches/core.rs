@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_main, Criterion};
-use taps_core::candidates::{Availability, Candidate, Plan, Security, Stack};
+use taps_core::candidates::{Availability, Candidate, Plan};
 use taps_core::policy::{Cib, OutcomeKey, Pib};
 use taps_core::properties::{Preference, Protocol, TransportProperties};
 use taps_core::race::{Action, Race, RaceConfig};
 use taps_core::{AttemptCause, Family};
+use taps_core::{Security, Stack};
 
 const NEAT_JSON: &str = r#"{"transport": {"value": ["SCTP", "TCP"], "precedence": 2},
  "preserveMsgBoundaries": {"value": true, "precedence": 1}, "low_latency": true}"#;

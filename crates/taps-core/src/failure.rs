@@ -164,7 +164,7 @@ impl std::error::Error for DnsFailure {}
 /// Displays a duration as milliseconds: whole numbers without decimals ("250 ms"), else
 /// one decimal ("40.5 ms"). Formats only when displayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ms(pub Duration);
+pub(crate) struct Ms(pub(crate) Duration);
 
 impl fmt::Display for Ms {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

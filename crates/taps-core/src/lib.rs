@@ -15,13 +15,13 @@
 #![forbid(unsafe_code)]
 
 pub mod candidates;
-pub mod failure;
-pub mod net;
+mod failure;
+mod net;
 pub mod policy;
 pub mod properties;
 pub mod race;
-pub mod service;
-pub mod stack;
+mod service;
+mod stack;
 
 pub use failure::{AttemptCause, DnsFailure, VerifyFailure};
 pub use net::{Family, Interface, InterfaceAddress, InterfaceKind};

@@ -30,9 +30,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use taps_core::candidates::{Candidate, Security, Stack};
+use taps_core::candidates::Candidate;
 use taps_core::properties::Protocol;
 use taps_core::race::RaceReport;
+use taps_core::{Security, Stack};
 
 use crate::framing::{FrameReader, FrameWriter};
 use crate::sctp_flow::{NoSibling, SctpFlow};

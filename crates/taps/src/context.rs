@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use rustls::client::ClientSessionMemoryCache;
-use taps_core::candidates::{Availability, Security, Stack};
-use taps_core::policy::{AttemptRecord, Cib, CibConfig, Pib};
+use taps_core::candidates::Availability;
+use taps_core::policy::{AttemptRecord, Cib, CibConfig, History, Outcome, OutcomeKey, Pib};
 use taps_core::properties::Protocol;
+use taps_core::{Security, Stack};
 
 use crate::interfaces::InterfaceWatcher;
 use crate::pm::client::{PmClient, SharedCib, SharedPib};
@@ -93,7 +94,7 @@ impl ContextBuilder {
     }
 
     /// Keep the CIB's outcome cache in this file: loaded at build (a corrupt, truncated,
-    /// foreign or over-[`MAX_FILE_BYTES`](taps_core::policy::cib::MAX_FILE_BYTES) file is
+    /// foreign or over-[`MAX_FILE_BYTES`](taps_core::policy::MAX_FILE_BYTES) file is
     /// ignored with a `tracing` warning) and written by [`Context::save_cib`]. A context
     /// with its own file does not use the policy manager unless
     /// [`policy_manager`](Self::policy_manager) says so.
@@ -289,8 +290,28 @@ impl Context {
     }
 
     /// Locks the CIB. Hold it briefly: every race records into it.
-    pub fn cib(&self) -> MutexGuard<'_, Cib> {
+    pub(crate) fn cib(&self) -> MutexGuard<'_, Cib> {
         self.inner.cib.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the CIB knows of candidate `key` at `now`: its last outcome while fresh. One
+    /// lock, held for the lookup.
+    pub fn cib_history(&self, key: &OutcomeKey, now: Instant) -> History {
+        self.cib().history(key, now)
+    }
+
+    /// How many candidates' outcomes the CIB holds. One lock.
+    pub fn cib_len(&self) -> usize {
+        self.cib().len()
+    }
+
+    /// A copy of every outcome the CIB holds, by candidate. One lock, held while copying
+    /// (for tests, tools and diagnostics, not a race's path).
+    pub fn cib_outcomes(&self) -> Vec<(OutcomeKey, Outcome)> {
+        self.cib()
+            .outcomes()
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect()
     }
 
     /// The TLS session store for resumption, made on first use.

@@ -8,9 +8,9 @@
 use std::fmt;
 
 use taps_core::candidates::{PrunedCandidate, Unsatisfiable};
-use taps_core::failure::AttemptCause;
 use taps_core::properties::PropertyError;
 use taps_core::race::{AttemptId, RaceError};
+use taps_core::AttemptCause;
 use taps_core::{DnsFailure, Family};
 
 /// Everything that can go wrong, each with a message that says what and why.

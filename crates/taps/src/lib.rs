@@ -54,9 +54,9 @@ pub use listener::{Listener, ListenerOptions};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;
-pub use taps_core::failure::{AttemptCause, DnsFailure};
 pub use taps_core::properties::{Preference, Properties, Protocol, TransportProperties};
 pub use taps_core::race::{RaceError, RaceReport};
+pub use taps_core::{AttemptCause, DnsFailure};
 pub use transport::sctp::kernel_sctp_available;
 
 /// What the fuzz targets drive, built only with `--cfg fuzzing` (scripts/fuzz.sh): the

@@ -40,8 +40,9 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use taps_core::candidates::{Plan, Security, Stack};
+use taps_core::candidates::Plan;
 use taps_core::properties::Protocol;
+use taps_core::{Security, Stack};
 
 mod direct;
 mod sctp;

@@ -6,9 +6,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use taps_core::candidates::{Gathered, Plan, Stack, Unsatisfiable};
+use taps_core::candidates::{Gathered, Plan, Unsatisfiable};
 use taps_core::properties::Properties;
 use taps_core::Family;
+use taps_core::Stack;
 
 use crate::connection::Io;
 use crate::endpoint::RemoteEndpoint;
@@ -307,7 +308,7 @@ impl Preconnection {
                 drop(slot);
                 return Ok(Connection::new(
                     Io::Sctp(flow),
-                    taps_core::candidates::Stack::plain(Protocol::Sctp),
+                    taps_core::Stack::plain(Protocol::Sctp),
                     None,
                     None,
                 )?);

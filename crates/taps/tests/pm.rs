@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use taps::pm::{Daemon, DaemonConfig, DaemonHandle, PolicyManager};
 use taps::taps_core::policy::{History, OutcomeKey};
 use taps::taps_core::properties::Protocol;
-use taps::taps_core::stack::{Security, Stack};
+use taps::taps_core::{Security, Stack};
 use taps::{Context, Preconnection, RemoteEndpoint, TransportProperties};
 use taps_testkit::{free_port, Blackhole, DnsServer};
 
@@ -318,7 +318,7 @@ async fn daemon_killed_mid_run_breaks_nothing() {
     );
     let now = Instant::now();
     assert!(matches!(
-        ctx.cib().history(&refused_key(port), now),
+        ctx.cib_history(&refused_key(port), now),
         History::Failed { .. }
     ));
     // The socket file is left behind; a new context finds nobody there and goes alone.
@@ -339,7 +339,7 @@ async fn without_a_daemon_a_context_goes_alone_without_waiting() {
     assert!(!ctx.flush_policy_manager(Duration::from_secs(10)).await);
     assert!(started.elapsed() < Duration::from_secs(1));
     refused_races(&ctx, free_port(), 3).await;
-    assert_eq!(ctx.cib().len(), 1);
+    assert_eq!(ctx.cib_len(), 1);
     // Something listening that never says hello: the build gives up after its budget.
     let silent_path = dir.path().join("silent.sock");
     let _silent = std::os::unix::net::UnixListener::bind(&silent_path).unwrap();

@@ -4,9 +4,9 @@
 //! and requiring SCTP fails at once with that reason. A process of its own (the library
 //! is loaded, or not, once per process).
 
-use taps::taps_core::candidates::Stack;
 use taps::taps_core::properties::Protocol;
 use taps::taps_core::race::AttemptOutcome;
+use taps::taps_core::Stack;
 use taps::{Context, Preconnection, Preference, RemoteEndpoint, TransportProperties};
 use tokio::net::TcpListener;
 

@@ -81,9 +81,9 @@ async fn a_connection_reports_and_is_learned_alike() {
         );
         // The CIB learned the success, as after any race.
         let learned: Vec<_> = ctx
-            .cib()
-            .outcomes()
-            .map(|(k, o)| (k.remote, o.last.clone(), o.rtt_samples.len()))
+            .cib_outcomes()
+            .into_iter()
+            .map(|(k, o)| (k.remote, o.last, o.rtt_samples.len()))
             .collect();
         assert_eq!(learned, [(remote, Ok(()), 1)], "{way:?}");
     }
@@ -108,8 +108,8 @@ async fn a_refusal_fails_alike() {
         let race = err.race().expect("a race error");
         assert_eq!(race.report().attempts.len(), 1, "{way:?}");
         assert!(ctx
-            .cib()
-            .outcomes()
+            .cib_outcomes()
+            .iter()
             .any(|(_, o)| o.last == Err(AttemptCause::Refused)));
         texts.push(without_numbers(&err.to_string()));
     }

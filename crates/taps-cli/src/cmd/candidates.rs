@@ -2,9 +2,10 @@
 //! SCTP was tried first.
 
 use serde_json::{json, Value};
-use taps::taps_core::candidates::{Candidate, Security};
+use taps::taps_core::candidates::Candidate;
 use taps::taps_core::policy::History;
 use taps::taps_core::Family;
+use taps::taps_core::Security;
 use taps::CandidateListing;
 use taps::{Preconnection, RemoteEndpoint, TransportProperties};
 

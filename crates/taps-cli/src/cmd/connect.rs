@@ -198,7 +198,7 @@ enum Winner {
     Json(Value),
     /// Text: the line `connected: STACK LOCAL -> REMOTE` and the security summary.
     Text {
-        stack: taps::taps_core::candidates::Stack,
+        stack: taps::taps_core::Stack,
         local: std::net::SocketAddr,
         remote: std::net::SocketAddr,
         security: Option<String>,
@@ -622,7 +622,7 @@ fn put_prefix(out: &mut impl Write, flow: Option<usize>) -> std::io::Result<()> 
 fn write_connected(
     out: &mut impl Write,
     flow: Option<usize>,
-    stack: &taps::taps_core::candidates::Stack,
+    stack: &taps::taps_core::Stack,
     local: &std::net::SocketAddr,
     remote: &std::net::SocketAddr,
     took: Duration,
@@ -757,8 +757,8 @@ mod tests {
 
     #[test]
     fn the_connected_line_reads_as_the_formatter_writes_it() {
-        use taps::taps_core::candidates::Stack;
         use taps::taps_core::properties::Protocol;
+        use taps::taps_core::Stack;
         let addrs: [std::net::SocketAddr; 4] = [
             "127.0.0.1:45894".parse().unwrap(),
             "0.0.0.0:0".parse().unwrap(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::reasons::Violation;
 use crate::net::{Family, Interface, InterfaceKind};
-use crate::policy::pib::PropertySet;
+use crate::policy::PropertySet;
 use crate::properties::{Name, Precedence, Value};
 
 /// The local side of a candidate: an interface and address to bind, when the

@@ -2,8 +2,8 @@
 
 use super::evaluate::evaluate_stack;
 use super::reasons::Unsatisfiable;
-use crate::policy::pib::PropertySet;
 use crate::policy::MergeConflict;
+use crate::policy::PropertySet;
 use crate::properties::{Entry, Name, Origin, Precedence, Preference};
 use crate::stack::{Security, Stack};
 

@@ -4,7 +4,7 @@
 //! every violation.
 
 use super::reasons::{Reason, Violation};
-use crate::policy::pib::PropertySet;
+use crate::policy::PropertySet;
 use crate::properties::{Entry, Name, NameKind, Origin, Precedence, Preference, Protocol, Value};
 use crate::stack::{Provides, Stack};
 

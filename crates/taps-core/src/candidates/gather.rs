@@ -13,7 +13,7 @@ use super::order::order;
 use super::plan::{Plan, PlannedStack};
 use super::reasons::{Reason, Violation};
 use crate::net::{Family, Interface};
-use crate::policy::pib::PropertySet;
+use crate::policy::PropertySet;
 use crate::policy::{Cib, History};
 use crate::properties::{Name, Value};
 use crate::stack::{Security, Stack};

@@ -34,7 +34,6 @@ mod plan;
 mod reasons;
 mod rfc6724;
 
-pub use crate::stack::{Provides, Security, Stack};
 pub use bindings::LocalBinding;
 pub use candidate::{Candidate, PrunedCandidate};
 pub use gather::{Gathered, ScoredAnswer};

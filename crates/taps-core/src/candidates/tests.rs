@@ -5,12 +5,11 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::failure::AttemptCause;
 use crate::net::{Family, Interface, InterfaceKind};
-use crate::policy::pib::PropertySet;
-use crate::policy::pib::{Rule, RuleKind};
-use crate::policy::{Cib, CibConfig, History, OutcomeKey, Pib};
+use crate::policy::{Cib, CibConfig, History, OutcomeKey, Pib, PropertySet, Rule, RuleKind};
 use crate::properties::{
     Entry, Name, Precedence, Preference, Properties, Protocol, TransportProperties, Value,
 };
+use crate::{Security, Stack};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -535,7 +534,7 @@ fn unavailable_stacks_are_ranked_and_marked() {
 
 mod pib {
     use super::*;
-    use crate::policy::pib::merge_entry;
+    use crate::policy::merge_entry;
     use crate::policy::{Rule, RuleKind};
 
     fn rule(json: &str, kind: RuleKind) -> Rule {

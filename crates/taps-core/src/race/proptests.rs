@@ -12,9 +12,9 @@ use super::tests::{addr, cand, ms, Input, Path, Sim};
 use std::time::Duration;
 
 use super::*;
-use crate::candidates::Stack;
 use crate::policy::History;
 use crate::properties::Protocol;
+use crate::Stack;
 
 /// Cases per `cargo test` run (the whole property takes about a second in debug).
 const CASES: u32 = 5000;

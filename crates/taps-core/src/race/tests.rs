@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use super::commit::commit_grace;
 use super::*;
-use crate::candidates::{LocalBinding, Stack};
+use crate::candidates::LocalBinding;
 use crate::policy::{Cib, History};
 use crate::properties::Protocol;
+use crate::Stack;
 
 const PORT: u16 = 80;
 

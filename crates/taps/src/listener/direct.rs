@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 
-use taps_core::candidates::Stack;
 use taps_core::properties::Protocol;
+use taps_core::Stack;
 use tokio::net::TcpListener;
 
 use super::{out_of_resources, Accepting, RESOURCE_PAUSE};

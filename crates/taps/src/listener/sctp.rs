@@ -4,8 +4,8 @@
 use std::io;
 use std::sync::Arc;
 
-use taps_core::candidates::Stack;
 use taps_core::properties::Protocol;
+use taps_core::Stack;
 use tokio_util::sync::CancellationToken;
 
 use super::{Accepting, RESOURCE_PAUSE};

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use taps_core::candidates::{Security, Stack};
 use taps_core::properties::Protocol;
+use taps_core::{Security, Stack};
 use tokio::sync::mpsc;
 
 use super::{accept_dtls, accept_quic, Binder};

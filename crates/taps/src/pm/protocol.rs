@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use taps_core::policy::cib::MAX_FILE_BYTES;
 use taps_core::policy::PortableRecord;
+use taps_core::policy::MAX_FILE_BYTES;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 /// The protocol version the `hello` line carries.

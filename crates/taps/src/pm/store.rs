@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
-use taps_core::policy::cib::MAX_FILE_BYTES;
 use taps_core::policy::Cib;
+use taps_core::policy::MAX_FILE_BYTES;
 
 /// Why a CIB file was not loaded.
 #[derive(Debug, thiserror::Error)]

@@ -12,8 +12,8 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use taps_core::candidates::Candidate;
-use taps_core::failure::AttemptCause;
 use taps_core::race::{Action, AttemptId, DnsSource};
+use taps_core::AttemptCause;
 use taps_core::{DnsFailure, Family, Interface, ServiceInfo};
 use tokio::time::Sleep;
 use tracing::Instrument;

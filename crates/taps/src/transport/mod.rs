@@ -26,9 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
-use taps_core::candidates::{Candidate, LocalBinding, Security};
-use taps_core::failure::AttemptCause;
+use taps_core::candidates::{Candidate, LocalBinding};
 use taps_core::policy::History;
+use taps_core::AttemptCause;
+use taps_core::Security;
 
 use crate::security::{ClientSecurity, DtlsFlow, QuicStream, SecurityInfo};
 use taps_core::properties::Protocol;

@@ -15,10 +15,11 @@ use crate::transport::{
     DatagramKind, Established, SocketOptions, TcpFlavor,
 };
 use socket2::SockRef;
-use taps_core::candidates::{Candidate, LocalBinding, Security, Stack};
+use taps_core::candidates::{Candidate, LocalBinding};
 use taps_core::policy::History;
 use taps_core::properties::{CapacityProfile, Name, Protocol, TransportProperties};
 use taps_core::InterfaceKind;
+use taps_core::{Security, Stack};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 

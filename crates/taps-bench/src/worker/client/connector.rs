@@ -102,7 +102,7 @@ impl Connector {
                     .await
                     .map_err(|e| format!("seeding connection to {host}:{port}: {e}"))?;
                 drop(seed);
-                if hit_ctx.cib().is_empty() {
+                if hit_ctx.cib_len() == 0 {
                     return Err("the seeding connection left the CIB empty".into());
                 }
                 c.hit = Some(hit);
