@@ -13,8 +13,7 @@ use taps_core::candidates::{Availability, Candidate, Plan};
 use taps_core::policy::{Cib, OutcomeKey, Pib};
 use taps_core::properties::{Preference, Protocol, TransportProperties};
 use taps_core::race::{Action, Race, RaceConfig};
-use taps_core::{AttemptCause, Family};
-use taps_core::{Security, Stack};
+use taps_core::{AttemptCause, Family, Security, Stack, Unavailable};
 
 const NEAT_JSON: &str = r#"{"transport": {"value": ["SCTP", "TCP"], "precedence": 2},
  "preserveMsgBoundaries": {"value": true, "precedence": 1}, "low_latency": true}"#;
@@ -26,7 +25,7 @@ fn availability() -> Availability {
     for stack in Stack::ALL {
         let runs = stack.security == Security::None && stack.protocol != Protocol::Quic;
         if !runs {
-            a = a.without(stack, "not in this build");
+            a = a.without(stack, Unavailable::NotBuilt);
         }
     }
     a

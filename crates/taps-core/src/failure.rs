@@ -5,7 +5,6 @@
 //! manager and the candidates can all speak of causes without depending on each other.
 //! Text exists only as `Display`, rendered when shown.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +50,7 @@ pub enum AttemptCause {
     /// version, cipher suite or ALPN, an alert from the peer, a malformed message, ...
     Handshake(Arc<str>),
     /// This build or host cannot run the candidate's stack (never started).
-    Unavailable(Cow<'static, str>),
+    Unavailable(Unavailable),
     /// The host cannot run what the attempt needs (protocol missing from the kernel,
     /// unknown congestion control, a socket option it refuses, ...).
     Unsupported(Arc<str>),
@@ -94,6 +93,40 @@ impl fmt::Display for AttemptCause {
             AttemptCause::Unavailable(why) => write!(f, "skipped: {why}"),
             AttemptCause::Unsupported(why) | AttemptCause::Other(why) => f.write_str(why),
         }
+    }
+}
+
+/// Why this build or host cannot run a stack: the candidate is ranked and reported, never
+/// started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Unavailable {
+    /// QUIC with a security other than its own TLS 1.3.
+    QuicIsTls,
+    /// TLS over a protocol that is not a byte stream (TLS runs over TCP and MPTCP).
+    TlsNeedsStream,
+    /// DTLS over SCTP, which taps does not implement.
+    DtlsOverSctp,
+    /// libusrsctp, which runs SCTP, cannot be loaded.
+    SctpLibraryMissing,
+    /// The executing side has no implementation of the stack (what a tool or test says
+    /// of a build it models).
+    NotBuilt,
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Unavailable::QuicIsTls => "QUIC is always secured by TLS 1.3",
+            Unavailable::TlsNeedsStream => "TLS runs over TCP and MPTCP only",
+            Unavailable::DtlsOverSctp => "DTLS over SCTP is not implemented in this build yet",
+            Unavailable::SctpLibraryMissing => {
+                "libusrsctp cannot be loaded (install libusrsctp2, or name the library in \
+                 TAPS_USRSCTP_LIB)"
+            }
+            Unavailable::NotBuilt => "not supported by this build",
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use rustls::client::ClientSessionMemoryCache;
 use taps_core::candidates::Availability;
 use taps_core::policy::{AttemptRecord, Cib, CibConfig, History, Outcome, OutcomeKey, Pib};
 use taps_core::properties::Protocol;
-use taps_core::{Security, Stack};
+use taps_core::{Security, Stack, Unavailable};
 
 use crate::interfaces::InterfaceWatcher;
 use crate::pm::client::{PmClient, SharedCib, SharedPib};
@@ -352,7 +352,7 @@ impl Context {
                     tracing::debug!("SCTP unavailable: {e}");
                     self.inner.availability.clone().without(
                         Stack::plain(Protocol::Sctp),
-                        "libusrsctp cannot be loaded (install libusrsctp2, or name the library in TAPS_USRSCTP_LIB)",
+                        Unavailable::SctpLibraryMissing,
                     )
                 }
             }
@@ -412,11 +412,11 @@ fn availability() -> Availability {
             ) => continue,
             (Protocol::Sctp, Security::None) => continue, // usrsctp over UDP, everywhere
             (Protocol::Quic, Security::QuicTls) => continue, // quinn
-            (Protocol::Quic, _) => "QUIC is always secured by TLS 1.3",
+            (Protocol::Quic, _) => Unavailable::QuicIsTls,
             (Protocol::Tcp | Protocol::Mptcp, Security::Tls) => continue, // rustls
-            (_, Security::Tls) => "TLS runs over TCP and MPTCP only",
+            (_, Security::Tls) => Unavailable::TlsNeedsStream,
             (Protocol::Udp | Protocol::UdpLite, Security::Dtls) => continue, // dimpl
-            (_, _) => "DTLS over SCTP is not implemented in this build yet",
+            (_, _) => Unavailable::DtlsOverSctp,
         };
         a = a.without(stack, reason);
     }

@@ -6,12 +6,13 @@
 //! `Display`, rendered when shown.
 
 use std::fmt;
+use std::sync::Arc;
 
 use taps_core::candidates::{PrunedCandidate, Unsatisfiable};
 use taps_core::properties::PropertyError;
 use taps_core::race::{AttemptId, RaceError};
 use taps_core::AttemptCause;
-use taps_core::{DnsFailure, Family};
+use taps_core::{DnsFailure, Family, Unavailable};
 
 /// Everything that can go wrong, each with a message that says what and why.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +115,7 @@ pub enum ConfigError {
     #[error("nothing to listen on: allowed stacks {}; {}", StackList(.allowed), MissingList(.missing))]
     NothingToListenOn {
         /// Every stack the properties allow, with why this build cannot run it (if so).
-        allowed: Vec<(taps_core::Stack, Option<&'static str>)>,
+        allowed: Vec<(taps_core::Stack, Option<Unavailable>)>,
         /// The stacks that could not listen, and why.
         missing: Vec<MissingStack>,
     },
@@ -190,8 +191,8 @@ pub enum FileProblem {
     #[error("nothing PEM-encoded in it")]
     NoPem,
     /// Its PEM is malformed.
-    #[error("not valid PEM: {0}")]
-    BadPem(String),
+    #[error("not valid PEM: {}", PemWords(.0))]
+    BadPem(rustls::pki_types::pem::Error),
     /// It holds no certificate.
     #[error("no certificate in it (expected PEM \"BEGIN CERTIFICATE\")")]
     NoCertificate,
@@ -211,15 +212,103 @@ pub enum FileProblem {
     UnusableCa(rustls::Error),
 }
 
+/// A malformed PEM file in words: the variant's meaning, not its debug output.
+struct PemWords<'a>(&'a rustls::pki_types::pem::Error);
+
+impl fmt::Display for PemWords<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use rustls::pki_types::pem::Error;
+        match self.0 {
+            Error::MissingSectionEnd { end_marker } => write!(
+                f,
+                "a section has no end (expected \"{}\")",
+                String::from_utf8_lossy(end_marker)
+            ),
+            Error::IllegalSectionStart { line } => write!(
+                f,
+                "a section starts badly: \"{}\"",
+                String::from_utf8_lossy(line)
+            ),
+            Error::Base64Decode(why) => write!(f, "its base64 does not decode ({why})"),
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
 /// A stack the listener could not listen on, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct MissingStack {
     /// The stack.
     pub stack: taps_core::Stack,
     /// The address it was to listen on.
     pub addr: std::net::SocketAddr,
-    /// Why it could not (the OS error, with a hint where there is one).
-    pub reason: String,
+    /// Why it could not.
+    pub reason: ListenFailure,
+}
+
+/// Why one stack could not listen. Cloning shares the OS error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListenFailure {
+    /// The operating system refused the socket, its bind or its listen.
+    #[error("{0}")]
+    Socket(Arc<std::io::Error>),
+    /// SCTP's UDP encapsulation port is held by another socket.
+    #[error(
+        "UDP port {port} (SCTP's encapsulation port) is in use, most likely by another \
+         process's SCTP listener (or by a listener of this process dropped a moment ago: \
+         `Listener::close().await` waits for its sockets): usrsctp runs inside each process, \
+         so only one process per host serves SCTP on one encapsulation port; give this \
+         context another one (Context::builder().sctp_udp_port or `taps --sctp-udp-port`, \
+         and the same on the clients) ({error})"
+    )]
+    SctpPortInUse {
+        /// The encapsulation port.
+        port: u16,
+        /// The OS error.
+        error: Arc<std::io::Error>,
+    },
+    /// SCTP over UDP could not listen for another reason.
+    #[error("UDP port {port}: {error}")]
+    Sctp {
+        /// The encapsulation port.
+        port: u16,
+        /// The OS error.
+        error: Arc<std::io::Error>,
+    },
+    /// The listener's certificate and key cannot serve DTLS.
+    #[error("{}: {problem}", key_file.display())]
+    DtlsIdentity {
+        /// The key file of the identity.
+        key_file: std::path::PathBuf,
+        /// What DTLS cannot use.
+        problem: DtlsIdentityProblem,
+    },
+}
+
+impl ListenFailure {
+    /// An OS error, shared.
+    pub(crate) fn socket(e: std::io::Error) -> Self {
+        ListenFailure::Socket(Arc::new(e))
+    }
+
+    /// Whether the address (not SCTP's encapsulation port) is taken: `EADDRINUSE`.
+    pub(crate) fn address_in_use(&self) -> bool {
+        matches!(self, ListenFailure::Socket(e) if e.kind() == std::io::ErrorKind::AddrInUse)
+    }
+}
+
+/// Why a certificate and key cannot serve DTLS.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum DtlsIdentityProblem {
+    /// The chain holds no certificate.
+    #[error("no certificate")]
+    NoCertificate,
+    /// The DTLS implementation signs with ECDSA P-256 or P-384 keys only, and this key
+    /// is of another kind (RSA, Ed25519, ...).
+    #[error("DTLS needs an ECDSA P-256 or P-384 key")]
+    KeyType,
 }
 
 impl std::fmt::Display for MissingStack {
@@ -229,7 +318,7 @@ impl std::fmt::Display for MissingStack {
 }
 
 /// `a, b (why), c`, rendered when shown.
-struct StackList<'a>(&'a [(taps_core::Stack, Option<&'static str>)]);
+struct StackList<'a>(&'a [(taps_core::Stack, Option<Unavailable>)]);
 
 impl fmt::Display for StackList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -47,8 +47,8 @@ pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
 pub use error::{
-    ConfigError, Error, EstablishError, FileProblem, InternalError, MissingStack, SetupError,
-    UsageError,
+    ConfigError, DtlsIdentityProblem, Error, EstablishError, FileProblem, InternalError,
+    ListenFailure, MissingStack, SetupError, UsageError,
 };
 pub use listener::{Listener, ListenerOptions};
 pub use preconnection::{CandidateListing, Preconnection};

@@ -55,7 +55,7 @@ use crate::connection::{Connection, Io, Slot};
 use crate::security::ServerSecurity;
 use crate::transport;
 use crate::transport::{SocketOptions, Stream};
-use crate::{ConfigError, Error, MissingStack};
+use crate::{ConfigError, Error, ListenFailure, MissingStack};
 
 /// Datagrams queued per accepted datagram flow before new ones are dropped.
 const FLOW_QUEUE: usize = 256;
@@ -333,11 +333,9 @@ impl Drop for AcceptTasks {
 
 impl Binder {
     /// Records that `stack` could not listen on `addr`.
-    fn miss(&mut self, stack: Stack, addr: SocketAddr, reason: impl std::fmt::Display) {
-        let reason = reason.to_string();
-        // EADDRINUSE ("Address in use"). Not SCTP's: its socket is the context's UDP
-        // encapsulation port, which a new port for the listener does not change.
-        self.port_in_use |= stack.protocol != Protocol::Sctp && reason.contains("in use");
+    fn miss(&mut self, stack: Stack, addr: SocketAddr, reason: ListenFailure) {
+        // Not SCTP's encapsulation port: a new port for the listener does not change it.
+        self.port_in_use |= reason.address_in_use();
         self.missing.push(MissingStack {
             stack,
             addr,
@@ -402,7 +400,7 @@ impl Binder {
                     self.tasks.spawn(task);
                 }
             }
-            Err(e) => self.miss(stack, addr, e),
+            Err(e) => self.miss(stack, addr, ListenFailure::socket(e)),
         }
         Ok(())
     }
@@ -419,20 +417,15 @@ impl Binder {
                 let acc = self.accepting();
                 self.tasks.spawn_graceful(|stop| accept_sctp(l, acc, stop));
             }
-            Err(e) if e.to_string().contains("in use") => self.miss(
-                stack,
-                addr,
-                format!(
-                    "UDP port {port} (SCTP's encapsulation port) is in use, most likely by \
-                     another process's SCTP listener (or by a listener of this process \
-                     dropped a moment ago: `Listener::close().await` waits for its sockets): \
-                     usrsctp runs inside each process, so only one process per host serves \
-                     SCTP on one encapsulation port; give this context another one \
-                     (Context::builder().sctp_udp_port or `taps --sctp-udp-port`, and the \
-                     same on the clients) ({e})"
-                ),
-            ),
-            Err(e) => self.miss(stack, addr, format!("UDP port {port}: {e}")),
+            Err(e) => {
+                let error = Arc::new(io::Error::from(e));
+                let reason = if error.kind() == io::ErrorKind::AddrInUse {
+                    ListenFailure::SctpPortInUse { port, error }
+                } else {
+                    ListenFailure::Sctp { port, error }
+                };
+                self.miss(stack, addr, reason);
+            }
         }
     }
 
@@ -444,7 +437,7 @@ impl Binder {
                 let task = accept_datagrams(Arc::new(s), Stack::plain(p), self.accepting());
                 self.tasks.spawn(task);
             }
-            Err(e) => self.miss(Stack::plain(p), addr, e),
+            Err(e) => self.miss(Stack::plain(p), addr, ListenFailure::socket(e)),
         }
         Ok(())
     }

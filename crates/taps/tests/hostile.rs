@@ -17,8 +17,8 @@ use tokio::time::timeout;
 
 use taps::taps_core::properties::Protocol;
 use taps::{
-    Connection, Context, Error, Listener, ListenerOptions, Preconnection, Preference,
-    RemoteEndpoint, TransportProperties,
+    Connection, Context, Error, ListenFailure, Listener, ListenerOptions, Preconnection,
+    Preference, RemoteEndpoint, TransportProperties,
 };
 
 const T: Duration = Duration::from_secs(20);
@@ -485,10 +485,11 @@ async fn second_sctp_server_on_the_host_says_why_it_has_no_sctp() {
     assert_eq!(missing.len(), 1, "{missing:?}");
     assert_eq!(missing[0].stack.protocol, Protocol::Sctp);
     assert!(
-        missing[0].reason.contains("another process"),
+        matches!(missing[0].reason, ListenFailure::SctpPortInUse { .. }),
         "{}",
         missing[0]
     );
+    assert!(missing[0].to_string().contains("another process"));
     println!("second server: {}", missing[0]);
     drop(l);
     let strict = ListenerOptions {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::bindings::LocalBinding;
 use super::reasons::{Reason, Violation};
+use crate::failure::Unavailable;
 use crate::net::Family;
 use crate::policy::{History, OutcomeKey};
 use crate::stack::Stack;
@@ -28,7 +29,7 @@ pub struct Candidate {
     /// Why it has its score.
     pub reasons: Arc<[Reason]>,
     /// Why it cannot be attempted by this build, if so.
-    pub unavailable: Option<&'static str>,
+    pub unavailable: Option<Unavailable>,
 }
 
 impl Candidate {

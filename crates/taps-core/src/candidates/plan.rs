@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::conflict::explain_conflict;
 use super::evaluate::{evaluate_facts, evaluate_stack, Evaluation};
 use super::reasons::{Reason, Unsatisfiable, Violation};
-use crate::policy::Pib;
-use crate::policy::PropertySet;
+use crate::failure::Unavailable;
+use crate::policy::{Pib, PropertySet};
 use crate::properties::{Name, Properties, Value};
 use crate::stack::Stack;
 use crate::Family;
@@ -26,7 +26,7 @@ pub struct PlannedStack {
     /// Why.
     pub reasons: Vec<Reason>,
     /// Why this build cannot run it, if it cannot (the race skips it).
-    pub unavailable: Option<&'static str>,
+    pub unavailable: Option<Unavailable>,
 }
 
 /// A stack the properties rule out, and why.
@@ -41,7 +41,7 @@ pub struct PrunedStack {
 /// Which stacks the executing side can run; others are still ranked but marked.
 #[derive(Debug, Clone, Default)]
 pub struct Availability {
-    unavailable: HashMap<Stack, &'static str>,
+    unavailable: HashMap<Stack, Unavailable>,
 }
 
 impl Availability {
@@ -51,13 +51,13 @@ impl Availability {
     }
 
     /// Marks `stack` as unavailable for `reason`. One map insertion.
-    pub fn without(mut self, stack: Stack, reason: &'static str) -> Availability {
+    pub fn without(mut self, stack: Stack, reason: Unavailable) -> Availability {
         self.unavailable.insert(stack, reason);
         self
     }
 
     /// Why `stack` cannot run, if it cannot. One map lookup.
-    pub fn reason(&self, stack: Stack) -> Option<&'static str> {
+    pub fn reason(&self, stack: Stack) -> Option<Unavailable> {
         self.unavailable.get(&stack).copied()
     }
 }

@@ -9,7 +9,7 @@ use crate::policy::{Cib, CibConfig, History, OutcomeKey, Pib, PropertySet, Rule,
 use crate::properties::{
     Entry, Name, Precedence, Preference, Properties, Protocol, TransportProperties, Value,
 };
-use crate::{Security, Stack};
+use crate::{Security, Stack, Unavailable};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -519,7 +519,7 @@ fn history_moves_failures_back_and_fast_paths_forward() {
 #[test]
 fn unavailable_stacks_are_ranked_and_marked() {
     let props = Properties::defaults();
-    let avail = Availability::all().without(Stack::plain(Protocol::Tcp), "not built");
+    let avail = Availability::all().without(Stack::plain(Protocol::Tcp), Unavailable::NotBuilt);
     let plan = Plan::new(&props, Arc::new(Pib::empty()), &avail).unwrap();
     let g = plan.gather(
         &endpoint(),
@@ -528,7 +528,7 @@ fn unavailable_stacks_are_ranked_and_marked() {
         &Cib::new(CibConfig::default()),
         Instant::now(),
     );
-    assert_eq!(g.candidates[0].unavailable, Some("not built"));
+    assert_eq!(g.candidates[0].unavailable, Some(Unavailable::NotBuilt));
     assert_eq!(g.candidates[1].unavailable, None);
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::*;
 use crate::policy::History;
 use crate::properties::Protocol;
-use crate::Stack;
+use crate::{Stack, Unavailable};
 
 /// Cases per `cargo test` run (the whole property takes about a second in debug).
 const CASES: u32 = 5000;
@@ -85,12 +85,12 @@ impl Script {
             c.history = a.history.clone();
             c.score = if a.preferred { 1.0 } else { 0.0 };
             if a.unavailable {
-                c.unavailable = Some("TCP is not supported by this build");
+                c.unavailable = Some(Unavailable::NotBuilt);
             }
             if let Some(available) = a.sctp {
                 let mut s = c.clone();
                 s.stack = Stack::plain(Protocol::Sctp);
-                s.unavailable = (!available).then_some("SCTP is not supported by this build");
+                s.unavailable = (!available).then_some(Unavailable::NotBuilt);
                 out.push(s);
             }
             out.push(c);

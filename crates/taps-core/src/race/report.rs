@@ -1,13 +1,12 @@
 //! What a race did: per-attempt outcomes, DNS events, a timeline for `--trace`, and the
 //! error returned when no attempt won.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::AttemptId;
 use crate::candidates::Candidate;
-use crate::failure::{AttemptCause, DnsFailure, Ms};
+use crate::failure::{AttemptCause, DnsFailure, Ms, Unavailable};
 use crate::net::Family;
 use crate::policy::AttemptRecord;
 use crate::service::ServiceInfo;
@@ -23,7 +22,7 @@ pub enum AttemptOutcome {
     /// Another attempt won, so it was cancelled.
     Cancelled,
     /// Never started: this build cannot run its stack, for this reason.
-    Skipped(&'static str),
+    Skipped(Unavailable),
     /// Started and not ended yet.
     Pending,
 }
@@ -547,7 +546,7 @@ impl RaceError {
         self.report.attempts.iter().filter_map(|a| {
             let cause = match &a.outcome {
                 AttemptOutcome::Failed(c) => c.clone(),
-                AttemptOutcome::Skipped(why) => AttemptCause::Unavailable(Cow::Borrowed(why)),
+                AttemptOutcome::Skipped(why) => AttemptCause::Unavailable(*why),
                 _ => return None,
             };
             Some(AttemptFailure {

@@ -14,7 +14,7 @@ use super::*;
 use crate::candidates::LocalBinding;
 use crate::policy::{Cib, History};
 use crate::properties::Protocol;
-use crate::Stack;
+use crate::{Stack, Unavailable};
 
 const PORT: u16 = 80;
 
@@ -680,7 +680,7 @@ fn check_end(run: &Run, race: &Race, w: &Watch, end: Duration, config: &RaceConf
         .iter()
         .filter_map(|a| match &a.outcome {
             AttemptOutcome::Failed(c) => Some((a.id, c.clone())),
-            AttemptOutcome::Skipped(why) => Some((a.id, AttemptCause::Unavailable((*why).into()))),
+            AttemptOutcome::Skipped(why) => Some((a.id, AttemptCause::Unavailable(*why))),
             _ => None,
         })
         .collect();
@@ -1353,7 +1353,7 @@ fn reachable_hold_replaces_the_stagger_wakeup_with_the_commitments_end() {
 fn unavailable_candidates_are_skipped_and_reported() {
     let mut sctp = cand("2001:db8::1");
     sctp.stack = Stack::plain(Protocol::Sctp);
-    sctp.unavailable = Some("SCTP is not supported by this build");
+    sctp.unavailable = Some(Unavailable::NotBuilt);
     let run = sim()
         .path("2001:db8::1", Path::Connects(40))
         .aaaa(0, vec![sctp.clone(), cand("2001:db8::1")])
@@ -1370,12 +1370,12 @@ fn unavailable_candidates_are_skipped_and_reported() {
     assert_eq!(skipped.candidate.stack.protocol, Protocol::Sctp);
     assert_eq!(
         skipped.outcome,
-        AttemptOutcome::Skipped("SCTP is not supported by this build")
+        AttemptOutcome::Skipped(Unavailable::NotBuilt)
     );
     assert_eq!(r.winner, Some(r.attempts[1].id));
     assert!(r
         .trace()
-        .contains("skipped SCTP [2001:db8::1]:80: SCTP is not supported"));
+        .contains("skipped SCTP [2001:db8::1]:80: not supported by this build"));
 
     // Only unavailable candidates: a clear error, nothing started.
     let run = sim().aaaa(0, vec![sctp]).complete(0).run();
@@ -1384,7 +1384,7 @@ fn unavailable_candidates_are_skipped_and_reported() {
     assert_eq!(err.kind(), FailureKind::NoCandidates);
     assert_eq!(
         err.to_string(),
-        "no candidate to race: SCTP [2001:db8::1]:80: skipped: SCTP is not supported by this build"
+        "no candidate to race: SCTP [2001:db8::1]:80: skipped: not supported by this build"
     );
 }
 

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{accept_dtls, accept_quic, Binder};
 use crate::transport;
-use crate::Error;
+use crate::{Error, ListenFailure};
 
 impl Binder {
     /// QUIC on the same port (UDP), with the listener's identity.
@@ -24,7 +24,7 @@ impl Binder {
                 let acc = self.accepting();
                 self.tasks.spawn(accept_quic(endpoint, acc));
             }
-            Err(e) => self.miss(stack, addr, e),
+            Err(e) => self.miss(stack, addr, ListenFailure::socket(e)),
         }
         Ok(())
     }
@@ -47,7 +47,8 @@ impl Binder {
         let port = match crate::security::shared_port::listen(addr, security.quic()) {
             Ok(port) => port,
             Err(e) => {
-                self.miss(quic, addr, &e);
+                let e = ListenFailure::socket(e);
+                self.miss(quic, addr, e.clone());
                 self.miss(dtls, addr, e);
                 return Ok(());
             }
@@ -90,7 +91,7 @@ impl Binder {
                 let task = accept_dtls(arx, stack, self.accepting());
                 self.tasks.spawn(task);
             }
-            Err(e) => self.miss(stack, addr, e),
+            Err(e) => self.miss(stack, addr, ListenFailure::socket(e)),
         }
         Ok(())
     }

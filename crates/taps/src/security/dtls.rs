@@ -49,6 +49,7 @@ use tokio::sync::mpsc;
 
 use super::failure::verify_failure;
 use super::{provider, SecurityInfo};
+use crate::error::DtlsIdentityProblem;
 use flow::{Failure, Path, Session};
 use routes::{Delivery, Route, SessionHandle};
 
@@ -94,14 +95,14 @@ fn server_config() -> Arc<Config> {
 fn dtls_certificate(
     chain: &[CertificateDer<'_>],
     key: &PrivateKeyDer<'_>,
-) -> Result<DtlsCertificate, String> {
-    let leaf = chain.first().ok_or("no certificate")?;
+) -> Result<DtlsCertificate, DtlsIdentityProblem> {
+    let leaf = chain.first().ok_or(DtlsIdentityProblem::NoCertificate)?;
     let key = key.secret_der();
     client_config()
         .crypto_provider()
         .key_provider
         .load_private_key(key)
-        .map_err(|e| format!("DTLS needs an ECDSA P-256 or P-384 key ({e:?})"))?;
+        .map_err(|_| DtlsIdentityProblem::KeyType)?;
     Ok(DtlsCertificate {
         certificate: leaf.to_vec(),
         private_key: key.to_vec(),
@@ -142,7 +143,9 @@ impl DtlsClient {
         name: Arc<str>,
     ) -> DtlsClient {
         let identity = match identity {
-            Some((chain, key)) => dtls_certificate(chain, key).map(Some).map_err(Arc::from),
+            Some((chain, key)) => dtls_certificate(chain, key)
+                .map(Some)
+                .map_err(|e| Arc::from(e.to_string())),
             None => Ok(None),
         };
         DtlsClient {
@@ -271,11 +274,11 @@ pub(crate) struct DtlsServer {
 }
 
 impl DtlsServer {
-    /// The identity's leaf and key; an error (in words) if dimpl cannot use the key.
+    /// The identity's leaf and key; an error if dimpl cannot use the key.
     pub(crate) fn new(
         chain: &[CertificateDer<'_>],
         key: &PrivateKeyDer<'_>,
-    ) -> Result<DtlsServer, String> {
+    ) -> Result<DtlsServer, DtlsIdentityProblem> {
         Ok(DtlsServer {
             certificate: dtls_certificate(chain, key)?,
         })

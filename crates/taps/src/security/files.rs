@@ -37,22 +37,6 @@ fn pem_problem(e: pem::Error) -> FileProblem {
     match e {
         pem::Error::Io(e) => FileProblem::Unreadable(e),
         pem::Error::NoItemsFound => FileProblem::NoPem,
-        e => FileProblem::BadPem(pem_words(&e)),
-    }
-}
-
-/// A malformed PEM file in words: the variant's meaning, not its debug output.
-fn pem_words(e: &pem::Error) -> String {
-    match e {
-        pem::Error::MissingSectionEnd { end_marker } => format!(
-            "a section has no end (expected \"{}\")",
-            String::from_utf8_lossy(end_marker)
-        ),
-        pem::Error::IllegalSectionStart { line } => format!(
-            "a section starts badly: \"{}\"",
-            String::from_utf8_lossy(line)
-        ),
-        pem::Error::Base64Decode(why) => format!("its base64 does not decode ({why})"),
-        other => other.to_string(),
+        e => FileProblem::BadPem(e),
     }
 }

@@ -10,7 +10,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::dtls::DtlsServer;
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
-use crate::error::{ConfigError, FileProblem, SetupError};
+use crate::error::{ConfigError, FileProblem, ListenFailure, SetupError};
 
 /// What a TLS listener needs. Built once per listener (reads the certificate and key).
 #[derive(Debug)]
@@ -19,7 +19,7 @@ pub(crate) struct ServerSecurity {
     /// QUIC's configuration from the same identity (TLS 1.3).
     quic: quinn::ServerConfig,
     /// DTLS's identity (the same leaf and key), or why dimpl cannot use it.
-    dtls: Result<Arc<DtlsServer>, String>,
+    dtls: Result<Arc<DtlsServer>, ListenFailure>,
 }
 
 impl ServerSecurity {
@@ -33,7 +33,10 @@ impl ServerSecurity {
         let key = files::private_key(key_file)?;
         let dtls = DtlsServer::new(&chain, &key)
             .map(Arc::new)
-            .map_err(|why| format!("{}: {why}", key_file.display()));
+            .map_err(|problem| ListenFailure::DtlsIdentity {
+                key_file: key_file.clone(),
+                problem,
+            });
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| SetupError::Config(ConfigError::Tls(e)))?
@@ -73,11 +76,8 @@ impl ServerSecurity {
     }
 
     /// DTLS's identity, or why this one cannot serve DTLS (e.g. an RSA key).
-    pub(crate) fn dtls(&self) -> Result<Arc<DtlsServer>, &str> {
-        match &self.dtls {
-            Ok(server) => Ok(server.clone()),
-            Err(why) => Err(why),
-        }
+    pub(crate) fn dtls(&self) -> Result<Arc<DtlsServer>, ListenFailure> {
+        self.dtls.clone()
     }
 
     /// Runs the server side of the handshake over an accepted stream.

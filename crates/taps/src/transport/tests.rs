@@ -560,9 +560,10 @@ fn secured_and_other_stacks_are_unsupported() {
             assert!(err.to_string().contains(&stack.to_string()), "{err}");
         }
         let mut c = cand(Protocol::Tcp, remote);
-        c.unavailable = Some("disabled for this test");
+        c.unavailable = Some(taps_core::Unavailable::NotBuilt);
         let err = connect(&c, &opts).await.unwrap_err();
-        assert!(err.to_string().contains("disabled for this test"), "{err}");
+        let why = taps_core::Unavailable::NotBuilt.to_string();
+        assert!(err.to_string().contains(&why), "{err}");
     });
 }
 
