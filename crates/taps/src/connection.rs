@@ -139,10 +139,9 @@ impl Io {
 /// An established connection.
 pub struct Connection {
     io: Io,
-    /// Boxed: 480 bytes (the winning candidate, the race report, the security summary)
-    /// read rarely, while the connection is moved through every layer that returns it
-    /// and sits in the caller's futures; inline it made a connection 728 bytes, boxed
-    /// 256.
+    /// Boxed: the winning candidate, the race report and the security summary are large
+    /// and read rarely, while the connection is moved through every layer that returns
+    /// it and sits in the caller's futures (sizes in docs/benchmarks.md).
     info: Box<ConnectionInfo>,
     stats: Statistics,
     /// Largest framed message sent or received (byte streams).
@@ -665,8 +664,8 @@ mod tests {
 
     #[test]
     fn an_end_inside_a_length_is_an_error() {
-        // Before, a stream that ended after 1-3 bytes of a header read as a clean end:
-        // a truncated message went unnoticed.
+        // A stream that ends after 1-3 bytes of a header is a truncated message, not a
+        // clean end.
         for cut in [&b"\0"[..], b"\0\0", b"\0\0\0", b"\0\0\0\x01x\0\0"] {
             let r = decode(cut);
             assert!(

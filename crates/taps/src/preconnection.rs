@@ -92,7 +92,7 @@ impl Preconnection {
     /// attempt with its candidate, times and outcome, the DNS answers, the winner and
     /// its total time (in [`ConnectionInfo::race`](crate::ConnectionInfo::race), or in
     /// the error of a failed race), but not the steps, each a timestamp and an entry
-    /// kept as long as the connection (about five per connection, 336 bytes).
+    /// kept as long as the connection (about five per connection).
     pub fn race_timeline(mut self, keep: bool) -> Preconnection {
         self.race_timeline = keep;
         self
@@ -303,7 +303,7 @@ impl Preconnection {
             // Not taken (its last flow just closed it, or every stream is in use): race
             // for a new association below. Boxed, like the QUIC sibling below: inline,
             // the largest of these awaits would size every initiate future, the plain
-            // race's too (528 bytes instead of 176).
+            // race's too.
             if let Ok(flow) = Box::pin(SctpFlow::open_sibling(&shared)).await? {
                 drop(slot);
                 return Ok(Connection::new(
