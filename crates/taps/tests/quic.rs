@@ -267,7 +267,8 @@ async fn quic_alone_to_a_closed_port_is_refused() {
     let (err, causes) = quic_alone_fails(&ctx, port).await;
     let took = started.elapsed();
     assert_eq!(causes, [AttemptCause::Refused], "{err}");
-    assert!(took < Duration::from_secs(2), "{took:?}: {err}");
+    // The refusal, not QUIC's 10 s idle timeout, ended it.
+    assert!(took < Duration::from_secs(10), "{took:?}: {err}");
     // The server is this host, so the refusal came while the probe was sent: no QUIC
     // connection was built (one built and then closed stays open while it drains).
     assert_eq!(ctx.open_quic_connections(), 0);

@@ -137,15 +137,11 @@ async fn answers_arrive_in_order_of_delay() {
     let (second, t2) = &got[1];
     assert_eq!(first.family, Family::V4);
     assert_eq!(first.result, Ok(vec![ip("192.0.2.1")]));
-    assert!(*t1 < Duration::from_millis(200), "A took {t1:?}");
+    assert!(*t1 < delay, "A took {t1:?}");
     assert_eq!(second.family, Family::V6);
     assert_eq!(second.result, Ok(vec![ip("2001:db8::1")]));
     assert!(*t2 >= delay, "AAAA after {t2:?}");
-    assert!(
-        *t2 - *t1 >= Duration::from_millis(250),
-        "gap {:?}",
-        *t2 - *t1
-    );
+    assert!(t2 > t1, "A {t1:?}, AAAA {t2:?}");
 
     // The other way round (another name: the answers above are cached).
     dns.set_delay(Family::V6, Duration::ZERO);
@@ -260,7 +256,8 @@ async fn dropping_a_resolution_aborts_its_lookups() {
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
-    assert!(start.elapsed() < Duration::from_millis(100));
+    // Dropping does not wait for the lookups' 5 s answers.
+    assert!(start.elapsed() < Duration::from_secs(5));
     let after = metrics.num_alive_tasks();
     assert!(
         after + 2 <= during,

@@ -130,5 +130,6 @@ async fn ends_every_association_gracefully_once() {
 
     let again = Instant::now();
     assert_eq!(end_all_associations(EXIT_GRACE), Ended::default());
-    assert!(again.elapsed() < Duration::from_millis(100));
+    // Nothing left to end: no grace period waited.
+    assert!(again.elapsed() < EXIT_GRACE, "{:?}", again.elapsed());
 }
