@@ -242,6 +242,19 @@ wait_listen() {
     return 1
 }
 
+# serve NAME PROTO PORT CMD...: starts CMD in $RUN in the background (log
+# $LOG/NAME.log) and waits until it listens on PROTO PORT; its pid in SRV. When it does
+# not listen, REASON says so with the log's last lines, and the status is 1.
+serve() {
+    local name=$1 proto=$2 port=$3
+    shift 3
+    start_bg "$RUN" "$LOG/$name.log" "$@"
+    SRV=$BG_PID
+    wait_listen "$SRV" "$proto" "$port" && return 0
+    REASON="$name is not listening on $proto $port ($(state "$SRV")): $(lastlines "$LOG/$name.log")"
+    return 1
+}
+
 # port_free PROTO PORT: nobody listens on it (TCP) or has it bound (UDP).
 port_free() {
     case $1 in
@@ -428,10 +441,7 @@ echo_pair() {
     local proto=$1 sprops=$2 cprops=$3 line
     need_bins server_echo client || return 1
     need_ports 8080 9899 || return 1
-    start_bg "$RUN" "$LOG/server_echo.log" "$BIN/server_echo" -P "$sprops"
-    local srv=$BG_PID
-    wait_listen "$srv" "$( [ "$proto" = TCP ] && echo tcp || echo sctp)" 8080 ||
-        { REASON="server_echo is not listening on 8080 ($(state "$srv")): $(lastlines "$LOG/server_echo.log")"; return 1; }
+    serve server_echo "$( [ "$proto" = TCP ] && echo tcp || echo sctp)" 8080 "$BIN/server_echo" -P "$sprops" || return 1
     line="hello neat over $proto $$"
     local rc
     stdin_holder "$RUN/stdin" say_then_wait "$line" "$LOG/client.out" "^$line\$" 60
@@ -456,10 +466,8 @@ pair_echo_sctp() { echo_pair SCTP "$PROPS/sctp-only.json" "$EX/prop_sctp.json"; 
 pair_daytime_sctp() {
     need_bins server_daytime client || return 1
     need_ports 8080 9899 || return 1
-    start_bg "$RUN" "$LOG/server_daytime.log" "$BIN/server_daytime" -P "$PROPS/sctp-only.json"
-    local srv=$BG_PID i rc fails=0 nodate=0 noclose=0 badrc=0 first=""
-    wait_listen "$srv" sctp 8080 ||
-        { REASON="server_daytime is not listening ($(state "$srv")): $(lastlines "$LOG/server_daytime.log")"; return 1; }
+    serve server_daytime sctp 8080 "$BIN/server_daytime" -P "$PROPS/sctp-only.json" || return 1
+    local srv=$SRV i rc fails=0 nodate=0 noclose=0 badrc=0 first=""
     for ((i = 1; i <= DAYTIME_RUNS; i++)); do
         # stdin stays open (the client would close the flow at EOF) until it exits.
         stdin_holder "$RUN/stdin" sleep 60
@@ -488,10 +496,8 @@ pair_daytime_sctp() {
 pair_chargen() {
     need_bins server_chargen client || return 1
     need_ports 8080 9899 || return 1
-    start_bg "$RUN" "$LOG/server_chargen.log" "$BIN/server_chargen" -P "$EX/prop_tcp.json"
-    local srv=$BG_PID rc
-    wait_listen "$srv" tcp 8080 ||
-        { REASON="server_chargen is not listening ($(state "$srv")): $(lastlines "$LOG/server_chargen.log")"; return 1; }
+    serve server_chargen tcp 8080 "$BIN/server_chargen" -P "$EX/prop_tcp.json" || return 1
+    local rc
     # stdin stays open until 20,000 bytes came in (or 60 s); at its EOF the client closes.
     stdin_holder "$RUN/stdin" wait_size "$LOG/client.out" 20000 60
     run_client 120 "$RUN" "$RUN/stdin" "$LOG/client.out" "$LOG/client.err" \
@@ -528,10 +534,7 @@ discard_pair() {
     local proto=$1 sprops=$2 cprops=$3 rc total
     need_bins server_discard client_data || return 1
     need_ports 8080 9899 || return 1
-    start_bg "$RUN" "$LOG/server_discard.log" "$BIN/server_discard" -P "$sprops"
-    local srv=$BG_PID
-    wait_listen "$srv" "$( [ "$proto" = TCP ] && echo tcp || echo sctp)" 8080 ||
-        { REASON="server_discard is not listening ($(state "$srv")): $(lastlines "$LOG/server_discard.log")"; return 1; }
+    serve server_discard "$( [ "$proto" = TCP ] && echo tcp || echo sctp)" 8080 "$BIN/server_discard" -P "$sprops" || return 1
     run_client 120 "$RUN" /dev/null "$LOG/client_data.out" "$LOG/client_data.err" \
         "$BIN/client_data" -P "$cprops" -D 100000 127.0.0.1 8080
     rc=$?
@@ -560,8 +563,7 @@ tneat_blocks() {
 # 5a. tneat -L: tneat talks to itself (10 flows of 128 x 4096 bytes); every passive flow
 #     must report all 524,288 bytes, and the program exit 0.
 pair_tneat_loop() {
-    need_bins tneat || return 1
-    need_ports 9899 || return 1
+    need_bins tneat && need_ports 9899 || return 1
     local port rc n
     port=$(free_port)
     run_client 180 "$RUN" /dev/null "$LOG/tneat.out" "$LOG/tneat.err" \
@@ -575,14 +577,10 @@ pair_tneat_loop() {
 # 5b. a tneat server and `tneat -f 256 -n 1 -l 1` client: 256 flows of one byte each;
 #     the client reports 256 flows sent 1 byte, the server 256 flows received 1 byte.
 pair_tneat_256() {
-    need_bins tneat || return 1
-    need_ports 9899 || return 1
+    need_bins tneat && need_ports 9899 || return 1
     local port rc ns nc
     port=$(free_port)
-    start_bg "$RUN" "$LOG/tneat-server.log" "$BIN/tneat" -p "$port"
-    local srv=$BG_PID
-    wait_listen "$srv" tcp "$port" ||
-        { REASON="tneat server not listening on $port ($(state "$srv")): $(lastlines "$LOG/tneat-server.log")"; return 1; }
+    serve tneat-server tcp "$port" "$BIN/tneat" -p "$port" || return 1
     run_client 180 "$RUN" /dev/null "$LOG/tneat-client.out" "$LOG/tneat-client.err" \
         "$BIN/tneat" -f 256 -n 1 -l 1 -p "$port" 127.0.0.1
     rc=$?
@@ -663,10 +661,8 @@ pair_http_run_once() {
     need_ports 80 || return 1
     mkdir -p "$RUN/www"
     echo "hello from the local HTTP server" >"$RUN/www/index.html"
-    start_bg "$RUN" "$LOG/http.server.log" python3 -u -m http.server 80 --bind 127.0.0.1 --directory "$RUN/www"
-    local srv=$BG_PID rc ended
-    wait_listen "$srv" tcp 80 ||
-        { REASON="python3 -m http.server is not listening on 80 ($(state "$srv")): $(lastlines "$LOG/http.server.log")"; return 1; }
+    serve http.server tcp 80 python3 -u -m http.server 80 --bind 127.0.0.1 --directory "$RUN/www" || return 1
+    local rc ended
     run_client 120 "$RUN" /dev/null "$LOG/client_http_run_once.out" "$LOG/client_http_run_once.err" \
         "$BIN/client_http_run_once" -t -n 6 -c 3 127.0.0.1
     rc=$?
@@ -684,14 +680,10 @@ pair_http_run_once() {
 #    ended by a reset message); the server prints "client disconnected - statistics" for
 #    every flow at the peer's end of stream, with whole 100,000-byte messages (>= 2 each).
 pair_msbench_sctp() {
-    need_bins msbench || return 1
-    need_ports 9899 || return 1
+    need_bins msbench && need_ports 9899 || return 1
     local port rc reports bad
     port=$(free_port)
-    start_bg "$RUN" "$LOG/msbench-server.log" "$BIN/msbench" -P "$PROPS/sctp-only.json" -p "$port"
-    local srv=$BG_PID
-    wait_listen "$srv" sctp "$port" ||
-        { REASON="msbench server not listening ($(state "$srv")): $(lastlines "$LOG/msbench-server.log")"; return 1; }
+    serve msbench-server sctp "$port" "$BIN/msbench" -P "$PROPS/sctp-only.json" -p "$port" || return 1
     run_client 180 "$RUN" /dev/null "$LOG/msbench-client.out" "$LOG/msbench-client.err" \
         "$BIN/msbench" -P "$EX/prop_sctp.json" -p "$port" -T 3 127.0.0.1
     rc=$?
@@ -711,8 +703,7 @@ pair_msbench_sctp() {
 #    stop-and-wait file transfer; the received file must have the sender's sha256. peer's
 #    properties are built in: {"transport":{"value":["UDP"]}} (it has no -P).
 pair_peer_udp() {
-    need_bins peer || return 1
-    need_ports 9899 || return 1
+    need_bins peer && need_ports 9899 || return 1
     [ -f "$NEAT_SRC/tests/test.txt" ] || { REASON="$NEAT_SRC/tests/test.txt not found"; return 1; }
     local port rc i
     port=$(free_port)
@@ -755,10 +746,8 @@ pair_peer_udp() {
 pair_minimal() {
     need_bins minimal_server2 minimal_client || return 1
     need_ports 5000 9899 || return 1
-    start_bg "$RUN" "$LOG/minimal_server2.log" "$BIN/minimal_server2"
-    local srv=$BG_PID rc
-    wait_listen "$srv" tcp 5000 ||
-        { REASON="minimal_server2 is not listening on 5000 ($(state "$srv")): $(lastlines "$LOG/minimal_server2.log")"; return 1; }
+    serve minimal_server2 tcp 5000 "$BIN/minimal_server2" || return 1
+    local rc
     run_client 60 "$RUN" /dev/null "$LOG/minimal_client.out" "$LOG/minimal_client.err" \
         "$BIN/minimal_client"
     rc=$?
@@ -777,10 +766,8 @@ pair_dtls_echo() {
     need_bins server_dtls_echo client_dtls_echo || return 1
     need_ports 8080 9899 || return 1
     cp "$CERT_EC" "$RUN/cert.pem"
-    start_bg "$RUN" "$LOG/server_dtls_echo.log" "$BIN/server_dtls_echo" -v 1 -p cert.pem
-    local srv=$BG_PID rc line
-    wait_listen "$srv" udp 8080 ||
-        { REASON="server_dtls_echo has no UDP socket on 8080 ($(state "$srv")): $(lastlines "$LOG/server_dtls_echo.log")"; return 1; }
+    serve server_dtls_echo udp 8080 "$BIN/server_dtls_echo" -v 1 -p cert.pem || return 1
+    local rc line
     line="hello dtls $$"
     local up=${line^^}
     local tracer=()

@@ -253,12 +253,7 @@ fn layout_constants_and_bad_arguments() {
 fn echo(work: &Path, props: &str) {
     let port = &free_port();
     let server = server(work, &["echo", port, props]);
-    let out = run(
-        work,
-        "client",
-        &["echo", "127.0.0.1", port, props, "20"],
-        Duration::from_secs(20),
-    );
+    let out = client(work, &["echo", "127.0.0.1", port, props, "20"], 20);
     assert!(ok(&out).contains("echo ok: 20 messages"));
     drop(server);
 }
@@ -281,24 +276,34 @@ fn udp_peer_exchange() {
     echo(&work, UDP);
 }
 
+/// Runs the client program with `args`, killed after `secs` seconds.
+fn client(work: &Path, args: &[&str], secs: u64) -> std::process::Output {
+    run(work, "client", args, Duration::from_secs(secs))
+}
+
+/// The program exited `code` with `needle` in its stderr.
+fn failed_with(out: &std::process::Output, code: i32, needle: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+/// Runs the discard server with `props` and the client's `mode` sending `bytes`; what
+/// the server printed up to its total (printed at on_close, the end of stream) must
+/// contain `expected`.
+fn discard(work: &Path, props: &str, mode: &str, bytes: &str, expected: &str) {
+    let port = &free_port();
+    let mut server = server(work, &["discard", port, props]);
+    let out = client(work, &[mode, "127.0.0.1", port, props, bytes], 30);
+    ok(&out);
+    let printed = server.wait_for("discarded", 1, Duration::from_secs(20));
+    assert!(printed.contains(expected), "server printed: {printed}");
+}
+
 #[test]
 fn discard_server_fed_10_mb() {
     let (work, _l) = need!();
-    let port = &free_port();
-    let mut server = server(&work, &["discard", port, TCP]);
-    let out = run(
-        &work,
-        "client",
-        &["feed", "127.0.0.1", port, TCP, "10485760"],
-        Duration::from_secs(30),
-    );
-    ok(&out);
-    // The server prints its total at on_close (end of stream).
-    let printed = server.wait_for("discarded", 1, Duration::from_secs(20));
-    assert!(
-        printed.contains("discarded 10485760"),
-        "server printed: {printed}"
-    );
+    discard(&work, TCP, "feed", "10485760", "discarded 10485760");
 }
 
 /// NEAT's client_data pattern (1000-byte chunks from on_writable, close in
@@ -358,25 +363,10 @@ fn tls_echo_with_secure_identity() {
     let no_verify = r#"{"transport":{"value":"TCP","precedence":2},"security":{"value":true,"precedence":2},"verification":{"value":false}}"#;
     let port = &free_port();
     let server = server(&work, &["echo", port, secure, pem.to_str().expect("path")]);
-    let out = run(
-        &work,
-        "client",
-        &["echo", "localhost", port, no_verify, "5"],
-        Duration::from_secs(20),
-    );
+    let out = client(&work, &["echo", "localhost", port, no_verify, "5"], 20);
     assert!(ok(&out).contains("echo ok: 5 messages"));
-    let out = run(
-        &work,
-        "client",
-        &["echo", "localhost", port, secure, "5"],
-        Duration::from_secs(20),
-    );
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("rejected"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = client(&work, &["echo", "localhost", port, secure, "5"], 20);
+    failed_with(&out, 1, "rejected");
     drop(server);
 }
 
@@ -385,12 +375,7 @@ fn daytime_server_closes_first() {
     let (work, _l) = need!();
     let port = &free_port();
     let server = server(&work, &["daytime", port, TCP]);
-    let out = run(
-        &work,
-        "client",
-        &["daytime", "127.0.0.1", port, TCP],
-        Duration::from_secs(15),
-    );
+    let out = client(&work, &["daytime", "127.0.0.1", port, TCP], 15);
     let printed = ok(&out);
     assert!(
         printed.contains(':') && printed.contains("flow closed OK!"),
@@ -404,12 +389,7 @@ fn run_once_with_backend_fd() {
     let (work, _l) = need!();
     let port = &free_port();
     let server = server(&work, &["echo", port, TCP]);
-    let out = run(
-        &work,
-        "client",
-        &["runonce", "127.0.0.1", port, TCP, "5"],
-        Duration::from_secs(15),
-    );
+    let out = client(&work, &["runonce", "127.0.0.1", port, TCP, "5"], 15);
     let printed = ok(&out);
     assert!(
         printed.contains("echo ok: 5 messages") && printed.contains("run once:"),
@@ -422,18 +402,8 @@ fn run_once_with_backend_fd() {
 fn unresolvable_name_reports_on_error() {
     let (work, _l) = need!();
     let start = Instant::now();
-    let out = run(
-        &work,
-        "client",
-        &["echo", "not.resolvable.invalid", "80", ""],
-        Duration::from_secs(15),
-    );
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("on_error 4"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = client(&work, &["echo", "not.resolvable.invalid", "80", ""], 15);
+    failed_with(&out, 1, "on_error 4");
     eprintln!("on_error after {:?}", start.elapsed());
 }
 
@@ -456,12 +426,7 @@ fn tneat_style_256_flows() {
     let port = &free_port();
     let mut server = server(&work, &["discard", port, TCP]);
     let start = Instant::now();
-    let out = run(
-        &work,
-        "client",
-        &["flows", "127.0.0.1", port, TCP, "256"],
-        Duration::from_secs(30),
-    );
+    let out = client(&work, &["flows", "127.0.0.1", port, TCP, "256"], 30);
     assert!(ok(&out).contains("flows ok: 256 closed"));
     eprintln!("256 flows in {:?}", start.elapsed());
     let printed = server.wait_for("discarded", 256, Duration::from_secs(20));
@@ -479,12 +444,7 @@ fn daytime_over_sctp_200_times_loses_nothing() {
     let _server = server(&work, &["daytime", port, SCTP]);
     let mut failed = Vec::new();
     for i in 0..200 {
-        let out = run(
-            &work,
-            "client",
-            &["daytime", "127.0.0.1", port, SCTP],
-            Duration::from_secs(30),
-        );
+        let out = client(&work, &["daytime", "127.0.0.1", port, SCTP], 30);
         let printed = text(&out.stdout);
         if !(out.status.success() && printed.contains(':') && printed.contains("flow closed OK!")) {
             failed.push(format!(
@@ -506,19 +466,12 @@ fn daytime_over_sctp_200_times_loses_nothing() {
 #[test]
 fn one_mebibyte_write_over_sctp() {
     let (work, _l) = need!();
-    let port = &free_port();
-    let mut server = server(&work, &["discard", port, SCTP]);
-    let out = run(
+    discard(
         &work,
-        "client",
-        &["big", "127.0.0.1", port, SCTP, "1048576"],
-        Duration::from_secs(30),
-    );
-    ok(&out);
-    let printed = server.wait_for("discarded", 1, Duration::from_secs(20));
-    assert!(
-        printed.contains("0-byte read at the end\ndiscarded 1048576\n"),
-        "server printed: {printed}"
+        SCTP,
+        "big",
+        "1048576",
+        "0-byte read at the end\ndiscarded 1048576\n",
     );
 }
 
@@ -530,11 +483,10 @@ fn end_of_stream_is_a_zero_byte_read_on_sctp_only() {
     for (props, zero) in [(SCTP, true), (TCP, false)] {
         let port = &free_port();
         let mut server = server(&work, &["discard", port, props]);
-        ok(&run(
+        ok(&client(
             &work,
-            "client",
             &["feed", "127.0.0.1", port, props, "1000"],
-            Duration::from_secs(20),
+            20,
         ));
         let printed = server.wait_for("discarded 1000\n", 1, Duration::from_secs(20));
         assert_eq!(printed.contains("0-byte read"), zero, "{props}: {printed}");
@@ -568,30 +520,15 @@ fn required_unknown_transport_fails_the_flow() {
     let (work, _l) = need!();
     let props = r#"{"transport":{"value":"FOO","precedence":2}}"#;
     let port = &free_port();
-    let out = run(
-        &work,
-        "client",
-        &["echo", "127.0.0.1", port, props, "1"],
-        Duration::from_secs(15),
-    );
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("on_error 7"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = client(&work, &["echo", "127.0.0.1", port, props, "1"], 15);
+    failed_with(&out, 1, "on_error 7");
     let out = run(
         &work,
         "server",
         &["echo", port, props],
         Duration::from_secs(15),
     );
-    assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("on_error 7"),
-        "{}",
-        text(&out.stderr)
-    );
+    failed_with(&out, 2, "on_error 7");
 }
 
 /// A peer killed with SIGKILL sends nothing; the client's next heartbeat (every 0.2 s

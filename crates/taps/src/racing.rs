@@ -262,9 +262,7 @@ impl<'a> Driver<'a> {
             tracing::debug!(%family, address = %ip, "address literal");
             let port = driver.input.remote.port;
             let candidates = driver.gather(family, &[ip], port, start);
-            driver
-                .race
-                .on_final_candidates(family, candidates, DnsSource::Answer, start);
+            driver.race.on_final_candidates(family, candidates, start);
         }
         driver
     }

@@ -213,6 +213,33 @@ async fn listen(port: u16, opts: &SctpOptions) -> SctpListener {
         .unwrap()
 }
 
+/// A child client (`role`) associated with a listener of ours on SCTP port `port`: the
+/// listener (kept open), the child, our end and the child's address.
+async fn client_peer(
+    port: u16,
+    opts: &SctpOptions,
+    role: &str,
+) -> (SctpListener, Peer, Association, SocketAddr) {
+    let l = listen(port, opts).await;
+    let mut peer = Peer::spawn(role, Some(&l));
+    let (a, remote) = timeout(T, l.accept()).await.unwrap().unwrap();
+    peer.line("established").await;
+    (l, peer, a, remote)
+}
+
+/// A child server ("server-hold") we associated with: the child, our end and the
+/// child's address.
+async fn server_peer(opts: &SctpOptions) -> (Peer, Association, SocketAddr) {
+    let mut peer = Peer::spawn("server-hold", None);
+    let at: SocketAddr = peer.line("listening").await.parse().unwrap();
+    let c = SctpStack::global()
+        .connect(at, CHILD_SCTP_PORT, opts)
+        .unwrap();
+    let a = timeout(T, c.into_future()).await.unwrap().unwrap();
+    peer.line("accepted").await;
+    (peer, a, at)
+}
+
 /// Waits (at most [`T`]) until `a` ends: how it ended and when, counted from `since`.
 async fn end_of(a: &Association, since: Instant) -> (Result<(), Error>, Duration) {
     let end = timeout(T, async {
@@ -229,12 +256,18 @@ async fn end_of(a: &Association, since: Instant) -> (Result<(), Error>, Duration
     (end, since.elapsed())
 }
 
+/// Waits for `a`'s end, which must be graceful (a SHUTDOWN, not an ABORT), and says
+/// `what` ended it; how long it took, counted from `since`.
+async fn graceful_end(a: &Association, since: Instant, what: &str) -> Duration {
+    let (end, took) = end_of(a, since).await;
+    eprintln!("{what}: ended after {took:?}: {end:?}");
+    assert!(end.is_ok(), "{what}: a graceful end, not {end:?}");
+    took
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_client_is_seen_by_the_server_through_icmp() {
-    let l = listen(7101, &heartbeat_opts()).await;
-    let mut peer = Peer::spawn("client-hold", Some(&l));
-    let (a, remote) = timeout(T, l.accept()).await.unwrap().unwrap();
-    peer.line("established").await;
+    let (_l, mut peer, a, remote) = client_peer(7101, &heartbeat_opts(), "client-hold").await;
     let killed = Instant::now();
     peer.child.start_kill().unwrap();
     let (end, took) = end_of(&a, killed).await;
@@ -253,13 +286,7 @@ async fn a_killed_client_is_seen_by_the_server_through_icmp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_is_seen_by_the_client_through_icmp() {
-    let mut peer = Peer::spawn("server-hold", None);
-    let at: SocketAddr = peer.line("listening").await.parse().unwrap();
-    let c = SctpStack::global()
-        .connect(at, CHILD_SCTP_PORT, &heartbeat_opts())
-        .unwrap();
-    let a = timeout(T, c.into_future()).await.unwrap().unwrap();
-    peer.line("accepted").await;
+    let (mut peer, a, at) = server_peer(&heartbeat_opts()).await;
     let killed = Instant::now();
     peer.child.start_kill().unwrap();
     let (end, took) = end_of(&a, killed).await;
@@ -275,32 +302,19 @@ async fn a_killed_server_is_seen_by_the_client_through_icmp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_shuts_the_association_down() {
     // Default heartbeat (30 s): only the exiting side's SHUTDOWN can end it in time.
-    let l = listen(7103, &SctpOptions::default()).await;
-    let mut peer = Peer::spawn("client-exit", Some(&l));
-    let (a, _) = timeout(T, l.accept()).await.unwrap().unwrap();
-    peer.line("established").await;
+    let (_l, mut peer, a, _) = client_peer(7103, &SctpOptions::default(), "client-exit").await;
     peer.line("exiting").await;
-    let (end, took) = end_of(&a, Instant::now()).await;
-    eprintln!("client exit(0): server side ended after {took:?} (from its last line): {end:?}");
-    assert!(end.is_ok(), "a graceful end, not {end:?}");
+    let took = graceful_end(&a, Instant::now(), "client exit(0), the server side").await;
     assert!(took <= DETECT, "{took:?}");
     assert_eq!(peer.status().await.code(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_shuts_the_association_down_and_the_peer_dies_by_it() {
-    let mut peer = Peer::spawn("server-hold", None);
-    let at: SocketAddr = peer.line("listening").await.parse().unwrap();
-    let c = SctpStack::global()
-        .connect(at, CHILD_SCTP_PORT, &SctpOptions::default())
-        .unwrap();
-    let a = timeout(T, c.into_future()).await.unwrap().unwrap();
-    peer.line("accepted").await;
+    let (mut peer, a, _) = server_peer(&SctpOptions::default()).await;
     let sent = Instant::now();
     peer.signal("TERM");
-    let (end, took) = end_of(&a, sent).await;
-    eprintln!("server SIGTERM: client side ended after {took:?}: {end:?}");
-    assert!(end.is_ok(), "a graceful end, not {end:?}");
+    let took = graceful_end(&a, sent, "server SIGTERM, the client side").await;
     assert!(took <= DETECT, "{took:?}");
     let status = peer.status().await;
     assert_eq!(status.signal(), Some(15), "died by SIGTERM: {status:?}");
@@ -308,10 +322,8 @@ async fn sigterm_shuts_the_association_down_and_the_peer_dies_by_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_sigint_handler_is_kept() {
-    let l = listen(7105, &SctpOptions::default()).await;
-    let mut peer = Peer::spawn("client-own-sigint", Some(&l));
-    let (a, _) = timeout(T, l.accept()).await.unwrap().unwrap();
-    peer.line("established").await;
+    let (_l, mut peer, a, _) =
+        client_peer(7105, &SctpOptions::default(), "client-own-sigint").await;
     let sent = Instant::now();
     peer.signal("INT");
     // The application's handler ran (ours would have ended the process by SIGINT) ...
@@ -319,17 +331,12 @@ async fn an_application_sigint_handler_is_kept() {
     let status = peer.status().await;
     assert_eq!(status.code(), Some(3), "{status:?}");
     // ... and its exit(3) shut the association down.
-    let (end, took) = end_of(&a, sent).await;
-    eprintln!("client with its own SIGINT handler: ended after {took:?}: {end:?}");
-    assert!(end.is_ok(), "a graceful end, not {end:?}");
+    graceful_end(&a, sent, "client with its own SIGINT handler").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_queued_before_exit_is_delivered_before_the_end() {
-    let l = listen(7106, &SctpOptions::default()).await;
-    let mut peer = Peer::spawn("client-bulk-exit", Some(&l));
-    let (a, _) = timeout(T, l.accept()).await.unwrap().unwrap();
-    peer.line("established").await;
+    let (_l, mut peer, a, _) = client_peer(7106, &SctpOptions::default(), "client-bulk-exit").await;
     let started = Instant::now();
     let mut got = 0usize;
     let mut messages = 0usize;

@@ -40,21 +40,14 @@ impl Race {
         self.drive(now);
     }
 
-    /// A DNS answer after which no other comes (an address literal's, the only one):
-    /// [`Race::on_candidates_from`] and [`Race::on_dns_complete`] in one step, so the
+    /// An address answer after which no other comes (an address literal's, the only
+    /// one): [`Race::on_candidates`] and [`Race::on_dns_complete`] in one step, so the
     /// answer waits for no other family. Cost: as [`Race::on_candidates`].
-    pub fn on_final_candidates(
-        &mut self,
-        family: Family,
-        candidates: Vec<Candidate>,
-        source: DnsSource,
-        now: Instant,
-    ) {
-        if self.finished {
-            return;
+    pub fn on_final_candidates(&mut self, family: Family, cands: Vec<Candidate>, now: Instant) {
+        if !self.finished {
+            self.take_answer(family, cands, DnsSource::Answer, true, now);
+            self.on_dns_complete(now);
         }
-        self.take_answer(family, candidates, source, true, now);
-        self.on_dns_complete(now);
     }
 
     /// Records an answer and queues its new candidates (`last`: no other answer comes,

@@ -1767,7 +1767,7 @@ fn one_candidate_as(
     let mut race = Race::new(config, t0);
     let one = vec![cand("192.0.2.1")];
     if last {
-        race.on_final_candidates(Family::V4, one, DnsSource::Answer, at);
+        race.on_final_candidates(Family::V4, one, at);
     } else {
         race.on_candidates(Family::V4, one, at);
         race.on_dns_complete(at);
