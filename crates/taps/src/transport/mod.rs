@@ -326,25 +326,12 @@ async fn connect_stream(
 }
 
 /// Connects `socket` to `remote` and waits until the runtime reports it writable, as
-/// tokio's own connect does; to a loopback address not even that: over loopback the
-/// kernel runs the whole handshake (or the refusal) inside `connect()`, so one look at
-/// the socket afterwards settles it, a wake-up and a poll of the race fewer per
-/// connection: `getpeername` succeeds on a connected socket (one syscall, the common
-/// case); otherwise `SO_ERROR` tells a refusal from a handshake still under way (a
-/// listener's accept queue full), which waits as any other.
+/// tokio's own connect does, whatever the address.
 async fn connect_tcp(socket: Socket, remote: SocketAddr) -> io::Result<TcpStream> {
     match socket.connect(&remote.into()) {
         Ok(()) => return TcpStream::from_std(socket.into()),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
         Err(e) => return Err(e),
-    }
-    if remote.ip().to_canonical().is_loopback() {
-        if socket.peer_addr().is_ok() {
-            return TcpStream::from_std(socket.into());
-        }
-        if let Some(e) = socket.take_error()? {
-            return Err(e);
-        }
     }
     let stream = TcpStream::from_std(socket.into())?;
     stream.writable().await?;

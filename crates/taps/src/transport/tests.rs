@@ -513,34 +513,6 @@ fn dropping_a_connect_future_closes_its_socket() {
 }
 
 #[test]
-fn loopback_connects_settle_on_the_first_poll() {
-    run(async {
-        let l = listen_tcp(addr(V4), false, &SocketOptions::default()).unwrap();
-        let opts = SocketOptions::default();
-        // Over loopback the handshake is done inside connect(): no wait for the reactor.
-        let c = cand(Protocol::Tcp, l.local_addr().unwrap());
-        let mut fut = pin!(connect(&c, &opts));
-        let first = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-        assert!(
-            matches!(first, Poll::Ready(Ok(Established::Tcp(..)))),
-            "not connected on the first poll"
-        );
-        // And so is a refusal.
-        let dead = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let c = cand(Protocol::Tcp, dead);
-        let mut fut = pin!(connect(&c, &opts));
-        let first = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-        assert!(
-            matches!(first, Poll::Ready(Err(AttemptError::Refused))),
-            "not refused on the first poll"
-        );
-    });
-}
-
-#[test]
 fn secured_and_other_stacks_are_unsupported() {
     run(async {
         let remote = addr("127.0.0.1:9");
