@@ -94,7 +94,7 @@ fn candidate(b: &mut Bytes, family: Family) -> Candidate {
         score: f64::from(b.byte() % 4),
         history,
         reasons: Vec::new().into(),
-        unavailable: (b.byte() % 8 == 0).then_some("not in this build"),
+        unavailable: (b.byte() % 8 == 0).then_some(taps_core::Unavailable::NotBuilt),
     }
 }
 
