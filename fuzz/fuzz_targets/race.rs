@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use taps_core::candidates::Candidate;
-use taps_core::Stack;
 use taps_core::policy::History;
 use taps_core::race::{Action, AttemptId, Race, RaceConfig};
+use taps_core::Stack;
 use taps_core::{AttemptCause, DnsFailure, Family, ServiceInfo, ServiceRecord};
 
 /// Reads the input a byte at a time; zeros when it runs out.
