@@ -19,7 +19,7 @@ use taps_core::candidates::Candidate;
 use taps_core::policy::History;
 use taps_core::race::{Action, AttemptId, Race, RaceConfig};
 use taps_core::Stack;
-use taps_core::{AttemptCause, DnsFailure, Family, ServiceInfo, ServiceRecord};
+use taps_core::{AttemptCause, DnsFailure, Family, LayerError, ServiceInfo, ServiceRecord};
 
 /// Reads the input a byte at a time; zeros when it runs out.
 struct Bytes<'a>(&'a [u8]);
@@ -63,8 +63,8 @@ fn cause(b: &mut Bytes) -> AttemptCause {
         1 => AttemptCause::Reset,
         2 => AttemptCause::Unreachable,
         3 => AttemptCause::TimedOut { after: None },
-        4 => AttemptCause::Handshake("alert".into()),
-        _ => AttemptCause::Other("fuzz".into()),
+        4 => AttemptCause::Handshake(LayerError::new(std::io::Error::other("alert"))),
+        _ => AttemptCause::other(std::io::Error::other("fuzz")),
     }
 }
 
@@ -100,7 +100,9 @@ fn candidate(b: &mut Bytes, family: Family) -> Candidate {
 
 fn service(b: &mut Bytes) -> Result<ServiceInfo, DnsFailure> {
     if b.byte() % 4 == 0 {
-        return Err(DnsFailure::Other("SERVFAIL".into()));
+        return Err(DnsFailure::Other(LayerError::new(std::io::Error::other(
+            "SERVFAIL",
+        ))));
     }
     let records = (0..b.byte() % 3)
         .map(|i| ServiceRecord {
@@ -181,7 +183,11 @@ fuzz_target!(|data: &[u8]| {
             }
             2 => {
                 let f = family(&mut b);
-                race.on_dns_failed(f, DnsFailure::Other("SERVFAIL".into()), now);
+                race.on_dns_failed(
+                    f,
+                    DnsFailure::Other(LayerError::new(std::io::Error::other("SERVFAIL"))),
+                    now,
+                );
             }
             3 => {
                 let s = service(&mut b);

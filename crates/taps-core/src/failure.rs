@@ -3,8 +3,11 @@
 //!
 //! A leaf module (it depends on nothing else of the crate), so the race, the policy
 //! manager and the candidates can all speak of causes without depending on each other.
-//! Text exists only as `Display`, rendered when shown.
+//! Text exists only as `Display`, rendered when shown; a failure found by a library
+//! below taps (rustls, quinn, the operating system, ...) is kept as that library's own
+//! value in a [`LayerError`].
 
+use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +15,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// Why one attempt (or skipped candidate) did not connect. Cheap to clone: no variant
-/// owns more than an `Arc<str>`.
+/// owns more than an `Arc`. Causes with a [`LayerError`] have no serialised form (the CIB
+/// keeps their words only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "cause")]
 #[non_exhaustive]
@@ -46,22 +50,28 @@ pub enum AttemptCause {
         /// Why it was rejected.
         reason: VerifyFailure,
     },
-    /// The security handshake (TLS) failed for another reason: no shared protocol
-    /// version, cipher suite or ALPN, an alert from the peer, a malformed message, ...
-    Handshake(Arc<str>),
+    /// The security handshake (TLS, DTLS, QUIC's TLS) failed for another reason: no
+    /// shared protocol version, cipher suite or ALPN, an alert from the peer, a malformed
+    /// message, ... The security layer's own error (e.g. `rustls::Error`) is inside.
+    #[serde(skip)]
+    Handshake(LayerError),
     /// This build or host cannot run the candidate's stack (never started).
     Unavailable(Unavailable),
     /// The host cannot run what the attempt needs (protocol missing from the kernel,
-    /// unknown congestion control, a socket option it refuses, ...).
-    Unsupported(Arc<str>),
-    /// Any other error, in words.
-    Other(Arc<str>),
+    /// unknown congestion control, a socket option it refuses, ...): the transport
+    /// layer's typed reason is inside.
+    #[serde(skip)]
+    Unsupported(LayerError),
+    /// Any other error, kept as the value that reported it (an `io::Error`, a
+    /// `quinn::ConnectionError`, ...).
+    #[serde(skip)]
+    Other(LayerError),
 }
 
 impl AttemptCause {
-    /// An [`AttemptCause::Other`] with this text. Cost: one allocation.
-    pub fn other(message: impl fmt::Display) -> AttemptCause {
-        AttemptCause::Other(message.to_string().into())
+    /// An [`AttemptCause::Other`] holding `error`. Cost: one allocation.
+    pub fn other(error: impl Error + Send + Sync + 'static) -> AttemptCause {
+        AttemptCause::Other(LayerError::new(error))
     }
 
     /// Whether the attempt got no answer in time (cut off by the race, the OS timeout,
@@ -91,10 +101,97 @@ impl fmt::Display for AttemptCause {
             } => write!(f, "certificate of {server_name} rejected: {reason}"),
             AttemptCause::Handshake(why) => write!(f, "TLS handshake failed: {why}"),
             AttemptCause::Unavailable(why) => write!(f, "skipped: {why}"),
-            AttemptCause::Unsupported(why) | AttemptCause::Other(why) => f.write_str(why),
+            AttemptCause::Unsupported(why) | AttemptCause::Other(why) => why.fmt(f),
         }
     }
 }
+
+impl Error for AttemptCause {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            AttemptCause::Handshake(e) | AttemptCause::Unsupported(e) | AttemptCause::Other(e) => {
+                Some(e.get())
+            }
+            AttemptCause::Verification {
+                reason: VerifyFailure::Other(e),
+                ..
+            } => Some(e.get()),
+            _ => None,
+        }
+    }
+}
+
+/// A failure as the value of the layer below taps that reported it (a `rustls::Error`, a
+/// `quinn::ConnectionError`, an `io::Error`, one of taps' own typed transport reasons),
+/// kept whole so a caller can inspect it: [`find`](Self::find) walks it and its sources
+/// for a type. `Display` is the reporting layer's words, written by taps from the value's
+/// variants. Cheap to clone (an `Arc`). Two are equal when they are the same value or
+/// read the same.
+#[derive(Clone)]
+pub struct LayerError(Arc<dyn Error + Send + Sync + 'static>);
+
+impl LayerError {
+    /// Keeps `error`. Cost: one allocation.
+    pub fn new(error: impl Error + Send + Sync + 'static) -> LayerError {
+        LayerError(Arc::new(error))
+    }
+
+    /// The error value as reported.
+    pub fn get(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.0
+    }
+
+    /// The first error of type `T` in this value and its chain of sources: e.g.
+    /// `cause.find::<rustls::Error>()` on a TLS handshake failure. Costs a walk of the
+    /// chain.
+    pub fn find<T: Error + 'static>(&self) -> Option<&T> {
+        let mut next: Option<&(dyn Error + 'static)> = Some(self.get());
+        while let Some(e) = next {
+            if let Some(t) = e.downcast_ref::<T>() {
+                return Some(t);
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    /// A failure known only by its words, as read back from a CIB file.
+    pub(crate) fn recorded(words: String) -> LayerError {
+        LayerError::new(Recorded(words))
+    }
+}
+
+impl fmt::Debug for LayerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for LayerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for LayerError {
+    fn eq(&self, other: &LayerError) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for LayerError {}
+
+/// A failure read back from a file that kept only its words.
+#[derive(Debug)]
+struct Recorded(String);
+
+impl fmt::Display for Recorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for Recorded {}
 
 /// Why this build or host cannot run a stack: the candidate is ranked and reported, never
 /// started.
@@ -147,8 +244,9 @@ pub enum VerifyFailure {
     Revoked,
     /// A signature in its chain does not verify.
     BadSignature,
-    /// Anything else, in words.
-    Other(Arc<str>),
+    /// Anything else: the verifier's own error (e.g. `rustls::CertificateError`).
+    #[serde(skip)]
+    Other(LayerError),
 }
 
 impl fmt::Display for VerifyFailure {
@@ -162,7 +260,7 @@ impl fmt::Display for VerifyFailure {
             }
             VerifyFailure::Revoked => f.write_str("certificate revoked"),
             VerifyFailure::BadSignature => f.write_str("bad signature in the certificate chain"),
-            VerifyFailure::Other(why) => f.write_str(why),
+            VerifyFailure::Other(why) => why.fmt(f),
         }
     }
 }
@@ -177,8 +275,9 @@ pub enum DnsFailure {
     NxDomain,
     /// No server answered in time, after every attempt.
     Timeout,
-    /// Anything else: server failure, refusal, unreachable servers, invalid name, ...
-    Other(Arc<str>),
+    /// Anything else (server failure, refusal, unreachable servers, invalid name, ...):
+    /// the resolver's own error.
+    Other(LayerError),
 }
 
 impl fmt::Display for DnsFailure {
@@ -187,12 +286,19 @@ impl fmt::Display for DnsFailure {
             DnsFailure::NoRecords => f.write_str("no record of that type"),
             DnsFailure::NxDomain => f.write_str("name does not exist"),
             DnsFailure::Timeout => f.write_str("timed out"),
-            DnsFailure::Other(why) => f.write_str(why),
+            DnsFailure::Other(why) => why.fmt(f),
         }
     }
 }
 
-impl std::error::Error for DnsFailure {}
+impl Error for DnsFailure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            DnsFailure::Other(e) => Some(e.get()),
+            _ => None,
+        }
+    }
+}
 
 /// Displays a duration as milliseconds: whole numbers without decimals ("250 ms"), else
 /// one decimal ("40.5 ms"). Formats only when displayed.

@@ -23,7 +23,7 @@ pub mod race;
 mod service;
 mod stack;
 
-pub use failure::{AttemptCause, DnsFailure, Unavailable, VerifyFailure};
+pub use failure::{AttemptCause, DnsFailure, LayerError, Unavailable, VerifyFailure};
 pub use net::{Family, Interface, InterfaceAddress, InterfaceKind};
 pub use service::{ServiceInfo, ServiceRecord};
 pub use stack::{Provides, Security, Stack};

@@ -141,16 +141,13 @@ pub enum ConfigError {
     #[error("HTTP ({}): the properties leave no stack this host can run", if *.0 { "https" } else { "http" })]
     HttpNoStack(bool),
     /// A URI whose scheme is not http or https.
-    #[error("{uri}: scheme {} is not http or https", .scheme.as_deref().unwrap_or("(none)"))]
-    HttpScheme {
-        /// The URI.
-        uri: String,
-        /// Its scheme, if it has one.
-        scheme: Option<String>,
-    },
+    #[cfg(feature = "http")]
+    #[error("{uri}: scheme {scheme} is not http or https", uri = .0, scheme = .0.scheme_str().unwrap_or("(none)"))]
+    HttpScheme(http::Uri),
     /// A URI that names no host.
+    #[cfg(feature = "http")]
     #[error("{0}: no host")]
-    HttpNoHost(String),
+    HttpNoHost(http::Uri),
 }
 
 /// A call that lacks what it needs, or a connection that cannot do what was asked.
@@ -178,6 +175,80 @@ pub enum UsageError {
     /// `clone_flow` on a stack without streams.
     #[error("only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)")]
     NotCloneable,
+}
+
+/// What this host or build cannot do for an attempt: the typed reason inside
+/// [`AttemptCause::Unsupported`] (read it back with `cause.find::<NotSupported>()` on the
+/// cause's [`LayerError`](taps_core::LayerError)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotSupported {
+    /// The kernel has no such protocol (MPTCP, UDP-Lite).
+    #[error("{0} not available in this kernel")]
+    Protocol(taps_core::properties::Protocol),
+    /// The kernel refuses a socket option on this protocol's sockets.
+    #[error("{option} is not supported on {protocol} sockets by this kernel")]
+    SocketOption {
+        /// The option.
+        option: SocketOption,
+        /// TCP or MPTCP.
+        protocol: taps_core::properties::Protocol,
+    },
+    /// A TCP congestion control the kernel cannot use.
+    #[error("TCP congestion control '{name}' {problem}")]
+    Congestion {
+        /// The name asked for.
+        name: Arc<str>,
+        /// Why the kernel cannot use it.
+        problem: CongestionProblem,
+    },
+    /// A stack this build does not run at this layer.
+    #[error("{0} is not run by this build (TLS over TCP and MPTCP, QUIC, and DTLS over UDP and UDP-Lite, are)")]
+    Stack(taps_core::Stack),
+    /// A QUIC attempt of a preconnection that set up no QUIC endpoint.
+    #[error("QUIC is not set up for this preconnection")]
+    QuicNotSetUp,
+    /// The client identity cannot be used for DTLS.
+    #[error("the client identity cannot be used for DTLS: {0}")]
+    DtlsIdentity(DtlsIdentityProblem),
+}
+
+/// A socket option taps sets on stream sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SocketOption {
+    /// `TCP_NODELAY`.
+    NoDelay,
+    /// `TCP_USER_TIMEOUT`.
+    UserTimeout,
+    /// `SO_KEEPALIVE` with `TCP_KEEPIDLE`.
+    KeepAlive,
+}
+
+impl fmt::Display for SocketOption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SocketOption::NoDelay => "TCP_NODELAY",
+            SocketOption::UserTimeout => "TCP_USER_TIMEOUT",
+            SocketOption::KeepAlive => "TCP keep-alive",
+        })
+    }
+}
+
+/// Why the kernel cannot use a TCP congestion control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CongestionProblem {
+    /// Empty, too long or with a NUL: not a name the kernel could know.
+    #[error("is not a valid name")]
+    InvalidName,
+    /// The kernel has no such algorithm (`ENOENT`).
+    #[error("is not available in this kernel")]
+    Missing,
+    /// Not in `net.ipv4.tcp_allowed_congestion_control` for an unprivileged process
+    /// (`EPERM`).
+    #[error("is not permitted (see net.ipv4.tcp_allowed_congestion_control)")]
+    NotPermitted,
 }
 
 /// What is wrong with a certificate, key or CA file.
@@ -299,7 +370,7 @@ impl ListenFailure {
 }
 
 /// Why a certificate and key cannot serve DTLS.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DtlsIdentityProblem {
     /// The chain holds no certificate.

@@ -47,8 +47,8 @@ pub use connection::{Connection, ConnectionInfo, Statistics};
 pub use context::{Context, ContextBuilder};
 pub use endpoint::RemoteEndpoint;
 pub use error::{
-    ConfigError, DtlsIdentityProblem, Error, EstablishError, FileProblem, InternalError,
-    ListenFailure, MissingStack, SetupError, UsageError,
+    ConfigError, CongestionProblem, DtlsIdentityProblem, Error, EstablishError, FileProblem,
+    InternalError, ListenFailure, MissingStack, NotSupported, SetupError, SocketOption, UsageError,
 };
 pub use listener::{Listener, ListenerOptions};
 pub use preconnection::{CandidateListing, Preconnection};
@@ -56,7 +56,7 @@ pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;
 pub use taps_core::properties::{Preference, Properties, Protocol, TransportProperties};
 pub use taps_core::race::{RaceError, RaceReport};
-pub use taps_core::{AttemptCause, DnsFailure};
+pub use taps_core::{AttemptCause, DnsFailure, LayerError};
 pub use transport::sctp::kernel_sctp_available;
 
 /// What the fuzz targets drive, built only with `--cfg fuzzing` (scripts/fuzz.sh): the

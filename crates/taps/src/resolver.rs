@@ -31,7 +31,7 @@ use hickory_resolver::proto::rr::rdata::svcb::{SvcParamValue, SVCB};
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
 pub use taps_core::DnsFailure;
-use taps_core::{Family, ServiceInfo, ServiceRecord};
+use taps_core::{Family, LayerError, ServiceInfo, ServiceRecord};
 use tokio::task::{Id, JoinHandle, JoinSet};
 
 /// Where DNS queries go.
@@ -91,8 +91,23 @@ fn dns_failure(err: &NetError) -> DnsFailure {
     } else if matches!(err, NetError::Timeout) {
         DnsFailure::Timeout
     } else {
-        DnsFailure::Other(err.to_string().into())
+        DnsFailure::Other(LayerError::new(err.clone()))
     }
+}
+
+/// A lookup that failed outside hickory's own answer: the resolver could not be set up,
+/// or a lookup task died. Kept inside [`DnsFailure::Other`].
+#[derive(Debug, thiserror::Error)]
+enum LookupFailure {
+    /// hickory could not build the resolver.
+    #[error("cannot set up the resolver: {0}")]
+    Setup(NetError),
+    /// The task of an A or AAAA lookup panicked or was cancelled.
+    #[error("lookup task failed: {0}")]
+    AddressTask(tokio::task::JoinError),
+    /// The task of the HTTPS record lookup panicked or was cancelled.
+    #[error("HTTPS lookup task failed: {0}")]
+    ServiceTask(tokio::task::JoinError),
 }
 
 /// One family's answer to a [`Resolver::resolve`].
@@ -117,7 +132,7 @@ pub struct Resolver {
 /// `/etc/resolv.conf` and `/etc/hosts`, setting up caches).
 struct LazyResolver {
     config: ResolverConfig,
-    built: OnceLock<Result<Arc<TokioResolver>, String>>,
+    built: OnceLock<Result<Arc<TokioResolver>, LayerError>>,
 }
 
 impl LazyResolver {
@@ -125,12 +140,12 @@ impl LazyResolver {
         self.built
             .get_or_init(|| build(&self.config))
             .clone()
-            .map_err(|e| DnsFailure::Other(e.into()))
+            .map_err(DnsFailure::Other)
     }
 }
 
 /// The hickory resolver for `config` (checked by [`Resolver::new`]).
-fn build(config: &ResolverConfig) -> Result<Arc<TokioResolver>, String> {
+fn build(config: &ResolverConfig) -> Result<Arc<TokioResolver>, LayerError> {
     let (hickory_config, mut opts) = match &config.name_servers {
         NameServers::System => system_config(),
         NameServers::Custom(servers) => {
@@ -152,7 +167,7 @@ fn build(config: &ResolverConfig) -> Result<Arc<TokioResolver>, String> {
         .with_options(opts)
         .build()
         .map(Arc::new)
-        .map_err(|e| format!("cannot set up the resolver: {e}"))
+        .map_err(|e| LayerError::new(LookupFailure::Setup(e)))
 }
 
 impl fmt::Debug for Resolver {
@@ -401,7 +416,7 @@ impl Resolution {
             result = service, if service_pending => {
                 self.service = None;
                 let answer = result.unwrap_or_else(|e| {
-                    Err(DnsFailure::Other(format!("HTTPS lookup task failed: {e}").into()))
+                    Err(DnsFailure::Other(LayerError::new(LookupFailure::ServiceTask(e))))
                 });
                 Some(ResolutionEvent::Service(answer))
             }
@@ -434,9 +449,9 @@ async fn next_from(
                 .map_or(Family::V4, |(_, f)| *f);
             Some(DnsAnswer {
                 family,
-                result: Err(DnsFailure::Other(
-                    format!("lookup task failed: {err}").into(),
-                )),
+                result: Err(DnsFailure::Other(LayerError::new(
+                    LookupFailure::AddressTask(err),
+                ))),
             })
         }
     }

@@ -167,6 +167,41 @@ async fn verification_failures_are_typed_and_never_fall_back() {
     assert_eq!(conn.receive().await.unwrap().as_deref(), Some(&b"x"[..]));
 }
 
+/// A handshake that fails for a reason other than the certificate keeps rustls' own error
+/// inside the cause, and says what happened in words written from its variant.
+#[tokio::test]
+async fn a_failed_handshake_keeps_rustls_error() {
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ctx = Context::builder().build().unwrap();
+    let server = SecurityParameters::new()
+        .identity(&pki.cert, &pki.key)
+        .alpn(["h2"]);
+    let (listener, port) = echo_server(&ctx, server).await;
+    spawn_echo(listener);
+    let params = SecurityParameters::new()
+        .ca_file(&pki.ca)
+        .server_name("localhost")
+        .alpn(["http/1.1"]);
+    let err = client(&ctx, port, params).initiate().await.unwrap_err();
+    let [AttemptCause::Handshake(kept)] = &causes(&err)[..] else {
+        panic!("not one handshake failure: {err}");
+    };
+    assert!(
+        matches!(
+            kept.find::<rustls::Error>(),
+            Some(rustls::Error::AlertReceived(
+                rustls::AlertDescription::NoApplicationProtocol
+            ))
+        ),
+        "{kept:?}"
+    );
+    let words = err.to_string();
+    assert!(
+        words.contains("no application protocol in common"),
+        "{words}"
+    );
+}
+
 #[tokio::test]
 async fn an_expired_certificate_says_so() {
     let pki = TestPki::new(&["localhost"]).unwrap();

@@ -770,7 +770,7 @@ mod cib {
         for n in 0..5u16 {
             cib.record_failure(
                 key(n),
-                AttemptCause::other("x"),
+                AttemptCause::other(std::io::Error::other("x")),
                 now + Duration::from_secs(n.into()),
             );
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::failure::AttemptCause;
+use crate::failure::{AttemptCause, LayerError};
 use crate::net::{Family, Interface};
 use crate::properties::Protocol;
 use crate::stack::{Security, Stack};
@@ -505,7 +505,7 @@ impl Cib {
             let last = match (e.cause, e.error) {
                 (Some(cause), _) => Err(cause),
                 // Files written before causes were typed: the text is all there is.
-                (None, Some(text)) => Err(AttemptCause::Other(text.into())),
+                (None, Some(text)) => Err(AttemptCause::Other(LayerError::recorded(text))),
                 (None, None) => Ok(()),
             };
             let probe = Outcome {

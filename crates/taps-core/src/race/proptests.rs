@@ -179,7 +179,10 @@ impl Script {
             Dns::Empty(at) => Some((ms(*at), Input::Answer(family, Vec::new()))),
             Dns::Fail(at) => Some((
                 ms(*at),
-                Input::DnsFailed(family, DnsFailure::Other("SERVFAIL".into())),
+                Input::DnsFailed(
+                    family,
+                    DnsFailure::Other(crate::LayerError::new(std::io::Error::other("SERVFAIL"))),
+                ),
             )),
             Dns::Never => None,
         };

@@ -308,7 +308,10 @@ impl Sim {
     fn dns_fail(mut self, at: u64, family: Family, cause: &str) -> Sim {
         self.script.push((
             ms(at),
-            Input::DnsFailed(family, DnsFailure::Other(cause.into())),
+            Input::DnsFailed(
+                family,
+                DnsFailure::Other(crate::LayerError::new(std::io::Error::other(cause))),
+            ),
         ));
         self
     }
@@ -1407,7 +1410,11 @@ fn later_reports_from_losers_are_ignored() {
         ]
     ));
     race.on_attempt_connected(AttemptId(1), base + ms(261));
-    race.on_attempt_failed(AttemptId(1), AttemptCause::other("late"), base + ms(262));
+    race.on_attempt_failed(
+        AttemptId(1),
+        AttemptCause::other(std::io::Error::other("late")),
+        base + ms(262),
+    );
     race.on_attempt_connected(AttemptId(7), base + ms(263));
     race.on_candidates(Family::V4, cands(&["192.0.2.9"]), base + ms(264));
     race.handle_timeout(base + ms(40_000));

@@ -232,17 +232,12 @@ impl Connector {
         let secure = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
-            other => {
-                return Err(Error::config(ConfigError::HttpScheme {
-                    uri: uri.to_string(),
-                    scheme: other.map(str::to_string),
-                }))
-            }
+            _ => return Err(Error::config(ConfigError::HttpScheme(uri.clone()))),
         };
         let host = uri
             .host()
             .filter(|h| !h.is_empty())
-            .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.to_string())))?
+            .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.clone())))?
             .trim_matches(['[', ']']);
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let key: Origin = (secure, host.into(), port);

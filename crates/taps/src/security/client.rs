@@ -7,7 +7,7 @@ use rustls::client::{ClientSessionMemoryCache, Resumption};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
-use taps_core::AttemptCause;
+use taps_core::{AttemptCause, LayerError};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -15,7 +15,7 @@ use tokio_rustls::TlsConnector;
 use super::dtls::{DtlsClient, DtlsFlow};
 use super::quic::{self, QuicClientSocket, QuicStream};
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
-use crate::error::{ConfigError, FileProblem, SetupError};
+use crate::error::{ConfigError, FileProblem, NotSupported, SetupError};
 
 /// The application protocol QUIC offers when the application named none (QUIC needs
 /// one; taps listeners accept it).
@@ -153,9 +153,9 @@ impl ClientSecurity {
         probe: bool,
     ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
         let Some((config, socket)) = &self.quic else {
-            return Err(AttemptCause::Unsupported(
-                "QUIC is not set up for this preconnection".into(),
-            ));
+            return Err(AttemptCause::Unsupported(LayerError::new(
+                NotSupported::QuicNotSetUp,
+            )));
         };
         let probe = if probe {
             quic::PortProbe::ask(remote)?

@@ -43,13 +43,13 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::RootCertStore;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use taps_core::AttemptCause;
+use taps_core::{AttemptCause, LayerError};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use super::failure::verify_failure;
+use super::failure::{tls_words, verify_failure};
 use super::{provider, SecurityInfo};
-use crate::error::DtlsIdentityProblem;
+use crate::error::{DtlsIdentityProblem, NotSupported};
 use flow::{Failure, Path, Session};
 use routes::{Delivery, Route, SessionHandle};
 
@@ -111,17 +111,17 @@ fn dtls_certificate(
 
 /// A self-signed certificate for clients without an identity (made once per process).
 fn throwaway() -> Result<DtlsCertificate, AttemptCause> {
-    static CERT: OnceLock<Result<DtlsCertificate, String>> = OnceLock::new();
+    static CERT: OnceLock<Result<DtlsCertificate, LayerError>> = OnceLock::new();
     CERT.get_or_init(|| {
         let ck = rcgen::generate_simple_self_signed(vec!["taps-dtls-client".to_string()])
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LayerError::new(DtlsFailure::ClientCertificate(e)))?;
         Ok(DtlsCertificate {
             certificate: ck.cert.der().to_vec(),
             private_key: ck.signing_key.serialize_der(),
         })
     })
     .clone()
-    .map_err(|e| AttemptCause::other(format!("DTLS client certificate: {e}")))
+    .map_err(AttemptCause::Other)
 }
 
 /// What a DTLS attempt needs; part of a preconnection's `ClientSecurity`.
@@ -130,7 +130,7 @@ pub(crate) struct DtlsClient {
     /// The trust anchors; `None` when verification is turned off.
     roots: Option<Arc<RootCertStore>>,
     /// The client's identity, or why it cannot be used for DTLS.
-    identity: Result<Option<DtlsCertificate>, Arc<str>>,
+    identity: Result<Option<DtlsCertificate>, DtlsIdentityProblem>,
     server_name: ServerName<'static>,
     name: Arc<str>,
 }
@@ -143,9 +143,7 @@ impl DtlsClient {
         name: Arc<str>,
     ) -> DtlsClient {
         let identity = match identity {
-            Some((chain, key)) => dtls_certificate(chain, key)
-                .map(Some)
-                .map_err(|e| Arc::from(e.to_string())),
+            Some((chain, key)) => dtls_certificate(chain, key).map(Some),
             None => Ok(None),
         };
         DtlsClient {
@@ -167,7 +165,11 @@ impl DtlsClient {
         let cert = match &self.identity {
             Ok(Some(c)) => c.clone(),
             Ok(None) => throwaway()?,
-            Err(why) => return Err(AttemptCause::Unsupported(why.clone())),
+            Err(why) => {
+                return Err(AttemptCause::Unsupported(LayerError::new(
+                    NotSupported::DtlsIdentity(*why),
+                )))
+            }
         };
         let verifier = match &self.roots {
             Some(roots) => Some(
@@ -201,9 +203,9 @@ impl DtlsClient {
             s.step(None).await.map_err(cause)?;
         }
         let Some(leaf) = leaf else {
-            return Err(AttemptCause::Handshake(
-                "the DTLS server sent no certificate".into(),
-            ));
+            return Err(AttemptCause::Handshake(LayerError::new(
+                DtlsFailure::NoServerCertificate,
+            )));
         };
         let info = info(&s.dtls, Some(leaf));
         let (flow, driver) = DtlsFlow::new(s).map_err(AttemptCause::other)?;
@@ -231,7 +233,7 @@ impl DtlsClient {
                 server_name: self.name.clone(),
                 reason: verify_failure(&c),
             },
-            other => AttemptCause::Handshake(Arc::from(format!("DTLS: {other}"))),
+            other => AttemptCause::Handshake(LayerError::new(DtlsFailure::Verifier(other))),
         }
     }
 }
@@ -262,9 +264,30 @@ fn cause(f: Failure) -> AttemptCause {
             _ => AttemptCause::other(e),
         },
         Failure::Dtls(dimpl::Error::Timeout(_)) => AttemptCause::TimedOut { after: None },
-        Failure::Dtls(e) => AttemptCause::Handshake(Arc::from(format!("DTLS: {e}"))),
-        Failure::Gone => AttemptCause::other("the listener stopped"),
+        Failure::Dtls(e) => AttemptCause::Handshake(LayerError::new(DtlsFailure::Engine(e))),
+        Failure::Gone => AttemptCause::Other(LayerError::new(DtlsFailure::ListenerStopped)),
     }
+}
+
+/// Why a DTLS handshake failed, the library's error (dimpl's, rustls' or rcgen's) kept
+/// as its source.
+#[derive(Debug, thiserror::Error)]
+enum DtlsFailure {
+    /// dimpl gave up: a rejected handshake, an alert.
+    #[error("DTLS: {0}")]
+    Engine(#[source] dimpl::Error),
+    /// The certificate verifier failed for a reason other than the certificate.
+    #[error("DTLS: {}", tls_words(.0))]
+    Verifier(#[source] rustls::Error),
+    /// The server finished its part without a certificate.
+    #[error("the DTLS server sent no certificate")]
+    NoServerCertificate,
+    /// The listener stopped before the handshake finished.
+    #[error("the listener stopped")]
+    ListenerStopped,
+    /// No throwaway client certificate could be made.
+    #[error("DTLS client certificate: {0}")]
+    ClientCertificate(#[source] rcgen::Error),
 }
 
 /// What a DTLS listener needs: its identity as dimpl takes it.

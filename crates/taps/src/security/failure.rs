@@ -1,16 +1,16 @@
-//! A failed TLS handshake as the typed cause the race records. The words come from the
-//! variants of rustls' and webpki's errors (never their `Debug` output); the cause stays
-//! plain data, since it is recorded in the CIB and sent to the policy manager.
-
-use std::io;
-use std::sync::Arc;
+//! A failed TLS handshake as the typed cause the race records. rustls' and webpki's
+//! errors are kept as values inside the cause (a [`LayerError`]); their words come from
+//! the variants (never their `Debug` output).
 
 use rustls::{CertificateError, Error as TlsError};
-use taps_core::{AttemptCause, VerifyFailure};
+use std::error::Error;
+use std::fmt;
+use std::io;
+use taps_core::{AttemptCause, LayerError, VerifyFailure};
 
 /// The cause of a failed handshake with `server_name`: a rejected certificate says
-/// which name and why; anything else is a handshake failure in words, unless the
-/// transport itself failed (reset, timeout), which keeps its own cause.
+/// which name and why; anything else is a handshake failure holding rustls' error,
+/// unless the transport itself failed (reset, timeout), which keeps its own cause.
 pub(crate) fn handshake_failure(e: io::Error, server_name: &str) -> AttemptCause {
     let tls = e
         .get_ref()
@@ -20,15 +20,65 @@ pub(crate) fn handshake_failure(e: io::Error, server_name: &str) -> AttemptCause
             server_name: server_name.into(),
             reason: verify_failure(c),
         },
-        Some(other) => AttemptCause::Handshake(Arc::from(tls_words(other))),
+        Some(other) => AttemptCause::Handshake(LayerError::new(TlsFailure::Rustls(other.clone()))),
         None => match e.kind() {
             io::ErrorKind::ConnectionReset => AttemptCause::Reset,
-            io::ErrorKind::UnexpectedEof => AttemptCause::Handshake(
-                "the peer closed the connection during the handshake".into(),
-            ),
+            io::ErrorKind::UnexpectedEof => {
+                AttemptCause::Handshake(LayerError::new(TlsFailure::PeerClosed))
+            }
             io::ErrorKind::TimedOut => AttemptCause::TimedOut { after: None },
             _ => AttemptCause::other(e),
         },
+    }
+}
+
+/// Why a TLS handshake failed: rustls' error (its source), or the peer closing first.
+#[derive(Debug)]
+pub(crate) enum TlsFailure {
+    /// rustls refused or could not finish the handshake.
+    Rustls(TlsError),
+    /// The peer closed the connection before the handshake finished.
+    PeerClosed,
+}
+
+impl fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsFailure::Rustls(e) => f.write_str(&tls_words(e)),
+            TlsFailure::PeerClosed => {
+                f.write_str("the peer closed the connection during the handshake")
+            }
+        }
+    }
+}
+
+impl Error for TlsFailure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            TlsFailure::Rustls(e) => Some(e),
+            TlsFailure::PeerClosed => None,
+        }
+    }
+}
+
+/// A rejected certificate whose reason has no [`VerifyFailure`] variant of its own:
+/// rustls' `Error::InvalidCertificate` (its source), in words from the certificate
+/// error's variant.
+#[derive(Debug)]
+struct CertificateFailure(TlsError);
+
+impl fmt::Display for CertificateFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            TlsError::InvalidCertificate(c) => f.write_str(&certificate_words(c)),
+            other => f.write_str(&tls_words(other)),
+        }
+    }
+}
+
+impl Error for CertificateFailure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.0)
     }
 }
 
@@ -90,12 +140,10 @@ fn words(variant: &str) -> String {
     out
 }
 
-/// Why a certificate was rejected, as the typed reason (with words for the rest, from
-/// the variant: never the variant's debug output). The deprecated unit variants are
-/// matched too: verifiers built against older rustls still produce them.
+/// Why a certificate was rejected, as the typed reason; reasons without a variant of
+/// their own keep rustls' error.
 #[allow(deprecated)]
 pub(super) fn verify_failure(c: &CertificateError) -> VerifyFailure {
-    let other = |why: &str| VerifyFailure::Other(Arc::from(why));
     match c {
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
             VerifyFailure::Expired
@@ -109,29 +157,56 @@ pub(super) fn verify_failure(c: &CertificateError) -> VerifyFailure {
         CertificateError::UnknownIssuer => VerifyFailure::UnknownIssuer,
         CertificateError::Revoked => VerifyFailure::Revoked,
         CertificateError::BadSignature => VerifyFailure::BadSignature,
+        c => VerifyFailure::Other(LayerError::new(CertificateFailure(
+            TlsError::InvalidCertificate(c.clone()),
+        ))),
+    }
+}
+
+/// A rejected certificate's reason in words, from the variant (never its debug output).
+/// The deprecated unit variants are matched too: verifiers built against older rustls
+/// still produce them.
+#[allow(deprecated)]
+fn certificate_words(c: &CertificateError) -> String {
+    let words = match c {
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "certificate expired"
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "certificate not valid yet"
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            "certificate is for another name"
+        }
+        CertificateError::UnknownIssuer => "issued by an unknown certificate authority",
+        CertificateError::Revoked => "certificate revoked",
+        CertificateError::BadSignature => "bad signature in the certificate chain",
         CertificateError::UnsupportedSignatureAlgorithm
         | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
         | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
-            other("it is signed with an algorithm this build does not accept")
+            "it is signed with an algorithm this build does not accept"
         }
         CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
-            other("it is not valid for TLS server authentication (extended key usage)")
+            "it is not valid for TLS server authentication (extended key usage)"
         }
-        CertificateError::BadEncoding => other("it is malformed"),
+        CertificateError::BadEncoding => "it is malformed",
         CertificateError::UnhandledCriticalExtension => {
-            other("it has a critical extension this build does not handle")
+            "it has a critical extension this build does not handle"
         }
-        CertificateError::UnknownRevocationStatus => other("its revocation status is unknown"),
+        CertificateError::UnknownRevocationStatus => "its revocation status is unknown",
         CertificateError::ExpiredRevocationList
         | CertificateError::ExpiredRevocationListContext { .. } => {
-            other("the revocation list has expired")
+            "the revocation list has expired"
         }
-        CertificateError::Other(o) => match o.0.downcast_ref::<webpki::Error>() {
-            Some(w) => other(&webpki_words(w)),
-            None => other(&o.to_string()),
-        },
-        c => other(&words(&format!("{c:?}"))),
-    }
+        CertificateError::Other(o) => {
+            return match o.0.downcast_ref::<webpki::Error>() {
+                Some(w) => webpki_words(w),
+                None => o.to_string(),
+            }
+        }
+        c => return words(&format!("{c:?}")),
+    };
+    words.to_string()
 }
 
 /// A webpki verdict in words, from its variant (deprecated variants included, as for
@@ -166,6 +241,7 @@ fn webpki_words(e: &webpki::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn variant_names_become_words() {
@@ -186,9 +262,17 @@ mod tests {
         let e = CertificateError::Other(rustls::OtherError(Arc::new(
             webpki::Error::UnsupportedSignatureAlgorithmForPublicKey,
         )));
-        let VerifyFailure::Other(why) = verify_failure(&e) else {
+        let VerifyFailure::Other(kept) = verify_failure(&e) else {
             panic!("not Other")
         };
+        assert!(
+            matches!(
+                kept.find::<TlsError>(),
+                Some(TlsError::InvalidCertificate(_))
+            ),
+            "{kept:?}"
+        );
+        let why = kept.to_string();
         assert!(why.contains("signed with an algorithm"), "{why}");
         assert!(!why.contains('{') && !why.contains('['), "{why}");
         let e = CertificateError::Other(rustls::OtherError(Arc::new(

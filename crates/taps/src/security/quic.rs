@@ -8,6 +8,7 @@
 //! its streams is done. QUIC makes a stream known to the peer only when data crosses it,
 //! so a listener hands out each accepted stream when the client first sends on it.
 
+use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use quinn::{ConnectionError, Endpoint};
 use rustls_pki_types::CertificateDer;
-use taps_core::{AttemptCause, VerifyFailure};
+use taps_core::{AttemptCause, LayerError, VerifyFailure};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::SecurityInfo;
@@ -319,35 +320,70 @@ fn security_info(conn: &quinn::Connection) -> SecurityInfo {
     }
 }
 
-/// A failed QUIC handshake or connection as the typed cause. quinn reports a rejected
-/// certificate as a TLS alert with rustls' text; the reason is read back from it.
+/// A failed QUIC handshake or connection as the typed cause, quinn's error kept inside.
+/// quinn reports a rejected certificate as a TLS alert with rustls' text; the reason is
+/// read back from it.
 fn connection_failure(e: ConnectionError, server_name: &str) -> AttemptCause {
     match e {
         ConnectionError::TimedOut => AttemptCause::TimedOut { after: None },
         ConnectionError::Reset => AttemptCause::Reset,
-        ConnectionError::ConnectionClosed(c) => match crypto_alert(c.error_code) {
-            // The peer's TLS refused the handshake (RFC 9001 4.8: the alert in the code).
-            Some(alert) => AttemptCause::Handshake(Arc::from(with_reason(
-                super::failure::alert_words(alert),
-                &String::from_utf8_lossy(&c.reason),
-            ))),
-            None => AttemptCause::other(ConnectionError::ConnectionClosed(c)),
+        ConnectionError::TransportError(ref t) => match certificate_reason(&t.reason) {
+            Some(reason) => AttemptCause::Verification {
+                server_name: server_name.into(),
+                reason: reason.unwrap_or_else(|| VerifyFailure::Other(QuicFailure::kept(e))),
+            },
+            None => AttemptCause::Handshake(QuicFailure::kept(e)),
         },
-        ConnectionError::TransportError(t) => {
-            let text = t.reason.clone();
-            match (certificate_reason(&text), crypto_alert(t.code)) {
-                (Some(reason), _) => AttemptCause::Verification {
-                    server_name: server_name.into(),
-                    reason,
-                },
-                (None, Some(alert)) => AttemptCause::Handshake(Arc::from(with_reason(
-                    super::failure::alert_words(alert),
-                    &text,
-                ))),
-                (None, None) => AttemptCause::Handshake(Arc::from(t.to_string())),
-            }
+        // The peer's TLS refused the handshake (RFC 9001 4.8: the alert in the code).
+        ConnectionError::ConnectionClosed(ref c) if crypto_alert(c.error_code).is_some() => {
+            AttemptCause::Handshake(QuicFailure::kept(e))
         }
-        other => AttemptCause::other(other),
+        other => AttemptCause::Other(QuicFailure::kept(other)),
+    }
+}
+
+/// A QUIC connection that failed, as quinn reported it (its source). The words come from
+/// the variant: a TLS alert by its name with the peer's reason, a rejected certificate's
+/// reason as rustls wrote it (quinn keeps only that text), else quinn's words.
+#[derive(Debug)]
+struct QuicFailure(ConnectionError);
+
+impl QuicFailure {
+    fn kept(e: ConnectionError) -> LayerError {
+        LayerError::new(QuicFailure(e))
+    }
+}
+
+impl fmt::Display for QuicFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            ConnectionError::ConnectionClosed(c) => match crypto_alert(c.error_code) {
+                Some(alert) => f.write_str(&with_reason(
+                    super::failure::alert_words(alert),
+                    &String::from_utf8_lossy(&c.reason),
+                )),
+                None => self.0.fmt(f),
+            },
+            ConnectionError::TransportError(t) => {
+                match (
+                    t.reason.strip_prefix(CERTIFICATE_PREFIX),
+                    crypto_alert(t.code),
+                ) {
+                    (Some(rest), _) => f.write_str(rest),
+                    (None, Some(alert)) => {
+                        f.write_str(&with_reason(super::failure::alert_words(alert), &t.reason))
+                    }
+                    (None, None) => t.fmt(f),
+                }
+            }
+            other => other.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for QuicFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 
@@ -368,25 +404,29 @@ fn with_reason(words: String, reason: &str) -> String {
     }
 }
 
+/// How rustls' text of a rejected certificate begins.
+const CERTIFICATE_PREFIX: &str = "invalid peer certificate: ";
+
 /// The certificate failure in rustls' text of a QUIC transport error, if it is one
-/// (quinn keeps rustls' error only as text).
-fn certificate_reason(text: &str) -> Option<VerifyFailure> {
-    let rest = text.strip_prefix("invalid peer certificate: ")?;
+/// (quinn keeps rustls' error only as text): `Some(None)` for a rejection without a
+/// [`VerifyFailure`] variant of its own.
+fn certificate_reason(text: &str) -> Option<Option<VerifyFailure>> {
+    let rest = text.strip_prefix(CERTIFICATE_PREFIX)?;
     Some(
         if rest.contains("UnknownIssuer") || rest.contains("unknown issuer") {
-            VerifyFailure::UnknownIssuer
+            Some(VerifyFailure::UnknownIssuer)
         } else if rest.contains("NotValidForName") || rest.contains("not valid for name") {
-            VerifyFailure::NameMismatch
+            Some(VerifyFailure::NameMismatch)
         } else if rest.contains("Expired") || rest.contains("expired") {
-            VerifyFailure::Expired
+            Some(VerifyFailure::Expired)
         } else if rest.contains("NotValidYet") || rest.contains("not valid yet") {
-            VerifyFailure::NotYetValid
+            Some(VerifyFailure::NotYetValid)
         } else if rest.contains("Revoked") || rest.contains("revoked") {
-            VerifyFailure::Revoked
+            Some(VerifyFailure::Revoked)
         } else if rest.contains("BadSignature") {
-            VerifyFailure::BadSignature
+            Some(VerifyFailure::BadSignature)
         } else {
-            VerifyFailure::Other(Arc::from(rest))
+            None
         },
     )
 }

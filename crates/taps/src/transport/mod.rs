@@ -28,9 +28,10 @@ use std::time::Duration;
 use socket2::{Domain, Socket, Type};
 use taps_core::candidates::{Candidate, LocalBinding};
 use taps_core::policy::History;
-use taps_core::AttemptCause;
 use taps_core::Security;
+use taps_core::{AttemptCause, LayerError};
 
+use crate::error::NotSupported;
 use crate::security::{ClientSecurity, DtlsFlow, QuicStream, SecurityInfo};
 use taps_core::properties::Protocol;
 use tokio::net::{TcpStream, UdpSocket};
@@ -50,7 +51,7 @@ pub enum AttemptError {
     /// This host or build cannot run the attempt (protocol missing from the kernel,
     /// security layer not handled here, unknown congestion control, ...).
     #[error("{0}")]
-    Unsupported(String),
+    Unsupported(NotSupported),
     /// Any other I/O error.
     #[error(transparent)]
     Io(io::Error),
@@ -74,14 +75,14 @@ impl From<io::Error> for AttemptError {
 }
 
 impl From<AttemptError> for AttemptCause {
-    /// The typed cause the race, its report and the CIB carry (the I/O error's text is
+    /// The typed cause the race, its report and the CIB carry (the I/O error itself is
     /// kept for causes without a variant of their own).
     fn from(e: AttemptError) -> Self {
         match e {
             AttemptError::Refused => AttemptCause::Refused,
             AttemptError::Unreachable => AttemptCause::Unreachable,
             AttemptError::TimedOut => AttemptCause::TimedOut { after: None },
-            AttemptError::Unsupported(why) => AttemptCause::Unsupported(why.into()),
+            AttemptError::Unsupported(why) => AttemptCause::Unsupported(LayerError::new(why)),
             AttemptError::Io(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
                 AttemptCause::Reset
             }
@@ -100,7 +101,7 @@ impl From<AttemptError> for io::Error {
             AttemptError::TimedOut => io::Error::from_raw_os_error(libc::ETIMEDOUT),
             AttemptError::Unsupported(m) => io::Error::new(io::ErrorKind::Unsupported, m),
             AttemptError::Io(e) => e,
-            AttemptError::Cause(c) => io::Error::other(c.to_string()),
+            AttemptError::Cause(c) => io::Error::other(c),
         }
     }
 }
@@ -220,7 +221,7 @@ pub(crate) async fn connect_signalling(
     let (candidate, opts, security) = (&candidate, &*opts, security.as_deref());
     let stack = candidate.stack;
     if let Some(why) = candidate.unavailable {
-        return Err(AttemptError::Unsupported(format!("{stack}: {why}")));
+        return Err(AttemptError::Cause(AttemptCause::Unavailable(why)));
     }
     if stack.security != Security::None {
         // Boxed: the TLS, QUIC and DTLS handshakes' state is large, and a plain attempt
@@ -236,9 +237,7 @@ pub(crate) async fn connect_signalling(
         Protocol::Sctp => {
             sctp::connect(candidate, opts, move || progress(Milestone::Reachable)).await
         }
-        Protocol::Quic => Err(AttemptError::Unsupported(format!(
-            "{stack} is not run by the socket layer (only plain TCP, MPTCP, SCTP, UDP and UDP-Lite)"
-        ))),
+        Protocol::Quic => Err(AttemptError::Unsupported(NotSupported::Stack(stack))),
     }
 }
 
@@ -288,8 +287,7 @@ async fn connect_secure(
                 Protocol::Udp => DatagramKind::Udp,
                 _ => DatagramKind::UdpLite,
             };
-            let Established::Udp(udp, _) =
-                connect_datagram(candidate.remote, local, kind, opts)?
+            let Established::Udp(udp, _) = connect_datagram(candidate.remote, local, kind, opts)?
             else {
                 unreachable!("connect_datagram makes a datagram socket")
             };
@@ -301,9 +299,7 @@ async fn connect_secure(
                 .map_err(AttemptError::Cause)?;
             Ok(Established::Dtls(Box::new(flow), Box::new(info)))
         }
-        _ => Err(AttemptError::Unsupported(format!(
-            "{stack} is not run by this build (TLS over TCP and MPTCP, QUIC, and DTLS over UDP and UDP-Lite, are)"
-        ))),
+        _ => Err(AttemptError::Unsupported(NotSupported::Stack(stack))),
     }
 }
 
@@ -370,7 +366,7 @@ pub(crate) fn stream_socket(domain: Domain, mptcp: bool) -> Result<Socket, Attem
         // Old kernels reject protocol numbers >= 256 with EINVAL.
         match e.raw_os_error() {
             Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT | libc::EINVAL) if mptcp => {
-                AttemptError::Unsupported("MPTCP not available in this kernel".into())
+                AttemptError::Unsupported(NotSupported::Protocol(Protocol::Mptcp))
             }
             _ => AttemptError::Io(e),
         }
@@ -389,7 +385,7 @@ pub(crate) fn datagram_socket(domain: Domain, lite: bool) -> Result<Socket, Atte
         Socket::new(domain, Type::DGRAM.nonblocking(), Some(protocol)).map_err(|e| {
             match e.raw_os_error() {
                 Some(libc::EPROTONOSUPPORT | libc::ENOPROTOOPT) if lite => {
-                    AttemptError::Unsupported("UDP-Lite not available in this kernel".into())
+                    AttemptError::Unsupported(NotSupported::Protocol(Protocol::UdpLite))
                 }
                 _ => AttemptError::Io(e),
             }

@@ -4,10 +4,11 @@ use std::io;
 use std::time::Duration;
 
 use socket2::{Socket, TcpKeepalive};
-use taps_core::properties::{Name, Preference, Properties};
+use taps_core::properties::{Name, Preference, Properties, Protocol};
 
 use super::sys;
 use super::AttemptError;
+use crate::error::{CongestionProblem, NotSupported, SocketOption};
 
 /// Keep-alive idle time used when the properties ask for keep-alive without a value:
 /// the RFC 1122 minimum default of two hours.
@@ -144,29 +145,31 @@ impl SocketOptions {
         v6: bool,
         mptcp: bool,
     ) -> Result<(), AttemptError> {
-        let proto = if mptcp { "MPTCP" } else { "TCP" };
-        let check = |r: io::Result<()>, what: &str| {
+        let protocol = if mptcp {
+            Protocol::Mptcp
+        } else {
+            Protocol::Tcp
+        };
+        let check = |r: io::Result<()>, option: SocketOption| {
             r.map_err(|e| {
                 if not_supported(&e) {
-                    AttemptError::Unsupported(format!(
-                        "{what} is not supported on {proto} sockets by this kernel"
-                    ))
+                    AttemptError::Unsupported(NotSupported::SocketOption { option, protocol })
                 } else {
-                    context(e, &format!("setting {what}"))
+                    context(e, &format!("setting {option}"))
                 }
             })
         };
         self.apply_common(s, v6)?;
-        check(s.set_tcp_nodelay(self.nodelay), "TCP_NODELAY")?;
+        check(s.set_tcp_nodelay(self.nodelay), SocketOption::NoDelay)?;
         if let Some(t) = self.user_timeout {
-            check(s.set_tcp_user_timeout(Some(t)), "TCP_USER_TIMEOUT")?;
+            check(s.set_tcp_user_timeout(Some(t)), SocketOption::UserTimeout)?;
         }
         if let Some(idle) = self.keepalive {
             // TCP_KEEPIDLE counts whole seconds, at least one.
             let idle = idle.max(Duration::from_secs(1));
             check(
                 s.set_tcp_keepalive(&TcpKeepalive::new().with_time(idle)),
-                "TCP keep-alive",
+                SocketOption::KeepAlive,
             )?;
         }
         if let Some(name) = &self.congestion_control {
@@ -222,20 +225,19 @@ fn not_supported(e: &io::Error) -> bool {
 
 /// Sets `TCP_CONGESTION`, turning the kernel's errors into messages naming the algorithm.
 fn set_congestion(s: &Socket, name: &str) -> Result<(), AttemptError> {
+    let unsupported = |problem| {
+        AttemptError::Unsupported(NotSupported::Congestion {
+            name: name.into(),
+            problem,
+        })
+    };
     if name.is_empty() || name.len() > TCP_CA_NAME_MAX || name.contains('\0') {
-        return Err(AttemptError::Unsupported(format!(
-            "'{name}' is not a valid TCP congestion control name"
-        )));
+        return Err(unsupported(CongestionProblem::InvalidName));
     }
     s.set_tcp_congestion(name.as_bytes())
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) => AttemptError::Unsupported(format!(
-                "TCP congestion control '{name}' is not available in this kernel"
-            )),
-            Some(libc::EPERM) => AttemptError::Unsupported(format!(
-                "TCP congestion control '{name}' is not permitted \
-                 (see net.ipv4.tcp_allowed_congestion_control)"
-            )),
+            Some(libc::ENOENT) => unsupported(CongestionProblem::Missing),
+            Some(libc::EPERM) => unsupported(CongestionProblem::NotPermitted),
             _ => context(e, &format!("setting TCP congestion control '{name}'")),
         })
 }

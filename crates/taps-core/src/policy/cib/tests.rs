@@ -34,7 +34,11 @@ fn text_only_causes_save_and_load_again() {
     let mut cib = Cib::default();
     let tls = key(Protocol::Tcp, Security::Tls);
     let sctp = key(Protocol::Sctp, Security::None);
-    cib.record_failure(tls.clone(), AttemptCause::Handshake("bad alert".into()), t0);
+    cib.record_failure(
+        tls.clone(),
+        AttemptCause::other(std::io::Error::other("bad alert")),
+        t0,
+    );
     cib.record_failure(sctp.clone(), AttemptCause::Refused, t0);
     let mut loaded = Cib::default();
     assert_eq!(loaded.load_json(&cib.to_json(t0, wall), t0, wall), Ok(2));
