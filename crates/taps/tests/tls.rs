@@ -50,20 +50,27 @@ fn client(ctx: &Context, port: u16, params: SecurityParameters) -> Preconnection
         .security(params)
 }
 
-#[tokio::test]
-async fn verified_tls_round_trip_with_alpn() {
+/// A client offering ALPN `offer` to an echo server (verified, "localhost") that accepts
+/// `accepted`; with the certificates, which must outlive the preconnection's use.
+async fn alpn_client(accepted: &[&str], offer: &str) -> (Preconnection, TestPki) {
     let pki = TestPki::new(&["localhost"]).unwrap();
     let ctx = Context::builder().build().unwrap();
     let server = SecurityParameters::new()
         .identity(&pki.cert, &pki.key)
-        .alpn(["h2", "http/1.1"]);
+        .alpn(accepted.iter().copied());
     let (listener, port) = echo_server(&ctx, server).await;
     spawn_echo(listener);
     let params = SecurityParameters::new()
         .ca_file(&pki.ca)
         .server_name("localhost")
-        .alpn(["http/1.1"]);
-    let mut conn = client(&ctx, port, params).initiate().await.unwrap();
+        .alpn([offer]);
+    (client(&ctx, port, params), pki)
+}
+
+#[tokio::test]
+async fn verified_tls_round_trip_with_alpn() {
+    let (pre, _pki) = alpn_client(&["h2", "http/1.1"], "http/1.1").await;
+    let mut conn = pre.initiate().await.unwrap();
     let info = conn.info().clone();
     assert_eq!(info.stack.to_string(), "TLS/TCP");
     let sec = info.security.as_ref().expect("security info");
@@ -171,18 +178,8 @@ async fn verification_failures_are_typed_and_never_fall_back() {
 /// inside the cause, and says what happened in words written from its variant.
 #[tokio::test]
 async fn a_failed_handshake_keeps_rustls_error() {
-    let pki = TestPki::new(&["localhost"]).unwrap();
-    let ctx = Context::builder().build().unwrap();
-    let server = SecurityParameters::new()
-        .identity(&pki.cert, &pki.key)
-        .alpn(["h2"]);
-    let (listener, port) = echo_server(&ctx, server).await;
-    spawn_echo(listener);
-    let params = SecurityParameters::new()
-        .ca_file(&pki.ca)
-        .server_name("localhost")
-        .alpn(["http/1.1"]);
-    let err = client(&ctx, port, params).initiate().await.unwrap_err();
+    let (pre, _pki) = alpn_client(&["h2"], "http/1.1").await;
+    let err = pre.initiate().await.unwrap_err();
     let [AttemptCause::Handshake(kept)] = &causes(&err)[..] else {
         panic!("not one handshake failure: {err}");
     };
