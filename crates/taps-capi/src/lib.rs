@@ -54,5 +54,6 @@ pub struct NeatFlow {
 pub mod context;
 pub mod flows;
 pub mod io;
+pub mod paths;
 pub mod stats;
 pub mod stubs;

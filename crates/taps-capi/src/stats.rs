@@ -21,7 +21,8 @@ fn stack_name(stack: i32) -> &'static str {
 }
 
 /// NEAT's statistics JSON (a `malloc`ed string the caller frees): every flow, newest
-/// first, with taps' counters and, on TCP, round-trip time from TCP_INFO.
+/// first, with taps' counters, on TCP the round-trip time from TCP_INFO, and on SCTP
+/// each path of the association (`paths`, a taps addition).
 ///
 /// # Safety
 /// `nc` is NULL or live; `neat_stats` is NULL or writable.
@@ -50,18 +51,9 @@ pub unsafe extern "C" fn neat_get_stats(
                 continue;
             }
             n += 1;
-            let stats = if fr.state == State::Open {
-                // Straight to the task (not through an inline loop's outbox), and the
-                // runtime driven until it answers.
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                fr.shared.cmds.send(Cmd::Stats(tx));
-                crate::runtime::block_on(async {
-                    tokio::time::timeout(std::time::Duration::from_secs(1), rx).await
-                })
-                .ok()
-                .and_then(Result::ok)
-            } else {
-                None
+            let (stats, paths) = match fr.state {
+                State::Open => task::ask(&fr.shared, Cmd::Stats).unzip(),
+                _ => (None, None),
             };
             let (bs, br) = stats
                 .as_ref()
@@ -98,6 +90,9 @@ pub unsafe extern "C" fn neat_get_stats(
                     "reordering": null, "total retrans": null,
                 });
             }
+            if let Some(paths) = paths.filter(|_| stack == NEAT_STACK_SCTP) {
+                o["paths"] = paths.iter().map(path_json).collect();
+            }
             root.insert(format!("flow-{n}"), o);
         }
         root.insert("Number of flows".into(), json!(n));
@@ -110,6 +105,26 @@ pub unsafe extern "C" fn neat_get_stats(
             .map_err(|_| NEAT_ERROR_INTERNAL)?;
         *neat_stats = c_string(&out)?;
         Ok(())
+    })
+}
+
+/// One path of an SCTP flow in the statistics: addresses, state, primary, and usrsctp's
+/// figures (times in ms).
+fn path_json(p: &taps::Path) -> serde_json::Value {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as u64);
+    serde_json::json!({
+        "local": p.local.to_string(),
+        "remote": p.remote.to_string(),
+        "state": match p.state {
+            taps::PathState::Active => "active",
+            taps::PathState::Unconfirmed => "unconfirmed",
+            _ => "inactive",
+        },
+        "primary": p.primary,
+        "srtt": ms(p.srtt),
+        "rto": ms(p.rto),
+        "cwnd": p.cwnd,
+        "mtu": p.mtu,
     })
 }
 

@@ -32,19 +32,6 @@ pub unsafe extern "C" fn neat_change_timeout(
     unable(nc, flow, "neat_change_timeout")
 }
 
-/// Not offered by taps yet (SCTP primary path): NEAT_ERROR_UNABLE.
-///
-/// # Safety
-/// Pointers are NULL or live.
-#[no_mangle]
-pub unsafe extern "C" fn neat_set_primary_dest(
-    nc: *mut NeatCtx,
-    flow: *mut NeatFlow,
-    _name: *const c_char,
-) -> NeatError {
-    unable(nc, flow, "neat_set_primary_dest")
-}
-
 /// Not offered by taps yet (UDP-Lite coverage per flow): NEAT_ERROR_UNABLE.
 ///
 /// # Safety

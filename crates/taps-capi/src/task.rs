@@ -38,7 +38,23 @@ pub(crate) enum Cmd {
     Abort,
     /// The application read below [`READ_LIMIT`]: read again.
     Resume,
-    Stats(tokio::sync::oneshot::Sender<taps::Statistics>),
+    /// The connection's counters and paths.
+    Stats(Reply<(taps::Statistics, Vec<taps::Path>)>),
+    /// Make the path to this peer address the primary one.
+    SetPrimary(SocketAddr, Reply<Result<(), taps::Error>>),
+}
+
+/// Where a flow's task answers a question of the application.
+pub(crate) type Reply<T> = tokio::sync::oneshot::Sender<T>;
+
+/// Asks an open flow's task and drives the runtime until it answers (straight to the
+/// task, not through an inline loop's outbox); `None` if it does not within a second.
+pub(crate) fn ask<T>(shared: &FlowShared, question: impl FnOnce(Reply<T>) -> Cmd) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    shared.cmds.send(question(tx));
+    crate::runtime::block_on(async { tokio::time::timeout(Duration::from_secs(1), rx).await })
+        .ok()
+        .and_then(Result::ok)
 }
 
 /// What an established flow is.
@@ -362,7 +378,11 @@ impl Pump {
                 Poll::Ready(Cmd::Abort) => return Poll::Ready(End::Abort),
                 Poll::Ready(Cmd::Resume) => {}
                 Poll::Ready(Cmd::Stats(tx)) => {
-                    let _ = tx.send(self.conn.statistics());
+                    let paths = self.conn.paths().unwrap_or_default();
+                    let _ = tx.send((self.conn.statistics(), paths));
+                }
+                Poll::Ready(Cmd::SetPrimary(remote, tx)) => {
+                    let _ = tx.send(self.conn.set_primary_path(remote));
                 }
                 Poll::Pending => break,
             }

@@ -475,6 +475,28 @@ fn one_mebibyte_write_over_sctp() {
     );
 }
 
+/// neat_set_primary_dest on an SCTP flow: the peer's own address is accepted, an address
+/// that is none of the association's paths and a name are bad arguments; the statistics
+/// list the association's path as primary. On TCP it is NEAT_ERROR_UNABLE, as in NEAT.
+#[test]
+fn primary_path_of_an_sctp_flow() {
+    let (work, _l) = need!();
+    let port = &free_port();
+    let _server = server(&work, &["echo", port, SCTP]);
+    let out = ok(&client(&work, &["primary", "127.0.0.1", port, SCTP], 20));
+    assert_eq!(
+        out, "own 0\nforeign 2\nname 2\npaths listed\nprimary marked\n",
+        "{out}"
+    );
+    let port = &free_port();
+    let _server = server(&work, &["echo", port, TCP]);
+    let out = ok(&client(&work, &["primary", "127.0.0.1", port, TCP], 20));
+    assert!(
+        out.starts_with("own 7\nforeign 7\nname 7\npaths absent\n"),
+        "{out}"
+    );
+}
+
 /// The peer's end of stream: a 0-byte read on SCTP (as NEAT on SCTP), on_close with no
 /// 0-byte read on TCP (as NEAT on TCP; the server exits 3 on a 0-byte read there).
 #[test]

@@ -172,6 +172,15 @@ pub enum UsageError {
     /// `clone_flow` when every stream this side may open is in use.
     #[error("every SCTP stream this side may open on the association is in use")]
     SctpStreamsInUse,
+    /// `set_primary_path` with an address that is not the peer's end of any of the
+    /// connection's paths.
+    #[error("{remote} is not the peer's address of any path of this {protocol} connection")]
+    NotAPath {
+        /// The address asked for.
+        remote: std::net::SocketAddr,
+        /// The connection's protocol.
+        protocol: taps_core::properties::Protocol,
+    },
     /// `clone_flow` on a stack without streams.
     #[error("only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)")]
     NotCloneable,

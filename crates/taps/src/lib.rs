@@ -34,6 +34,7 @@ mod framing;
 pub mod http;
 pub mod interfaces;
 mod listener;
+mod paths;
 pub mod pm;
 mod preconnection;
 mod racing;
@@ -51,6 +52,7 @@ pub use error::{
     InternalError, ListenFailure, MissingStack, NotSupported, SetupError, SocketOption, UsageError,
 };
 pub use listener::{Listener, ListenerOptions};
+pub use paths::{Path, PathState};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;

@@ -430,7 +430,7 @@ impl Drop for SctpFlow {
 /// A usrsctp error as the I/O error a flow reports: the kind says how the association
 /// ended (the peer gone or aborting it reads as a reset, like TCP's RST; an abort of
 /// ours as aborted), the text says why.
-fn flow_error(e: usrsctp::Error) -> io::Error {
+pub(crate) fn flow_error(e: usrsctp::Error) -> io::Error {
     let kind = match &e {
         usrsctp::Error::PeerGone(_) | usrsctp::Error::Lost(_) => io::ErrorKind::ConnectionReset,
         usrsctp::Error::Aborted => io::ErrorKind::ConnectionAborted,

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
 use taps::taps_core::race::RaceEvent;
-use taps::{Context, Listener, Preconnection, Preference, RemoteEndpoint, TransportProperties};
+use taps::{
+    Context, Listener, PathState, Preconnection, Preference, RemoteEndpoint, SetupError,
+    TransportProperties, UsageError,
+};
 
 fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
@@ -48,15 +51,20 @@ fn echo(mut listener: Listener) -> tokio::task::JoinHandle<()> {
     })
 }
 
-#[tokio::test]
-async fn sctp_only_connects_and_carries_messages() {
+/// An SCTP-only connection to an SCTP echo listener on 127.0.0.1, and the listener's
+/// task.
+async fn sctp_echo_connection() -> (taps::Connection, tokio::task::JoinHandle<()>) {
     let ctx = sctp_context(true);
     let port = free_port();
     let server = echo(listen(&ctx, only(Protocol::Sctp), port).await);
     let pre = Preconnection::new(&ctx, only(Protocol::Sctp).compile().unwrap())
-        .race_timeline(true)
         .remote(RemoteEndpoint::new("127.0.0.1", port));
-    let mut c = pre.initiate().await.unwrap();
+    (pre.initiate().await.unwrap(), server)
+}
+
+#[tokio::test]
+async fn sctp_only_connects_and_carries_messages() {
+    let (mut c, server) = sctp_echo_connection().await;
     assert_eq!(c.info().stack.protocol, Protocol::Sctp);
     assert_eq!(c.sctp_stream(), Some(0));
     c.send(b"hello").await.unwrap();
@@ -66,6 +74,38 @@ async fn sctp_only_connects_and_carries_messages() {
     assert_eq!(c.receive().await.unwrap().unwrap(), b"");
     assert_eq!(c.receive().await.unwrap().unwrap().len(), 200_000);
     assert_eq!(c.queued_bytes(), Some(0));
+    c.close().await.unwrap();
+    server.abort();
+}
+
+/// An SCTP connection lists its association's path with usrsctp's figures; the primary
+/// path can be set to it, and an address that is no path's is refused by name.
+#[tokio::test]
+async fn an_sctp_connection_shows_its_path_and_refuses_a_foreign_primary() {
+    let (mut c, server) = sctp_echo_connection().await;
+    c.send(b"rtt sample").await.unwrap();
+    c.receive().await.unwrap().unwrap();
+    let paths = c.paths().unwrap();
+    let [path] = &paths[..] else {
+        panic!("not one path: {paths:?}")
+    };
+    assert_eq!((path.local, path.remote), (c.info().local, c.info().remote));
+    assert_eq!(path.state, PathState::Active);
+    assert!(path.primary);
+    assert!(path.srtt.is_some() && path.rto.is_some(), "{path:?}");
+    assert!(path.cwnd.unwrap() > 0 && path.mtu.unwrap() > 0, "{path:?}");
+    c.set_primary_path(path.remote).unwrap();
+    let foreign = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), path.remote.port()));
+    let err = c.set_primary_path(foreign).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            taps::Error::Setup(SetupError::Usage(UsageError::NotAPath { remote, protocol: Protocol::Sctp }))
+                if remote == foreign
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("127.0.0.2"), "{err}");
     c.close().await.unwrap();
     server.abort();
 }

@@ -52,6 +52,9 @@ pub enum PathState {
 pub struct PathInfo {
     /// The path.
     pub id: PathId,
+    /// The UDP addresses it runs over, this side's and the peer's (`None` if the path's
+    /// socket is gone).
+    pub addrs: Option<(SocketAddr, SocketAddr)>,
     /// Reachability.
     pub state: PathState,
     /// Whether data without a destination goes here (`SCTP_PRIMARY_ADDR`).

@@ -410,6 +410,25 @@ impl Drop for ConnAddr {
     }
 }
 
+/// The UDP addresses conn address `id` is sent over: (local, remote). `None` for an
+/// unknown id or a socket whose addresses the kernel does not give. Two `getsockname`/
+/// `getpeername` calls at most.
+pub(crate) fn route_addrs(id: usize) -> Option<(SocketAddr, SocketAddr)> {
+    let (sock, remote, src) = {
+        let routes = lock(&started()?.routes);
+        let r = routes.get(&id)?;
+        (r.sock.clone(), r.remote, r.src)
+    };
+    let bound = sock.local_addr().ok()?;
+    // A shared socket bound to the unspecified address sends from `src`.
+    let local = SocketAddr::new(src.unwrap_or(bound.ip()), bound.port());
+    let remote = match remote {
+        Some(r) => r,
+        None => sock.peer_addr().ok()?,
+    };
+    Some((local, remote))
+}
+
 /// Feeds one received SCTP packet (UDP payload) to usrsctp as coming from conn address `id`.
 pub(crate) fn conninput(id: usize, pkt: &[u8]) {
     if let Ok(lib) = global().lib {

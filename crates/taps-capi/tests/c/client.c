@@ -8,6 +8,8 @@
  * big:     writes N bytes in one neat_write, closes after on_all_written.
  * hold:    prints "connected", then waits; when the peer goes (on_close or on_error)
  *          prints "peer gone" and exits 0.
+ * primary: sets the primary path to HOST, to 127.0.0.2 and to a name, printing each
+ *          return code, then whether the statistics list the paths; closes.
  * Any other on_error exits 1. */
 #include <poll.h>
 #include <stdio.h>
@@ -15,7 +17,7 @@
 #include <string.h>
 #include "neat.h"
 
-static const char *mode;
+static const char *mode, *host;
 static long n_arg = 1;
 static long sent_msgs, echoed_msgs, open_flows, closed_flows;
 static unsigned long long fed;
@@ -133,11 +135,30 @@ static neat_error_code on_writable(struct neat_flow_operations *ops)
     return NEAT_OK;
 }
 
+static void primary_checks(struct neat_flow_operations *ops)
+{
+    printf("own %d\n", (int)neat_set_primary_dest(ops->ctx, ops->flow, host));
+    printf("foreign %d\n", (int)neat_set_primary_dest(ops->ctx, ops->flow, "127.0.0.2"));
+    printf("name %d\n", (int)neat_set_primary_dest(ops->ctx, ops->flow, "localhost"));
+    char *stats = NULL;
+    if (neat_get_stats(ops->ctx, &stats) == NEAT_OK && stats) {
+        printf("paths %s\n", strstr(stats, "\"paths\"") ? "listed" : "absent");
+        printf("primary %s\n", strstr(stats, "\"primary\": true") ? "marked" : "unmarked");
+        free(stats);
+    }
+    fflush(stdout);
+    neat_close(ops->ctx, ops->flow);
+}
+
 static neat_error_code on_connected(struct neat_flow_operations *ops)
 {
     if (ops->transport_protocol == 0) {
         fprintf(stderr, "client: no transport_protocol in on_connected\n");
         exit(6);
+    }
+    if (!strcmp(mode, "primary")) {
+        primary_checks(ops);
+        return NEAT_OK;
     }
     if (!strcmp(mode, "hold")) {
         printf("connected\n");
@@ -175,6 +196,7 @@ int main(int argc, char **argv)
         return 2;
     }
     mode = argv[1];
+    host = argv[2];
     if (argc > 5)
         n_arg = atol(argv[5]);
     memset(chunk, 'x', sizeof chunk);

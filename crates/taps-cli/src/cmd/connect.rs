@@ -36,6 +36,10 @@ pub(crate) struct Args {
     /// Print one JSON report (an object; with --flows > 1, flows and totals).
     #[arg(long)]
     json: bool,
+    /// Print each flow's paths before it closes: addresses, state, which is primary,
+    /// RTT; on SCTP also RTO, congestion window and MTU.
+    #[arg(long)]
+    paths: bool,
     /// Open this many flows at once, each raced.
     #[arg(long, default_value_t = 1, value_name = "N")]
     flows: usize,
@@ -69,6 +73,8 @@ struct FlowResult {
     error: Option<String>,
     sent: u64,
     replies: Vec<String>,
+    /// `--paths`: the connection's paths before it closed.
+    paths: Vec<taps::Path>,
     /// From the flow's start to its race's end (connected or failed): the time shown
     /// when the race has no total.
     elapsed: Duration,
@@ -104,6 +110,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     let wants = Wants {
         report: args.trace || args.json,
         json: args.json,
+        paths: args.paths,
     };
     // Every flow runs inside this task, polled when its socket wakes it, and writes its
     // outcome into its slot of `results` (flow N is the Nth). Not a task per flow: a
@@ -210,6 +217,7 @@ enum Winner {
 struct Wants {
     report: bool,
     json: bool,
+    paths: bool,
 }
 
 /// What each flow sends (the command's arguments, shared by every flow, which each hold
@@ -356,6 +364,10 @@ fn connected<'a>(
         let mut waited = None;
         let talked = async {
             exchange(&mut conn, payload, r).await?;
+            // While the association still runs (the peer may end it once it has read).
+            if wants.paths {
+                r.paths = conn.paths().unwrap_or_default();
+            }
             waited = Some(waiting.begin());
             drain(&mut conn, payload, r).await
         };
@@ -547,7 +559,56 @@ fn flow_json(r: &FlowResult) -> Value {
         "error": r.error,
         "bytes_sent": r.sent,
         "replies": r.replies,
+        "paths": r.paths.iter().map(path_json).collect::<Vec<_>>(),
     })
+}
+
+/// One path in `--json`: addresses, state, primary, and the figures (times in ms).
+fn path_json(p: &taps::Path) -> Value {
+    json!({
+        "local": p.local.to_string(),
+        "remote": p.remote.to_string(),
+        "state": path_state(p.state),
+        "primary": p.primary,
+        "srtt_ms": p.srtt.map(millis_f64),
+        "rto_ms": p.rto.map(millis_f64),
+        "cwnd": p.cwnd,
+        "mtu": p.mtu,
+    })
+}
+
+fn path_state(s: taps::PathState) -> &'static str {
+    match s {
+        taps::PathState::Active => "active",
+        taps::PathState::Unconfirmed => "unconfirmed",
+        _ => "inactive",
+    }
+}
+
+/// One path as a line: `path: LOCAL -> REMOTE STATE [primary] [srtt ..] [rto ..] ...`.
+fn write_path(out: &mut impl Write, flow: Option<usize>, p: &taps::Path) -> std::io::Result<()> {
+    put_prefix(out, flow)?;
+    write!(
+        out,
+        "path: {} -> {} {}",
+        p.local,
+        p.remote,
+        path_state(p.state)
+    )?;
+    if p.primary {
+        write!(out, " primary")?;
+    }
+    for (name, d) in [("srtt", p.srtt), ("rto", p.rto)] {
+        if let Some(d) = d {
+            write!(out, " {name} {:.1} ms", millis_f64(d))?;
+        }
+    }
+    for (name, v) in [("cwnd", p.cwnd), ("mtu", p.mtu)] {
+        if let Some(v) = v {
+            write!(out, " {name} {v}")?;
+        }
+    }
+    writeln!(out)
 }
 
 fn print_flow(
@@ -601,6 +662,9 @@ fn print_flow(
     for reply in &r.replies {
         put_prefix(out, flow)?;
         writeln!(out, "reply: {reply}")?;
+    }
+    for p in &r.paths {
+        write_path(out, flow, p)?;
     }
     Ok(())
 }
@@ -693,98 +757,4 @@ fn send_pattern(len: usize) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A flow that begins waiting for its peer after `after` and never ends.
-    fn waits_forever(
-        waiting: &Waiting,
-        after: Duration,
-    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
-            tokio::time::sleep(after).await;
-            let _w = waiting.begin();
-            std::future::pending::<()>().await;
-        })
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_run_gives_up_once_every_flow_has_waited_the_drain_timeout() {
-        let waiting = Waiting::new();
-        let t0 = tokio::time::Instant::now();
-        // One flow waits from the start, the other sends for 15 s first: the run ends
-        // DRAIN_TIMEOUT after the second began waiting, not after the first.
-        let running: FuturesUnordered<_> = [Duration::ZERO, Duration::from_secs(15)]
-            .into_iter()
-            .map(|after| waits_forever(&waiting, after))
-            .collect();
-        run_flows(running, &waiting).await;
-        assert_eq!(t0.elapsed(), Duration::from_secs(15) + DRAIN_TIMEOUT);
-        assert_eq!(
-            waiting.count.load(Ordering::Relaxed),
-            0,
-            "the flows were dropped"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_run_ends_when_its_flows_do() {
-        let waiting = Waiting::new();
-        let t0 = tokio::time::Instant::now();
-        let running: FuturesUnordered<_> = (1..=3)
-            .map(|s| {
-                let waiting = &waiting;
-                async move {
-                    let _w = waiting.begin();
-                    tokio::time::sleep(Duration::from_secs(s)).await;
-                }
-            })
-            .collect();
-        run_flows(running, &waiting).await;
-        assert_eq!(t0.elapsed(), Duration::from_secs(3));
-    }
-
-    #[test]
-    fn every_chunk_starts_at_phase_zero() {
-        assert_eq!(PATTERN_CHUNK % PATTERN_PERIOD, 0);
-        const { assert!(PATTERN_CHUNK <= 256 * 1024) };
-        let c = send_pattern(PATTERN_CHUNK);
-        assert_eq!(
-            (c[0], c[250], c[251], c[PATTERN_CHUNK - 1]),
-            (0, 250, 0, 250)
-        );
-    }
-
-    #[test]
-    fn the_connected_line_reads_as_the_formatter_writes_it() {
-        use taps::taps_core::properties::Protocol;
-        use taps::taps_core::Stack;
-        let addrs: [std::net::SocketAddr; 4] = [
-            "127.0.0.1:45894".parse().unwrap(),
-            "0.0.0.0:0".parse().unwrap(),
-            "255.255.255.255:65535".parse().unwrap(),
-            "[2001:db8::1]:443".parse().unwrap(),
-        ];
-        let tooks =
-            [0, 1, 499, 500, 146_499, 146_500, 999_999, 12_345_678_901].map(Duration::from_nanos);
-        for (stack, flow) in [
-            (Stack::plain(Protocol::Tcp), None),
-            (Stack::plain(Protocol::Sctp), Some(1024)),
-        ] {
-            for local in &addrs {
-                for remote in &addrs {
-                    for took in tooks {
-                        let mut fast = Vec::new();
-                        write_connected(&mut fast, flow, &stack, local, remote, took).unwrap();
-                        let prefix = flow.map_or(String::new(), |n| format!("flow {n}: "));
-                        let slow = format!(
-                            "{prefix}connected: {stack} {local} -> {remote} in {:.3} ms\n",
-                            millis_f64(took)
-                        );
-                        assert_eq!(String::from_utf8(fast).unwrap(), slow);
-                    }
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -42,9 +42,9 @@ impl Association {
         self.mh_shared().sock.stream_unsent(stream)
     }
 
-    /// Every path of the association with its state (`usrsctp_getpaddrs`, then one
-    /// `SCTP_GET_PEER_ADDR_INFO` per path and one `SCTP_PRIMARY_ADDR`). Works without the
-    /// shim (one path).
+    /// Every path of the association with its state and UDP addresses
+    /// (`usrsctp_getpaddrs`, then one `SCTP_GET_PEER_ADDR_INFO` and the socket's addresses
+    /// per path, and one `SCTP_PRIMARY_ADDR`). Works without the shim (one path).
     pub fn paths(&self) -> Result<Vec<PathInfo>> {
         let sock = &self.mh_shared().sock;
         let primary = self.primary_path().ok();
@@ -60,6 +60,7 @@ impl Association {
             )?;
             out.push(PathInfo {
                 id: PathId(conn),
+                addrs: crate::sys::route_addrs(conn),
                 state: match pi.spinfo_state {
                     ffi::SCTP_ACTIVE => PathState::Active,
                     ffi::SCTP_INACTIVE => PathState::Inactive,
