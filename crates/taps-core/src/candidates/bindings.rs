@@ -41,6 +41,9 @@ pub(super) fn local_bindings(
             i.kind != InterfaceKind::Loopback && !link_local || *a == remote
         }
     };
+    if let Some(addr) = foreign_local_ip(set, interfaces) {
+        return Err(Violation::NotLocal { addr });
+    }
     // Naming interfaces (to use or to avoid) makes one candidate per interface, so an
     // avoided or prohibited one is not reached through the OS's default route.
     let explicit = [Name::Interface, Name::LocalIps].iter().any(|n| {
@@ -80,4 +83,25 @@ pub(super) fn local_bindings(
         return Err(Violation::NoLocalAddress { family });
     }
     Ok(out)
+}
+
+/// The first address a required `local_ips` names that no interface has: binding it
+/// would fail, so the candidates say which address it is instead.
+fn foreign_local_ip(set: &PropertySet, interfaces: &[Interface]) -> Option<IpAddr> {
+    let entry = set
+        .get(&Name::LocalIps)
+        .filter(|e| e.precedence == Precedence::Required)?;
+    if matches!(entry.value, Value::Not(_)) {
+        return None;
+    }
+    entry
+        .value
+        .items()
+        .iter()
+        .filter_map(|v| v.as_str()?.parse::<IpAddr>().ok())
+        .find(|ip| {
+            !interfaces
+                .iter()
+                .any(|i| i.addresses.iter().any(|a| a.addr == *ip))
+        })
 }

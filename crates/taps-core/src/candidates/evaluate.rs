@@ -67,6 +67,19 @@ pub(super) fn evaluate_stack(set: &PropertySet, stack: Stack, relax_defaults: bo
             fact: format!("{} (one path only)", stack.protocol.as_str()),
         });
     }
+    if !matches!(stack.protocol, Protocol::Mptcp | Protocol::Sctp) {
+        if let Some(e) = set.get(&Name::Multihoming).filter(|e| {
+            e.precedence == Precedence::Required && matches!(e.value, Value::Bool(true))
+        }) {
+            // NEAT's multihoming (several local addresses for one connection) is a
+            // service of SCTP and MPTCP only.
+            tally.violations.push(Violation::NotAdmitted {
+                name: Name::Multihoming,
+                wanted: e.value.clone(),
+                fact: format!("{} (one path only)", stack.protocol.as_str()),
+            });
+        }
+    }
     tally.finish()
 }
 

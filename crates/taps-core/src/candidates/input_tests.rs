@@ -68,3 +68,41 @@ fn required_multipath_rules_out_single_path_stacks() {
     let plan = plan_json(r#"{"multipath":{"value":"active","precedence":2}}"#).unwrap();
     assert_eq!(protocols(&plan), [Protocol::Mptcp]);
 }
+
+#[test]
+fn required_multihoming_is_a_service_of_sctp_and_mptcp_only() {
+    let plan = plan_json(r#"{"multihoming":{"value":true,"precedence":2}}"#).unwrap();
+    let mut left = protocols(&plan);
+    left.sort_by_key(|p| p.as_str());
+    assert_eq!(left, [Protocol::Mptcp, Protocol::Sctp]);
+    let e = plan_json(
+        r#"{"transport":{"value":"UDP","precedence":2},"multihoming":{"value":true,"precedence":2}}"#,
+    )
+    .unwrap_err();
+    let words = e.to_string();
+    assert!(
+        words.contains("multihoming requires true, candidate is UDP (one path only)"),
+        "{words}"
+    );
+    assert!(
+        e.properties.iter().any(|p| p.starts_with("multihoming")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_required_local_address_this_host_lacks_is_named() {
+    let plan = plan_json(
+        r#"{"transport":{"value":"TCP","precedence":2},"local_ips":{"value":["127.0.0.1","192.0.2.7"],"precedence":2}}"#,
+    )
+    .unwrap();
+    let cib = crate::policy::Cib::default();
+    let addrs = ["127.0.0.1".parse().unwrap()];
+    let g = plan.gather(&"h:1".into(), 1, &addrs, &cib, std::time::Instant::now());
+    assert!(g.candidates.is_empty());
+    let why = g.pruned[0].violations[0].to_string();
+    assert_eq!(
+        why,
+        "local_ips names 192.0.2.7, which is not an address of this host"
+    );
+}

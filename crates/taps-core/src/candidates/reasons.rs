@@ -2,6 +2,7 @@
 //! and [`Unsatisfiable`], with the text the CLI and errors show.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::net::Family;
@@ -107,6 +108,11 @@ pub enum Violation {
         /// The family.
         family: Family,
     },
+    /// A required `local_ips` entry that is no address of this host's interfaces.
+    NotLocal {
+        /// The address.
+        addr: IpAddr,
+    },
     /// A PIB merge conflict.
     Conflict(MergeConflict),
     /// A violation that exists only because PIB policies changed the properties.
@@ -129,6 +135,12 @@ impl fmt::Display for Violation {
             Violation::MultipathDisabled => f.write_str("multipath is disabled"),
             Violation::NoLocalAddress { family } => {
                 write!(f, "no local {family} address can reach it")
+            }
+            Violation::NotLocal { addr } => {
+                write!(
+                    f,
+                    "local_ips names {addr}, which is not an address of this host"
+                )
             }
             Violation::Conflict(c) => c.fmt(f),
             Violation::ByPolicy { uids, violation } => {
