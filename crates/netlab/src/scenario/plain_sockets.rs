@@ -30,8 +30,10 @@ fn io_error(e: std::io::Error) -> String {
     e.to_string()
 }
 
-/// 50 ms each way to rd's addresses: a plain TCP connect takes 100..110 ms, five times
-/// over each family.
+/// 50 ms each way to rd's addresses: a plain TCP connect takes one round trip of the
+/// delay (100 ms) and less than two, five times over each family. The upper bound tells
+/// the delay applied once each way from applied twice (or a SYN retransmitted, after a
+/// second); what a busy machine adds to the bridge's forwarding stays far below it.
 fn delay_sets_connect_time(
     lab: &Lab,
     out: &mut Outcome,
@@ -58,10 +60,15 @@ fn delay_sets_connect_time(
             .map(|t| format!("{:.1}", millis_f64(*t)))
             .collect();
         out.say(format!("  TCP connect to {addr}: {} ms", list.join(", ")));
-        let (lo, hi) = (Duration::from_millis(100), Duration::from_millis(110));
+        let rtt = 2 * one_way;
         out.check(
-            times.iter().all(|t| *t >= lo && *t <= hi),
-            format!("TCP connect to {addr} took 100..110 ms each time (50 ms each way)"),
+            times.iter().all(|t| *t >= rtt && *t < 2 * rtt),
+            format!(
+                "TCP connect to {addr} took one round trip of the delay each time ({} ms \
+                 up to, not including, {} ms; 50 ms each way)",
+                rtt.as_millis(),
+                (2 * rtt).as_millis()
+            ),
         );
     }
     Ok(())
@@ -89,19 +96,21 @@ fn dns_answers_with_delay(lab: &Lab, out: &mut Outcome) -> Result<(), String> {
             millis_f64(t)
         ),
     );
-    lab.dns()
-        .set_delay(RecordType::AAAA, Duration::from_millis(300));
+    let delay = Duration::from_millis(300);
+    lab.dns().set_delay(RecordType::AAAA, delay);
     let q = probe::dns_query(lab.client(), dns, &fqdn("rxxx"), 28, Duration::from_secs(2));
     lab.dns().clear_delays();
     let (t, n) = q.map_err(io_error)?;
+    // At least the delay, and less than twice it (the delay applied once, not twice).
     out.check(
-        n == 3 && t >= Duration::from_millis(300) && t < Duration::from_millis(400),
-        format!("DNS AAAA rxxx with a 300 ms delay answered {n} records in {:.1} ms (expected 3, 300..400 ms)", millis_f64(t)),
+        n == 3 && t >= delay && t < 2 * delay,
+        format!("DNS AAAA rxxx with a 300 ms delay answered {n} records in {:.1} ms (expected 3, 300..600 ms)", millis_f64(t)),
     );
     Ok(())
 }
 
-/// Rate limit: 2 MB at 16 Mbit/s takes about a second.
+/// Rate limit: 2 MB at 16 Mbit/s takes a second at least, and less than two (the limit
+/// applied, not half of it).
 fn rate_limit_holds(lab: &Lab, out: &mut Outcome, rd4: IpAddr) -> Result<(), String> {
     lab.set_rules(vec![Rule::new(
         Match::host(rd4).tcp().direction(Direction::ToServer),
@@ -118,8 +127,8 @@ fn rate_limit_holds(lab: &Lab, out: &mut Outcome, rd4: IpAddr) -> Result<(), Str
     let recs = lab.sink().wait_for(1, Duration::from_secs(2));
     let got: u64 = recs.iter().map(|r| r.bytes).sum();
     out.check(
-        got == SIZE && t >= Duration::from_millis(1000) && t <= Duration::from_millis(1400),
-        format!("2 MB over a 16 Mbit/s limit took {:.0} ms (expected 1000..1400), server got {got} bytes", millis_f64(t)),
+        got == SIZE && t >= Duration::from_millis(1000) && t < Duration::from_millis(2000),
+        format!("2 MB over a 16 Mbit/s limit took {:.0} ms (expected 1000..2000), server got {got} bytes", millis_f64(t)),
     );
     Ok(())
 }
