@@ -74,6 +74,22 @@ impl AttemptCause {
         AttemptCause::Other(LayerError::new(error))
     }
 
+    /// Whether the cause has a serialised form (the CIB file, the policy manager's
+    /// records): every cause but those holding a [`LayerError`], which keep the lower
+    /// layer's value in memory only and travel as their words.
+    pub fn is_portable(&self) -> bool {
+        !matches!(
+            self,
+            AttemptCause::Handshake(_)
+                | AttemptCause::Unsupported(_)
+                | AttemptCause::Other(_)
+                | AttemptCause::Verification {
+                    reason: VerifyFailure::Other(_),
+                    ..
+                }
+        )
+    }
+
     /// Whether the attempt got no answer in time (cut off by the race, the OS timeout,
     /// or overtaken while silent).
     pub fn is_timeout(&self) -> bool {

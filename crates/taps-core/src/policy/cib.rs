@@ -442,14 +442,10 @@ impl Cib {
                 interface: k.interface.as_deref().map(str::to_string),
                 at_unix_ms: wall_ms(o.at),
                 error: o.last.as_ref().err().map(|c| c.to_string()),
-                // Causes that carry only text (handshake, unsupported, other, ...) have no
-                // tagged form: the `error` text alone stands for them (read back as
-                // `Other`), instead of failing the whole file (found by fuzzing).
-                cause: o
-                    .last
-                    .clone()
-                    .err()
-                    .filter(|c| serde_json::to_value(c).is_ok()),
+                // Causes that hold a lower layer's error have no serialised form: the
+                // `error` text alone stands for them (read back as `Other`), instead of
+                // failing the whole file (found by fuzzing).
+                cause: o.last.clone().err().filter(AttemptCause::is_portable),
                 rtt_us: o.rtt_samples.iter().map(|d| d.as_micros() as u64).collect(),
                 failures: o.failures,
             })
@@ -579,17 +575,22 @@ pub struct PortableRecord {
     /// Its connect time in microseconds, if it connected.
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     pub connect_us: Option<u64>,
-    /// Why it failed, if it did.
+    /// Why it failed, if it did and the cause has a serialised form.
     #[serde(rename = "e", default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<AttemptCause>,
+    /// Why it failed, in words, for a cause that holds a lower layer's error (it has no
+    /// serialised form): the receiver gets it back as [`AttemptCause::Other`].
+    #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<String>,
 }
 
 impl PortableRecord {
     /// The portable form of `r` as of `now`. Cost: a copy of the record.
     pub fn new(r: &AttemptRecord, now: Instant) -> PortableRecord {
-        let (connect_us, cause) = match &r.result {
-            Ok(d) => (Some(d.as_micros() as u64), None),
-            Err(c) => (None, Some(c.clone())),
+        let (connect_us, cause, words) = match &r.result {
+            Ok(d) => (Some(d.as_micros() as u64), None, None),
+            Err(c) if c.is_portable() => (None, Some(c.clone()), None),
+            Err(c) => (None, None, Some(c.to_string())),
         };
         PortableRecord {
             protocol: r.stack.protocol.as_str().into(),
@@ -599,6 +600,7 @@ impl PortableRecord {
             age_us: now.saturating_duration_since(r.at).as_micros() as u64,
             connect_us,
             cause,
+            words,
         }
     }
 
@@ -606,10 +608,11 @@ impl PortableRecord {
     /// record that says neither a connect time nor a cause.
     pub fn to_record(&self, now: Instant) -> Option<AttemptRecord> {
         let protocol = Protocol::parse(&self.protocol)?;
-        let result = match (self.connect_us, &self.cause) {
-            (_, Some(cause)) => Err(cause.clone()),
-            (Some(us), None) => Ok(Duration::from_micros(us)),
-            (None, None) => return None,
+        let result = match (self.connect_us, &self.cause, &self.words) {
+            (_, Some(cause), _) => Err(cause.clone()),
+            (_, None, Some(words)) => Err(AttemptCause::Other(LayerError::recorded(words.clone()))),
+            (Some(us), None, None) => Ok(Duration::from_micros(us)),
+            (None, None, None) => return None,
         };
         Some(AttemptRecord {
             stack: stack_of(protocol, self.secure),

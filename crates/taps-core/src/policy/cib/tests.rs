@@ -153,3 +153,28 @@ fn median_of_the_last_samples() {
     // The last eight are 13..=20: upper median 17.
     assert_eq!(median(&many), ms(17));
 }
+
+/// Every cause crosses to the policy manager: one with a tagged form as itself, one that
+/// holds a lower layer's error (a TLS alert, an I/O error) as its words.
+#[test]
+fn portable_records_carry_every_cause() {
+    let t0 = Instant::now();
+    let remote: SocketAddr = "192.0.2.1:443".parse().unwrap();
+    for cause in [
+        AttemptCause::Refused,
+        AttemptCause::other(std::io::Error::other("alert 40 handshake failure")),
+    ] {
+        let record = AttemptRecord {
+            stack: Stack::new(Protocol::Tcp, Security::Tls),
+            remote,
+            interface: None,
+            at: t0,
+            result: Err(cause.clone()),
+        };
+        let line = serde_json::to_string(&PortableRecord::new(&record, t0))
+            .expect("every record serialises");
+        let back: PortableRecord = serde_json::from_str(&line).unwrap();
+        let got = back.to_record(t0).unwrap().result.unwrap_err();
+        assert_eq!(got.to_string(), cause.to_string(), "{line}");
+    }
+}
