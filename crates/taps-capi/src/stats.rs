@@ -115,11 +115,7 @@ fn path_json(p: &taps::Path) -> serde_json::Value {
     serde_json::json!({
         "local": p.local.to_string(),
         "remote": p.remote.to_string(),
-        "state": match p.state {
-            taps::PathState::Active => "active",
-            taps::PathState::Unconfirmed => "unconfirmed",
-            _ => "inactive",
-        },
+        "state": p.state.as_str(),
         "primary": p.primary,
         "srtt": ms(p.srtt),
         "rto": ms(p.rto),

@@ -48,6 +48,18 @@ pub enum PathState {
     Inactive,
 }
 
+impl PathState {
+    /// The state as one lower-case word (`active`, `unconfirmed`, `inactive`), as the CLI
+    /// and the C API's statistics print it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathState::Active => "active",
+            PathState::Unconfirmed => "unconfirmed",
+            PathState::Inactive => "inactive",
+        }
+    }
+}
+
 impl Connection {
     /// The connection's paths. An SCTP association lists each path it knows with its
     /// state, round-trip time, retransmission timeout, congestion window and MTU (a few

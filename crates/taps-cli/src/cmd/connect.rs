@@ -568,21 +568,13 @@ fn path_json(p: &taps::Path) -> Value {
     json!({
         "local": p.local.to_string(),
         "remote": p.remote.to_string(),
-        "state": path_state(p.state),
+        "state": p.state.as_str(),
         "primary": p.primary,
         "srtt_ms": p.srtt.map(millis_f64),
         "rto_ms": p.rto.map(millis_f64),
         "cwnd": p.cwnd,
         "mtu": p.mtu,
     })
-}
-
-fn path_state(s: taps::PathState) -> &'static str {
-    match s {
-        taps::PathState::Active => "active",
-        taps::PathState::Unconfirmed => "unconfirmed",
-        _ => "inactive",
-    }
 }
 
 /// One path as a line: `path: LOCAL -> REMOTE STATE [primary] [srtt ..] [rto ..] ...`.
@@ -593,7 +585,7 @@ fn write_path(out: &mut impl Write, flow: Option<usize>, p: &taps::Path) -> std:
         "path: {} -> {} {}",
         p.local,
         p.remote,
-        path_state(p.state)
+        p.state.as_str()
     )?;
     if p.primary {
         write!(out, " primary")?;

@@ -41,9 +41,6 @@ pub(super) fn local_bindings(
             i.kind != InterfaceKind::Loopback && !link_local || *a == remote
         }
     };
-    if let Some(addr) = foreign_local_ip(set, interfaces) {
-        return Err(Violation::NotLocal { addr });
-    }
     // Naming interfaces (to use or to avoid) makes one candidate per interface, so an
     // avoided or prohibited one is not reached through the OS's default route.
     let explicit = [Name::Interface, Name::LocalIps].iter().any(|n| {
@@ -86,8 +83,9 @@ pub(super) fn local_bindings(
 }
 
 /// The first address a required `local_ips` names that no interface has: binding it
-/// would fail, so the candidates say which address it is instead.
-fn foreign_local_ip(set: &PropertySet, interfaces: &[Interface]) -> Option<IpAddr> {
+/// would fail, so the candidates say which address it is instead. One look per stack and
+/// gathering (it does not depend on the remote address).
+pub(super) fn foreign_local_ip(set: &PropertySet, interfaces: &[Interface]) -> Option<IpAddr> {
     let entry = set
         .get(&Name::LocalIps)
         .filter(|e| e.precedence == Precedence::Required)?;

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::bindings::{local_bindings, LocalBinding};
+use super::bindings::{foreign_local_ip, local_bindings, LocalBinding};
 use super::candidate::{Candidate, PrunedCandidate};
 use super::evaluate::{evaluate_facts, evaluate_stack, Evaluation};
 use super::order::order;
@@ -127,9 +127,14 @@ impl Plan {
         let mut candidates = Vec::new();
         let mut pruned = Vec::new();
         for planned in &self.stacks {
+            let foreign = foreign_local_ip(&planned.set, &interfaces);
             for &ip in addrs {
                 let remote = SocketAddr::new(ip, port);
-                let bindings = match local_bindings(&planned.set, ip, &interfaces) {
+                let bound = match foreign {
+                    Some(addr) => Err(Violation::NotLocal { addr }),
+                    None => local_bindings(&planned.set, ip, &interfaces),
+                };
+                let bindings = match bound {
                     Ok(b) => b,
                     Err(v) => {
                         pruned.push(PrunedCandidate {

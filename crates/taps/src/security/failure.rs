@@ -163,24 +163,13 @@ pub(super) fn verify_failure(c: &CertificateError) -> VerifyFailure {
     }
 }
 
-/// A rejected certificate's reason in words, from the variant (never its debug output).
-/// The deprecated unit variants are matched too: verifiers built against older rustls
-/// still produce them.
+/// A rejected certificate's reason in words, from the variant (never its debug output), for
+/// the reasons [`verify_failure`] has no variant of its own for (those it has, it names
+/// itself). The deprecated unit variants are matched too: verifiers built against older
+/// rustls still produce them.
 #[allow(deprecated)]
 fn certificate_words(c: &CertificateError) -> String {
     let words = match c {
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-            "certificate expired"
-        }
-        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-            "certificate not valid yet"
-        }
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            "certificate is for another name"
-        }
-        CertificateError::UnknownIssuer => "issued by an unknown certificate authority",
-        CertificateError::Revoked => "certificate revoked",
-        CertificateError::BadSignature => "bad signature in the certificate chain",
         CertificateError::UnsupportedSignatureAlgorithm
         | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
         | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {

@@ -178,3 +178,37 @@ fn portable_records_carry_every_cause() {
         assert_eq!(got.to_string(), cause.to_string(), "{line}");
     }
 }
+
+/// `is_portable` says exactly which causes serialise (the CIB file and the policy
+/// manager's records rely on it instead of trying).
+#[test]
+fn is_portable_agrees_with_serialisation() {
+    let kept = || crate::LayerError::new(std::io::Error::other("x"));
+    for cause in [
+        AttemptCause::Refused,
+        AttemptCause::Reset,
+        AttemptCause::Unreachable,
+        AttemptCause::TimedOut { after: None },
+        AttemptCause::Overtaken {
+            silent: Duration::from_millis(5),
+        },
+        AttemptCause::Verification {
+            server_name: "a".into(),
+            reason: crate::VerifyFailure::Expired,
+        },
+        AttemptCause::Verification {
+            server_name: "a".into(),
+            reason: crate::VerifyFailure::Other(kept()),
+        },
+        AttemptCause::Unavailable(crate::Unavailable::NotBuilt),
+        AttemptCause::Handshake(kept()),
+        AttemptCause::Unsupported(kept()),
+        AttemptCause::Other(kept()),
+    ] {
+        assert_eq!(
+            cause.is_portable(),
+            serde_json::to_value(&cause).is_ok(),
+            "{cause:?}"
+        );
+    }
+}
