@@ -1,7 +1,8 @@
 /*
- * taps: the one thing stock usrsctp cannot do for AF_CONN sockets, put a second peer
- * address (a second path) on an established association, plus a fingerprint of the
- * library this file was compiled for.
+ * taps: what stock usrsctp's public API cannot do: put a second peer address (a second
+ * path) on an established AF_CONN association; count a stream's unsent bytes; and IP mode,
+ * associations over real addresses through UDP sockets taps owns (taps_ip_*, at the end).
+ * Plus a fingerprint of the library this file was compiled for.
  *
  * Compiled by crates/usrsctp/build.rs against the internal headers of exactly the installed
  * Debian libusrsctp version (fetched by scripts/deps.sh), with the defines that library was
@@ -24,6 +25,7 @@
 #include <netinet/sctputil.h>
 #include <netinet/sctp_output.h>
 #include <netinet/sctp_timer.h>
+#include <netinet/sctp_input.h>
 #include <user_socketvar.h>
 
 /*
@@ -40,7 +42,12 @@
 	X(sctp_add_remote_addr) \
 	X(sctp_timer_start) \
 	X(sctp_send_hb) \
-	X(sctp_chunk_output)
+	X(sctp_chunk_output) \
+	X(sctp_get_mbuf_for_msg) \
+	X(m_copyback) \
+	X(m_pullup) \
+	X(m_freem) \
+	X(sctp_common_input_processing)
 #define TAPS_MH_POINTER(f) static __typeof__(f) *taps_mh_p_##f;
 TAPS_MH_FUNCTIONS(TAPS_MH_POINTER)
 #define sctp_find_ifa_by_addr (*taps_mh_p_sctp_find_ifa_by_addr)
@@ -51,6 +58,15 @@ TAPS_MH_FUNCTIONS(TAPS_MH_POINTER)
 #define sctp_timer_start (*taps_mh_p_sctp_timer_start)
 #define sctp_send_hb (*taps_mh_p_sctp_send_hb)
 #define sctp_chunk_output (*taps_mh_p_sctp_chunk_output)
+#define sctp_get_mbuf_for_msg (*taps_mh_p_sctp_get_mbuf_for_msg)
+#define m_copyback (*taps_mh_p_m_copyback)
+#define m_pullup (*taps_mh_p_m_pullup)
+#define m_freem (*taps_mh_p_m_freem)
+#define sctp_common_input_processing (*taps_mh_p_sctp_common_input_processing)
+
+/* The library's global state (`system_base_info`, what SCTP_BASE_VAR names), looked up like
+ * the functions: IP mode writes the two tunnelling socket slots in it. */
+static struct sctp_base_info *taps_mh_base;
 
 /*
  * Looks up the functions above in `handle` (from dlopen of libusrsctp). Returns 0, or -1 when
@@ -65,6 +81,9 @@ int taps_mh_bind(void *handle)
 		return -1;
 	TAPS_MH_FUNCTIONS(TAPS_MH_LOOKUP)
 #undef TAPS_MH_LOOKUP
+	taps_mh_base = (struct sctp_base_info *)dlsym(handle, "system_base_info");
+	if (taps_mh_base == NULL)
+		return -1;
 	return 0;
 }
 
@@ -264,4 +283,89 @@ long taps_mh_stream_queued(struct socket *so, unsigned int sid)
 			sum += chk->send_size;
 	SCTP_TCB_UNLOCK(stcb);
 	return sum;
+}
+
+/*
+ * IP mode: associations over real IPv4/IPv6 addresses, UDP-encapsulated (RFC 6951), with the
+ * UDP sockets owned by taps instead of usrsctp's receive threads (which the crate never
+ * starts: it initialises usrsctp without threads).
+ *
+ * taps_ip_set_sockets puts taps' two UDP sockets (bound to the process's tunnelling port) in
+ * the slots usrsctp's IP output sends encapsulated packets from; -1 leaves a family without
+ * one (its packets are dropped, as usrsctp does when it has no socket).
+ */
+void taps_ip_set_sockets(int fd4, int fd6)
+{
+	taps_mh_base->userspace_udpsctp = fd4;
+	taps_mh_base->userspace_udpsctp6 = fd6;
+}
+
+/*
+ * Hands one SCTP packet that arrived UDP-encapsulated to usrsctp: `buf` is the UDP payload,
+ * `from` the sender's address with its UDP port (the port usrsctp answers to on that path),
+ * `to` our address it was sent to (IP_PKTINFO), of the same family. What usrsctp's own
+ * receive thread does per datagram (user_recv_thread.c, recv_function_udp), minus the
+ * receive. The CRC32c must have been checked by the caller. Must hold the crate's usrsctp
+ * lock. Returns 0, or -1 when the packet was dropped before SCTP saw it (too short, wrong
+ * family, no memory).
+ */
+int taps_ip_input(const void *buf, size_t length, const struct sockaddr *from,
+                  const struct sockaddr *to)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in sin;
+		struct sockaddr_in6 sin6;
+	} src, dst;
+	struct mbuf *m, *mm;
+	struct sctphdr *sh;
+	struct sctp_chunkhdr *ch;
+	int remaining, offset;
+	uint16_t port;
+
+	if (length < sizeof(struct sctphdr) + sizeof(struct sctp_chunkhdr) ||
+	    length > 65535 || from->sa_family != to->sa_family)
+		return -1;
+	memset(&src, 0, sizeof(src));
+	memset(&dst, 0, sizeof(dst));
+	if (from->sa_family == AF_INET) {
+		memcpy(&src.sin, from, sizeof(struct sockaddr_in));
+		memcpy(&dst.sin, to, sizeof(struct sockaddr_in));
+		port = src.sin.sin_port;
+	} else if (from->sa_family == AF_INET6) {
+		memcpy(&src.sin6, from, sizeof(struct sockaddr_in6));
+		memcpy(&dst.sin6, to, sizeof(struct sockaddr_in6));
+		port = src.sin6.sin6_port;
+	} else {
+		return -1;
+	}
+	if ((m = sctp_get_mbuf_for_msg((unsigned int)length, 1, M_NOWAIT, 0, MT_DATA)) == NULL)
+		return -1;
+	remaining = (int)length;
+	for (mm = m; mm != NULL; mm = mm->m_next) {
+		mm->m_len = min((int)M_SIZE(mm), remaining);
+		m->m_pkthdr.len += mm->m_len;
+		remaining -= mm->m_len;
+	}
+	m_copyback(m, 0, (int)length, (caddr_t)buf);
+	offset = sizeof(struct sctphdr) + sizeof(struct sctp_chunkhdr);
+	if (SCTP_BUF_LEN(m) < offset) {
+		if ((m = m_pullup(m, offset)) == NULL)
+			return -1;
+	}
+	sh = mtod(m, struct sctphdr *);
+	ch = (struct sctp_chunkhdr *)((caddr_t)sh + sizeof(struct sctphdr));
+	offset -= sizeof(struct sctp_chunkhdr);
+	if (from->sa_family == AF_INET) {
+		src.sin.sin_port = sh->src_port;
+		dst.sin.sin_port = sh->dest_port;
+	} else {
+		src.sin6.sin6_port = sh->src_port;
+		dst.sin6.sin6_port = sh->dest_port;
+	}
+	sctp_common_input_processing(&m, 0, offset, (int)length, &src.sa, &dst.sa, sh, ch,
+	                             0, 0, SCTP_DEFAULT_VRFID, port);
+	if (m != NULL)
+		m_freem(m);
+	return 0;
 }

@@ -155,6 +155,7 @@ mod cmt;
 mod error;
 mod exit;
 mod ffi;
+mod ip_mode;
 mod listener;
 mod multihome;
 mod options;

@@ -15,7 +15,12 @@ use crate::udp::{route_sctp_mtu, SharedUdp};
 /// socket (associations not yet accepted are aborted); accepted associations live on.
 pub struct SctpListener {
     sock: Arc<Sock>,
-    udp: Arc<SharedUdp>,
+    /// The shared UDP socket of an AF_CONN listener; `None` in IP mode (the process's
+    /// tunnelling sockets carry its packets).
+    udp: Option<Arc<SharedUdp>>,
+    /// The local UDP address (IP mode: the first address listened on, or the unspecified
+    /// one, with the tunnelling port).
+    local: SocketAddr,
     opts: SctpOptions,
     sctp_port: u16,
 }
@@ -23,7 +28,7 @@ pub struct SctpListener {
 impl std::fmt::Debug for SctpListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SctpListener")
-            .field("udp", &self.udp.local)
+            .field("udp", &self.local)
             .field("sctp_port", &self.sctp_port)
             .finish()
     }
@@ -49,7 +54,28 @@ impl SctpListener {
         sock.listen(opts.backlog.min(i32::MAX as u32) as i32)?;
         Ok(SctpListener {
             sock,
-            udp,
+            local: udp.local,
+            udp: Some(udp),
+            opts: opts.clone(),
+            sctp_port,
+        })
+    }
+
+    /// An IP-mode listener (see [`crate::SctpStack::listen_multihomed`]).
+    pub(crate) fn open_ip(
+        locals: &[std::net::IpAddr],
+        udp_port: u16,
+        sctp_port: u16,
+        opts: &SctpOptions,
+    ) -> Result<SctpListener> {
+        let (sock, port) = crate::ip_mode::listen(locals, udp_port, sctp_port, opts)?;
+        let ip = locals.first().copied().unwrap_or(std::net::IpAddr::V6(
+            std::net::Ipv6Addr::UNSPECIFIED,
+        ));
+        Ok(SctpListener {
+            sock,
+            udp: None,
+            local: SocketAddr::new(ip, port),
             opts: opts.clone(),
             sctp_port,
         })
@@ -62,12 +88,14 @@ impl SctpListener {
     pub async fn close(self) {
         let SctpListener { sock, udp, .. } = self;
         drop(sock);
-        SharedUdp::close(udp).await;
+        if let Some(udp) = udp {
+            SharedUdp::close(udp).await;
+        }
     }
 
     /// The local UDP address. No I/O.
     pub fn local_addr(&self) -> SocketAddr {
-        self.udp.local
+        self.local
     }
 
     /// Handles one datagram as if it had arrived on this listener's UDP socket from `from`:
@@ -77,7 +105,9 @@ impl SctpListener {
     /// lookup and one `conninput`.
     #[cfg(fuzzing)]
     pub fn inject_datagram(&self, from: SocketAddr, pkt: &[u8]) {
-        self.udp.inject(from, pkt);
+        if let Some(udp) = &self.udp {
+            udp.inject(from, pkt);
+        }
     }
 
     /// Handles an ICMP port unreachable as if this listener's UDP socket had queued one
@@ -89,7 +119,9 @@ impl SctpListener {
     /// part of the API. Cost: one table lookup and one `conninput`.
     #[doc(hidden)]
     pub fn inject_refusal(&self, to: SocketAddr, quoted: &[u8]) {
-        self.udp.inject_refusal(to, quoted);
+        if let Some(udp) = &self.udp {
+            udp.inject_refusal(to, quoted);
+        }
     }
 
     /// The SCTP port listened on. No I/O.
@@ -101,6 +133,9 @@ impl SctpListener {
     /// Cancel-safe. Per association: `usrsctp_accept`, the options' setsockopts, one
     /// getsockopt and a spawned driver task.
     pub async fn accept(&self) -> Result<(Association, SocketAddr)> {
+        let Some(udp) = &self.udp else {
+            return self.accept_ip().await;
+        };
         loop {
             let mut readable = pin!(self.sock.wakers.readable.notified());
             readable.as_mut().enable();
@@ -118,11 +153,11 @@ impl SctpListener {
                 Err(e) => return Err(e),
             };
             let sock = Sock::adopt(acc)?;
-            let Some(remote) = self.udp.claim(id) else {
+            let Some(remote) = udp.claim(id) else {
                 continue; // remote forgotten meanwhile: `sock` drops and aborts
             };
             let link = Link::Server {
-                udp: self.udp.clone(),
+                udp: udp.clone(),
                 remote,
             };
             // From here the claim is released by AssocInner's Drop, even on error paths.
@@ -142,8 +177,31 @@ impl SctpListener {
                 &self.opts,
                 Progress::Established { inbound, outbound },
             );
-            let inner = AssocInner::start(shared, link, self.udp.local, remote);
+            let inner = AssocInner::start(shared, link, udp.local, remote);
             return Ok((Association { inner }, remote));
+        }
+    }
+
+    /// [`SctpListener::accept`] in IP mode: the peer's UDP address is its first path's.
+    async fn accept_ip(&self) -> Result<(Association, SocketAddr)> {
+        loop {
+            let mut readable = pin!(self.sock.wakers.readable.notified());
+            readable.as_mut().enable();
+            let (acc, peer) = match self.sock.accept_ip() {
+                Ok(v) => v,
+                Err(Error::Sys { source, .. }) if would_block(&source) => {
+                    readable.await;
+                    continue;
+                }
+                Err(Error::Sys { source, .. })
+                    if source.raw_os_error() == Some(libc::ECONNABORTED) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            let sock = Sock::adopt(acc)?;
+            return crate::ip_mode::accepted(sock, peer, self.local, &self.opts);
         }
     }
 }

@@ -228,7 +228,7 @@ impl SctpPath {
 
     /// The path's id (usable once the path is added to an association). No I/O.
     pub fn id(&self) -> PathId {
-        PathId(self.conn.id)
+        PathId(crate::path_events::PathKey::Conn(self.conn.id))
     }
 
     /// The local UDP address. No I/O.

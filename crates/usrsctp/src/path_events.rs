@@ -2,6 +2,7 @@
 //! feeds and the multihoming module's `PathEvents` reads. No usrsctp calls.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use tokio::sync::Notify;
@@ -9,9 +10,51 @@ use tokio::sync::Notify;
 use crate::ffi;
 use crate::sys::{lock, Sock};
 
-/// One path of an association, as usrsctp names it (its conn address). Copying is free.
+/// One path of an association, as usrsctp names it: its conn address (AF_CONN
+/// associations) or the peer's IP address (IP mode). Copying is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PathId(pub(crate) usize);
+pub struct PathId(pub(crate) PathKey);
+
+/// What a [`PathId`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PathKey {
+    /// An AF_CONN conn address.
+    Conn(usize),
+    /// The peer's IP address on an IP-mode path.
+    Ip(IpAddr),
+}
+
+impl PathId {
+    /// The peer's IP address of an IP-mode path (`None` for an AF_CONN one).
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self.0 {
+            PathKey::Ip(ip) => Some(ip),
+            PathKey::Conn(_) => None,
+        }
+    }
+
+    /// The IP-mode path to the peer's address `ip` (whether the association has it is
+    /// checked where it is used).
+    pub fn from_ip(ip: IpAddr) -> PathId {
+        PathId(PathKey::Ip(ip))
+    }
+
+    /// The path's address as usrsctp's socket options take it.
+    pub(crate) fn storage(&self) -> libc::sockaddr_storage {
+        match self.0 {
+            PathKey::Conn(c) => ffi::conn_storage(c),
+            PathKey::Ip(ip) => ffi::ip_storage(SocketAddr::new(ip, 0)).0,
+        }
+    }
+
+    /// The path named by a socket option's address (`None` for an unknown family).
+    pub(crate) fn from_storage(ss: &libc::sockaddr_storage) -> Option<PathId> {
+        if let Some(c) = ffi::storage_conn(ss) {
+            return Some(PathId(PathKey::Conn(c)));
+        }
+        ffi::ip_addr_of(ss).map(|a| PathId(PathKey::Ip(a.ip())))
+    }
+}
 
 /// What happened to a path (`SCTP_PEER_ADDR_CHANGE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +80,7 @@ pub enum PathEventKind {
 /// One path event. Plain data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathEvent {
-    /// The path (None if usrsctp named a non-AF_CONN address).
+    /// The path (None if usrsctp named an address of another family).
     pub path: Option<PathId>,
     /// What happened.
     pub kind: PathEventKind,
@@ -84,13 +127,8 @@ pub(crate) fn on_peer_addr_change(sock: &Arc<Sock>, n: &[u8]) {
 /// at 140). None if too short.
 fn parse_peer_addr_change(n: &[u8]) -> Option<PathEvent> {
     let u32_at = |o: usize| Some(u32::from_ne_bytes(n.get(o..o + 4)?.try_into().ok()?));
-    // spc_aaddr at 8 holds a sockaddr_conn: family (u16) at +0, the conn pointer at +8.
-    let family = u16::from_ne_bytes(n.get(8..10)?.try_into().ok()?);
-    let conn = usize::from_ne_bytes(
-        n.get(16..16 + std::mem::size_of::<usize>())?
-            .try_into()
-            .ok()?,
-    );
+    // spc_aaddr at 8 is a sockaddr_storage (128 bytes).
+    let ss = ffi::storage_from_bytes(n.get(8..136)?);
     let state = u32_at(136)?;
     let error = u32_at(140)?;
     let kind = match state {
@@ -104,7 +142,7 @@ fn parse_peer_addr_change(n: &[u8]) -> Option<PathEvent> {
         other => PathEventKind::Other(other),
     };
     Some(PathEvent {
-        path: (i32::from(family) == ffi::AF_CONN).then_some(PathId(conn)),
+        path: PathId::from_storage(&ss),
         kind,
         error,
     })

@@ -430,3 +430,23 @@ pub(crate) fn take_queued_error(s: &impl AsFd, buf: &mut [u8]) -> io::Result<Opt
         len: len.min(buf.len()),
     }))
 }
+
+/// Blocks until `s` has something to read (or an error queued): one `poll`.
+pub(crate) fn wait_readable(s: &impl AsFd) -> io::Result<()> {
+    let mut p = libc::pollfd {
+        fd: s.as_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one live pollfd for the call.
+        let rc = unsafe { libc::poll(&mut p, 1, -1) };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

@@ -110,6 +110,41 @@ impl SctpStack {
         SctpListener::open(udp_local, sctp_port, opts)
     }
 
+    /// Starts an IP-mode association (see the crate docs, "IP mode"): bound to this host's
+    /// addresses `locals` (every address of the host if empty; with two or more, or all,
+    /// the INIT lists them, so the peer learns every path), to the SCTP endpoint on
+    /// `sctp_port` at `remote`, the peer's IP address and UDP encapsulation port. The peer
+    /// learns this side's paths, and this side the peer's, from the handshake itself. The
+    /// first IP-mode call of the process opens its tunnelling UDP sockets (an ephemeral
+    /// port). Needs the multihoming shim ([`Error::MultihomeUnavailable`] says why not) and
+    /// a tokio runtime. [`Connecting::reachable`] resolves with the COOKIE-ACK in IP mode.
+    pub fn connect_multihomed(
+        &self,
+        locals: &[std::net::IpAddr],
+        remote: SocketAddr,
+        sctp_port: u16,
+        opts: &SctpOptions,
+    ) -> Result<Connecting> {
+        require_runtime()?;
+        crate::ip_mode::connect(locals, remote, sctp_port, opts)
+    }
+
+    /// Listens in IP mode for associations to `sctp_port` on `locals` (every address of
+    /// this host if empty), tunnelled over UDP port `udp_port` (0: the process's, or an
+    /// ephemeral one; a process has one tunnelling port, so another non-zero port than its
+    /// first fails). The INIT-ACK lists every address listened on. Needs the multihoming
+    /// shim and a tokio runtime.
+    pub fn listen_multihomed(
+        &self,
+        locals: &[std::net::IpAddr],
+        udp_port: u16,
+        sctp_port: u16,
+        opts: &SctpOptions,
+    ) -> Result<SctpListener> {
+        require_runtime()?;
+        SctpListener::open_ip(locals, udp_port, sctp_port, opts)
+    }
+
     /// Sum of [`StackStats`]: usrsctp sockets + registered conn addresses + live UDP
     /// sockets. Three atomic loads.
     pub fn live_sockets(&self) -> usize {

@@ -460,6 +460,14 @@ impl Sock {
         Sock::register(g, |id| ffi::Socket::stream(lib, id))
     }
 
+    /// Creates an IP-mode one-to-one socket (AF_INET6 when `v6`, else AF_INET),
+    /// non-blocking, with our upcall.
+    pub(crate) fn new_stream_ip(v6: bool) -> Result<Arc<Sock>> {
+        let g = global();
+        let lib = g.lib()?;
+        Sock::register(g, |id| ffi::Socket::stream_ip(lib, id, v6))
+    }
+
     /// Takes ownership of a socket from `accept`.
     pub(crate) fn adopt(acc: ffi::Accepted) -> Result<Arc<Sock>> {
         Sock::register(global(), |id| acc.adopt(id))

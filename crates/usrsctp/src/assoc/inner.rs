@@ -20,6 +20,8 @@ pub(crate) enum Link {
         udp: Arc<SharedUdp>,
         remote: SocketAddr,
     },
+    /// IP mode: the process's tunnelling sockets carry the packets; nothing to hold.
+    Ip,
 }
 
 /// Owns the association's resources; dropped when the last handle goes.

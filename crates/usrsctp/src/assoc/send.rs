@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::shared::AssocShared;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Plain};
+use crate::path_events::PathId;
 use crate::sys::{lock, would_block};
 
 /// Whether `SCTP_GET_SNDBUF_USE` works (probed on first use): 0 unknown, 1 yes, 2 no.
@@ -23,7 +24,7 @@ impl AssocShared {
         data: &[u8],
         ordered: bool,
         ppid: u32,
-        path: Option<usize>,
+        path: Option<PathId>,
         eor: bool,
     ) -> Result<Option<usize>> {
         let mut acct = lock(&self.acct);
@@ -42,7 +43,7 @@ impl AssocShared {
             snd_assoc_id: 0,
         };
         let sent = match path {
-            Some(conn) => self.sock.sendv_to(data, &info, conn),
+            Some(path) => self.sock.sendv_to(data, &info, &path.storage()),
             None => self.sock.sendv(data, &info, None),
         };
         match sent {
@@ -92,7 +93,7 @@ impl AssocShared {
         data: &[u8],
         ordered: bool,
         ppid: u32,
-        path: Option<usize>,
+        path: Option<PathId>,
     ) -> Result<()> {
         self.check_send(stream, data)?;
         let _serial = self.send_lock.lock().await;

@@ -435,6 +435,7 @@ usrsctp_api! {
     fn usrsctp_getpaddrs(so: *mut socket, id: sctp_assoc_t, raddrs: *mut *mut sockaddr) -> c_int;
     fn usrsctp_freepaddrs(addrs: *mut sockaddr);
     fn usrsctp_bind(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
+    fn usrsctp_bindx(so: *mut socket, addrs: *mut sockaddr, addrcnt: c_int, flags: c_int) -> c_int;
     fn usrsctp_listen(so: *mut socket, backlog: c_int) -> c_int;
     fn usrsctp_accept(so: *mut socket, aname: *mut sockaddr, anamelen: *mut socklen_t) -> *mut socket;
     fn usrsctp_connect(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
@@ -465,6 +466,7 @@ usrsctp_api! {
     fn usrsctp_sysctl_get_sctp_cmt_on_off() -> u32;
     fn usrsctp_sysctl_set_sctp_peer_chunk_oh(value: u32) -> c_int;
     fn usrsctp_enable_crc32c_offload();
+    fn usrsctp_sysctl_set_sctp_udp_tunneling_port(value: u32) -> c_int;
 }
 
 #[cfg(test)]

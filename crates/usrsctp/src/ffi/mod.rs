@@ -12,11 +12,13 @@
 #![allow(unsafe_code)]
 
 mod bindings;
+mod ip;
 mod library;
 mod multihome;
 mod socket;
 
 pub(crate) use bindings::*;
+pub(crate) use ip::{ip_addr_of, ip_input, ip_storage, set_tunnel, storage_from_bytes};
 pub(crate) use library::{batch, crc32c_ok, inside_call, Hooks, Tuning, Usrsctp};
 pub(crate) use multihome::*;
 pub(crate) use socket::{Accepted, Plain, Socket};

@@ -141,6 +141,12 @@ pub(crate) fn multihome_ready() -> Result<()> {
         .map_err(Error::MultihomeUnavailable)
 }
 
+/// Why the shim cannot be used, for builds without it.
+#[cfg(not(usrsctp_multihome))]
+pub(crate) fn unavailable_reason() -> String {
+    unavailable_message(UNAVAILABLE, BUILT_VERSION)
+}
+
 #[cfg(not(usrsctp_multihome))]
 fn check_library() -> std::result::Result<(), String> {
     Err(unavailable_message(UNAVAILABLE, BUILT_VERSION))
@@ -326,11 +332,11 @@ impl Socket {
         &self,
         data: &[u8],
         info: &raw::sctp_sndinfo,
-        conn: usize,
+        to: &libc::sockaddr_storage,
     ) -> Result<usize> {
         let mut info = *info;
         info.snd_flags |= SCTP_ADDR_OVER;
-        self.sendv(data, &info, Some(conn))
+        self.sendv(data, &info, Some(to))
     }
 }
 

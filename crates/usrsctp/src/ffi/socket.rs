@@ -71,7 +71,7 @@ extern "C" fn upcall(_so: *mut raw::socket, arg: *mut c_void, _flags: c_int) {
 }
 
 /// A usrsctp socket pointer that may cross threads.
-struct SoPtr(*mut raw::socket);
+pub(super) struct SoPtr(pub(super) *mut raw::socket);
 // SAFETY: usrsctp sockets may be used from any thread; the pointer is only used under the
 // RwLock in `Socket` (and the usrsctp lock, see `serial`), and freed only under its write lock.
 unsafe impl Send for SoPtr {}
@@ -89,7 +89,7 @@ fn sconn(conn: usize, port: u16) -> raw::sockaddr_conn {
 
 /// `Err(Error::Sys)` with errno if `rc` is not 0. Call before the usrsctp lock is released
 /// (errno is per thread, but a later call on this thread would overwrite it).
-fn check(rc: c_int, op: &'static str) -> Result<()> {
+pub(super) fn check(rc: c_int, op: &'static str) -> Result<()> {
     if rc != 0 {
         Err(Error::sys(op))
     } else {
@@ -114,7 +114,7 @@ pub(crate) struct Socket {
 
 /// A socket returned by [`Socket::accept`], not yet set up; dropping it aborts the
 /// association. [`Accepted::adopt`] turns it into a [`Socket`].
-pub(crate) struct Accepted(SoPtr);
+pub(crate) struct Accepted(pub(super) SoPtr);
 
 impl Accepted {
     /// Installs the upcall (reporting `arg`) and non-blocking mode. Two calls into usrsctp.
@@ -140,13 +140,19 @@ impl Drop for Accepted {
 impl Socket {
     /// Creates an AF_CONN one-to-one socket, non-blocking, whose upcall reports `arg`. Three
     /// calls into usrsctp.
-    pub(crate) fn stream(_lib: Usrsctp, arg: usize) -> Result<Socket> {
+    pub(crate) fn stream(lib: Usrsctp, arg: usize) -> Result<Socket> {
+        Socket::stream_of(lib, arg, raw::AF_CONN)
+    }
+
+    /// Creates a one-to-one socket of `domain` (AF_CONN, AF_INET, AF_INET6), non-blocking,
+    /// whose upcall reports `arg`. Three calls into usrsctp.
+    pub(super) fn stream_of(_lib: Usrsctp, arg: usize, domain: c_int) -> Result<Socket> {
         let so = serial(|| {
             // SAFETY: usrsctp is initialised (`_lib` exists); plain constructor, NULL
             // callbacks select the upcall/recv API.
             let so = unsafe {
                 raw::usrsctp_socket(
-                    raw::AF_CONN,
+                    domain,
                     raw::SOCK_STREAM,
                     raw::IPPROTO_SCTP,
                     None,
@@ -330,16 +336,12 @@ impl Socket {
         &self,
         data: &[u8],
         info: &raw::sctp_sndinfo,
-        to: Option<usize>,
+        to: Option<&libc::sockaddr_storage>,
     ) -> Result<usize> {
         let mut info = *info;
-        let mut addr = to.map(|conn| raw::sockaddr_conn {
-            sconn_family: raw::AF_CONN as u16,
-            sconn_port: 0,
-            sconn_addr: conn as *mut c_void,
-        });
+        let mut addr = to.copied();
         let (addr_ptr, addr_cnt) = match addr.as_mut() {
-            Some(a) => (a as *mut raw::sockaddr_conn as *mut libc::sockaddr, 1),
+            Some(a) => (a as *mut libc::sockaddr_storage as *mut libc::sockaddr, 1),
             None => (std::ptr::null_mut(), 0),
         };
         self.call(|so| {

@@ -1,6 +1,7 @@
 //! The multihoming methods of [`Association`]: adding a path, listing paths, the primary
 //! path, per-path parameters, CMT, NR-SACK, path events and sends pinned to a path.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::{
@@ -8,6 +9,7 @@ use super::{
     PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
 };
 use crate::assoc::{AssocShared, Association};
+use crate::path_events::PathKey;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Plain};
 
@@ -49,9 +51,9 @@ impl Association {
         let sock = &self.mh_shared().sock;
         let primary = self.primary_path().ok();
         let mut out = Vec::new();
-        for conn in sock.peer_conns()? {
+        for id in peer_paths(sock)? {
             let mut pi = ffi::sctp_paddrinfo::zeroed();
-            pi.spinfo_address = ffi::conn_storage(conn);
+            pi.spinfo_address = id.storage();
             sock.getopt(
                 ffi::IPPROTO_SCTP,
                 ffi::SCTP_GET_PEER_ADDR_INFO,
@@ -59,15 +61,15 @@ impl Association {
                 "SCTP_GET_PEER_ADDR_INFO",
             )?;
             out.push(PathInfo {
-                id: PathId(conn),
-                addrs: crate::sys::route_addrs(conn),
+                id,
+                addrs: path_addrs(sock, id),
                 state: match pi.spinfo_state {
                     ffi::SCTP_ACTIVE => PathState::Active,
                     ffi::SCTP_INACTIVE => PathState::Inactive,
                     ffi::SCTP_UNCONFIRMED => PathState::Unconfirmed,
                     s => PathState::Other(s),
                 },
-                primary: primary == Some(PathId(conn)),
+                primary: primary == Some(id),
                 cwnd: pi.spinfo_cwnd,
                 srtt_ms: pi.spinfo_srtt,
                 rto_ms: pi.spinfo_rto,
@@ -86,16 +88,16 @@ impl Association {
             &mut p,
             "SCTP_PRIMARY_ADDR",
         )?;
-        ffi::storage_conn(&p.ssp_addr)
-            .map(PathId)
-            .ok_or_else(|| Error::MultihomeUnavailable("primary path is not AF_CONN".into()))
+        PathId::from_storage(&p.ssp_addr).ok_or_else(|| {
+            Error::MultihomeUnavailable("the primary path has an unknown address family".into())
+        })
     }
 
     /// Makes `path` the primary path (`SCTP_PRIMARY_ADDR`); EINVAL while it is unconfirmed
     /// or not a path of this association.
     pub fn set_primary(&self, path: PathId) -> Result<()> {
         let mut p = ffi::sctp_setprim::zeroed();
-        p.ssp_addr = ffi::conn_storage(path.0);
+        p.ssp_addr = path.storage();
         self.mh_shared().sock.setopt(
             ffi::IPPROTO_SCTP,
             ffi::SCTP_PRIMARY_ADDR,
@@ -108,7 +110,7 @@ impl Association {
     /// (`SCTP_PEER_ADDR_PARAMS`).
     pub fn set_path_params(&self, path: PathId, params: &PathParams) -> Result<()> {
         let mut p = ffi::sctp_paddrparams::zeroed();
-        p.spp_address = ffi::conn_storage(path.0);
+        p.spp_address = path.storage();
         if let Some(hb) = params.heartbeat_interval_ms {
             p.spp_hbinterval = hb;
             p.spp_flags |= ffi::SPP_HB_ENABLE;
@@ -133,7 +135,7 @@ impl Association {
     /// this on the side that added the path first once the peer has added its end.
     pub fn heartbeat_now(&self, path: PathId) -> Result<()> {
         let mut p = ffi::sctp_paddrparams::zeroed();
-        p.spp_address = ffi::conn_storage(path.0);
+        p.spp_address = path.storage();
         p.spp_flags = ffi::SPP_HB_DEMAND;
         self.mh_shared().sock.setopt(
             ffi::IPPROTO_SCTP,
@@ -147,7 +149,7 @@ impl Association {
     /// (`SCTP_PEER_ADDR_THLDS`).
     pub fn set_path_thresholds(&self, path: PathId, t: &PathThresholds) -> Result<()> {
         let mut p = ffi::sctp_paddrthlds::zeroed();
-        p.spt_address = ffi::conn_storage(path.0);
+        p.spt_address = path.storage();
         p.spt_pathmaxrxt = t.max_retransmits;
         p.spt_pathpfthld = t.pf_threshold;
         p.spt_pathcpthld = 0xffff; // usrsctp has no changeover threshold: must be "unset"
@@ -224,6 +226,45 @@ impl Association {
                     .into(),
             ));
         }
-        sh.send(stream, data, ordered, ppid, Some(path.0)).await
+        sh.send(stream, data, ordered, ppid, Some(path)).await
+    }
+}
+
+/// The association's paths: its peer's addresses, AF_CONN or IP.
+fn peer_paths(sock: &crate::sys::Sock) -> Result<Vec<PathId>> {
+    let conns = sock.peer_conns()?;
+    if !conns.is_empty() {
+        return Ok(conns.into_iter().map(|c| PathId(PathKey::Conn(c))).collect());
+    }
+    Ok(sock
+        .peer_ips()?
+        .into_iter()
+        .map(|a| PathId(PathKey::Ip(a.ip())))
+        .collect())
+}
+
+/// The UDP addresses path `id` runs over, (ours, the peer's): from the route of an AF_CONN
+/// path's socket; for an IP path the tunnelling port, the source address routing picks for
+/// the peer (one UDP socket connected, never sent on) and the peer's encapsulation port.
+fn path_addrs(sock: &crate::sys::Sock, id: PathId) -> Option<(SocketAddr, SocketAddr)> {
+    match id.0 {
+        PathKey::Conn(c) => crate::sys::route_addrs(c),
+        PathKey::Ip(ip) => {
+            let port = sock.encaps_port(ip).ok()?;
+            let remote = SocketAddr::new(ip, port);
+            let local_port = crate::ip_mode::current_port()?;
+            let probe = std::net::UdpSocket::bind(SocketAddr::new(
+                if ip.is_ipv6() {
+                    std::net::Ipv6Addr::UNSPECIFIED.into()
+                } else {
+                    std::net::Ipv4Addr::UNSPECIFIED.into()
+                },
+                0,
+            ))
+            .ok()?;
+            probe.connect(SocketAddr::new(ip, port.max(1))).ok()?;
+            let local = SocketAddr::new(probe.local_addr().ok()?.ip(), local_port);
+            Some((local, remote))
+        }
     }
 }

@@ -1,0 +1,360 @@
+//! IP mode at the library boundary: usrsctp sockets over real IPv4/IPv6 addresses, their
+//! packets UDP-encapsulated (RFC 6951) through the two UDP sockets taps owns. The shim
+//! (`c/multihome.c`, `taps_ip_*`) installs those sockets where usrsctp's IP output sends
+//! from and feeds received datagrams to usrsctp; the rest is public API: bind to a list of
+//! addresses (`usrsctp_bindx`, so INIT and INIT-ACK list them), connect, accept, the peer's
+//! addresses and the per-path UDP encapsulation port (`SCTP_REMOTE_UDP_ENCAPS_PORT`).
+
+use std::ffi::c_void;
+use std::mem::size_of;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+
+use libc::{c_int, socklen_t};
+
+use super::bindings as raw;
+use super::library::serial;
+use super::multihome::multihome_ready;
+use super::socket::{Accepted, Plain, SoPtr, Socket};
+use crate::error::{Error, Result};
+
+/// `#define SCTP_REMOTE_UDP_ENCAPS_PORT 0x00000024`
+const SCTP_REMOTE_UDP_ENCAPS_PORT: c_int = 0x24;
+/// `#define SCTP_BINDX_ADD_ADDR 0x00008001`
+const SCTP_BINDX_ADD_ADDR: c_int = 0x8001;
+
+/// `struct sctp_udpencaps`
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct sctp_udpencaps {
+    sue_address: libc::sockaddr_storage,
+    sue_assoc_id: raw::sctp_assoc_t,
+    sue_port: u16,
+}
+
+// SAFETY: integers and a `sockaddr_storage`.
+unsafe impl Plain for sctp_udpencaps {}
+
+#[cfg(usrsctp_multihome)]
+extern "C" {
+    /// c/multihome.c: installs the UDP sockets usrsctp's IP output sends from.
+    fn taps_ip_set_sockets(fd4: c_int, fd6: c_int);
+    /// c/multihome.c: one received UDP payload to usrsctp; 0, or -1 if dropped first.
+    fn taps_ip_input(
+        buf: *const c_void,
+        len: usize,
+        from: *const libc::sockaddr,
+        to: *const libc::sockaddr,
+    ) -> c_int;
+}
+
+/// `a` as a C socket address: the storage and its true length.
+pub(crate) fn ip_storage(a: SocketAddr) -> (libc::sockaddr_storage, socklen_t) {
+    let mut ss = libc::sockaddr_storage::zeroed();
+    let len = match a {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: a sockaddr_storage is larger than and aligned for a sockaddr_in.
+            unsafe { *(&mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr_in) = sin };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: a sockaddr_storage is larger than and aligned for a sockaddr_in6.
+            unsafe { *(&mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr_in6) = sin6 };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as socklen_t)
+}
+
+/// A socket address stored as bytes (a notification's `sockaddr_storage`; fewer bytes are
+/// zero-filled, more are ignored).
+pub(crate) fn storage_from_bytes(b: &[u8]) -> libc::sockaddr_storage {
+    let mut ss = libc::sockaddr_storage::zeroed();
+    let n = b.len().min(size_of::<libc::sockaddr_storage>());
+    // SAFETY: `ss` is a plain sockaddr_storage (any bytes valid) of at least `n` bytes;
+    // `b` has at least `n` bytes; they do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            b.as_ptr(),
+            &mut ss as *mut libc::sockaddr_storage as *mut u8,
+            n,
+        )
+    };
+    ss
+}
+
+/// The IP socket address in `ss` (None for another family).
+pub(crate) fn ip_addr_of(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    // SAFETY: `ss` is a live sockaddr_storage; it is read as the type its family names,
+    // both smaller than it and plain data, by copy.
+    unsafe { sockaddr_to_ip(ss as *const libc::sockaddr_storage as *const libc::sockaddr) }
+}
+
+/// The IP socket address at `sa` (None for another family).
+///
+/// # Safety
+/// `sa` must point to a readable socket address of at least the size its family implies.
+unsafe fn sockaddr_to_ip(sa: *const libc::sockaddr) -> Option<SocketAddr> {
+    // SAFETY: the caller's contract; every family starts with `sa_family`.
+    match i32::from(unsafe { std::ptr::read_unaligned(sa) }.sa_family) {
+        libc::AF_INET => {
+            // SAFETY: an AF_INET address is a sockaddr_in (caller's contract).
+            let sin = unsafe { std::ptr::read_unaligned(sa as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6 (caller's contract).
+            let sin6 = unsafe { std::ptr::read_unaligned(sa as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// Installs `fd4`/`fd6` (-1: none) as the UDP sockets usrsctp sends encapsulated IPv4/IPv6
+/// packets from, and `port` as its tunnelling port (the UDP source port it writes). Needs the
+/// shim ([`Error::MultihomeUnavailable`] says why not). Two calls under the usrsctp lock.
+pub(crate) fn set_tunnel(fd4: c_int, fd6: c_int, port: u16) -> Result<()> {
+    multihome_ready()?;
+    set_tunnel_checked(fd4, fd6, port)
+}
+
+#[cfg(usrsctp_multihome)]
+fn set_tunnel_checked(fd4: c_int, fd6: c_int, port: u16) -> Result<()> {
+    let rc = serial(|| {
+        // SAFETY: the shim was compiled for the loaded library (`multihome_ready`); it stores
+        // two integers in usrsctp's globals; the setter is a plain range-checked store.
+        unsafe {
+            taps_ip_set_sockets(fd4, fd6);
+            raw::usrsctp_sysctl_set_sctp_udp_tunneling_port(u32::from(port))
+        }
+    });
+    if rc != 0 {
+        return Err(Error::Sys {
+            op: "usrsctp_sysctl_set_sctp_udp_tunneling_port",
+            source: std::sync::Arc::new(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(usrsctp_multihome))]
+fn set_tunnel_checked(_fd4: c_int, _fd6: c_int, _port: u16) -> Result<()> {
+    Err(Error::MultihomeUnavailable(
+        super::multihome::unavailable_reason(),
+    ))
+}
+
+/// Gives usrsctp one SCTP packet that arrived in a UDP datagram from `from` (with its UDP
+/// port) to our address `to`, if its CRC32c is right. Call only after [`set_tunnel`]
+/// succeeded. One call under the usrsctp lock (replies go out inside it).
+pub(crate) fn ip_input(pkt: &[u8], from: SocketAddr, to: SocketAddr) {
+    if !super::library::crc32c_ok(pkt) {
+        return;
+    }
+    ip_input_checked(pkt, from, to);
+}
+
+#[cfg(usrsctp_multihome)]
+fn ip_input_checked(pkt: &[u8], from: SocketAddr, to: SocketAddr) {
+    let (f, _) = ip_storage(from);
+    let (t, _) = ip_storage(to);
+    serial(|| {
+        // SAFETY: the shim is bound (`set_tunnel` ran `multihome_ready`); `pkt`, `f` and `t`
+        // are live for the call (usrsctp copies the packet); under the usrsctp lock.
+        unsafe {
+            taps_ip_input(
+                pkt.as_ptr() as *const c_void,
+                pkt.len(),
+                &f as *const libc::sockaddr_storage as *const libc::sockaddr,
+                &t as *const libc::sockaddr_storage as *const libc::sockaddr,
+            )
+        };
+    });
+}
+
+#[cfg(not(usrsctp_multihome))]
+fn ip_input_checked(_pkt: &[u8], _from: SocketAddr, _to: SocketAddr) {}
+
+impl Socket {
+    /// Creates an IP-mode one-to-one socket (AF_INET6, which also takes IPv4 addresses, when
+    /// `v6`; else AF_INET), non-blocking, whose upcall reports `arg`.
+    pub(crate) fn stream_ip(lib: super::Usrsctp, arg: usize, v6: bool) -> Result<Socket> {
+        Socket::stream_of(lib, arg, if v6 { libc::AF_INET6 } else { libc::AF_INET })
+    }
+
+    /// Binds to every address of `addrs` (one SCTP port, that of the addresses; 0:
+    /// ephemeral) with `usrsctp_bindx`: with two or more, INIT and INIT-ACK list them all.
+    /// Each address must be one of this host's when usrsctp started (EADDRNOTAVAIL).
+    pub(crate) fn bind_ips(&self, addrs: &[SocketAddr]) -> Result<()> {
+        let mut packed: Vec<u8> = Vec::with_capacity(addrs.len() * size_of::<libc::sockaddr_in6>());
+        for a in addrs {
+            let (ss, len) = ip_storage(*a);
+            // SAFETY: `ss` is live and at least `len` bytes long.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    &ss as *const libc::sockaddr_storage as *const u8,
+                    len as usize,
+                )
+            };
+            packed.extend_from_slice(bytes);
+        }
+        let n = c_int::try_from(addrs.len()).map_err(|_| Error::sys("usrsctp_bindx"))?;
+        self.call(|so| {
+            // SAFETY: `packed` holds `n` sockaddr_in/sockaddr_in6 back to back, as bindx
+            // reads them (no sa_len on Linux); usrsctp copies them; `so` is live.
+            let rc = unsafe {
+                raw::usrsctp_bindx(
+                    so,
+                    packed.as_mut_ptr() as *mut libc::sockaddr,
+                    n,
+                    SCTP_BINDX_ADD_ADDR,
+                )
+            };
+            super::socket::check(rc, "usrsctp_bindx")
+        })
+    }
+
+    /// `usrsctp_connect` to the SCTP endpoint at `to` (IP address and SCTP port): sends
+    /// INIT. EINPROGRESS while the handshake runs (non-blocking).
+    pub(crate) fn connect_ip(&self, to: SocketAddr) -> Result<()> {
+        let (mut ss, len) = ip_storage(to);
+        self.call(|so| {
+            // SAFETY: `ss` holds a socket address of `len` bytes; `so` is live.
+            let rc = unsafe {
+                raw::usrsctp_connect(
+                    so,
+                    &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr,
+                    len,
+                )
+            };
+            super::socket::check(rc, "usrsctp_connect")
+        })
+    }
+
+    /// `usrsctp_accept` on an IP-mode listener: the next association's socket and the
+    /// peer's address it came from (SCTP port). EWOULDBLOCK when none is waiting.
+    pub(crate) fn accept_ip(&self) -> Result<(Accepted, Option<SocketAddr>)> {
+        self.call(|so| {
+            let mut ss = libc::sockaddr_storage::zeroed();
+            let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
+            // SAFETY: `ss` is a writable buffer of `len` bytes; `so` is live.
+            let ns = unsafe {
+                raw::usrsctp_accept(
+                    so,
+                    &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr,
+                    &mut len,
+                )
+            };
+            if ns.is_null() {
+                return Err(Error::sys("usrsctp_accept"));
+            }
+            Ok((Accepted(SoPtr(ns)), ip_addr_of(&ss)))
+        })
+    }
+
+    /// The peer's IP addresses (SCTP port), one per path (`usrsctp_getpaddrs`). usrsctp
+    /// allocates the list and we free it.
+    pub(crate) fn peer_ips(&self) -> Result<Vec<SocketAddr>> {
+        self.call(|so| {
+            let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
+            // SAFETY: `so` is live; usrsctp allocates the array and stores it in `addrs`.
+            let n = unsafe { raw::usrsctp_getpaddrs(so, 0, &mut addrs) };
+            if n < 0 {
+                return Err(Error::sys("usrsctp_getpaddrs"));
+            }
+            let mut out = Vec::with_capacity(n as usize);
+            let mut p = addrs as *const u8;
+            for _ in 0..n {
+                if p.is_null() {
+                    break;
+                }
+                // SAFETY: usrsctp packs `n` addresses back to back, each as long as its
+                // family's sockaddr (no sa_len on Linux); `p` points at the next one.
+                let Some(a) = (unsafe { sockaddr_to_ip(p as *const libc::sockaddr) }) else {
+                    break;
+                };
+                out.push(a);
+                let step = match a {
+                    SocketAddr::V4(_) => size_of::<libc::sockaddr_in>(),
+                    SocketAddr::V6(_) => size_of::<libc::sockaddr_in6>(),
+                };
+                // SAFETY: stays within (or one past) the array usrsctp allocated.
+                p = unsafe { p.add(step) };
+            }
+            if !addrs.is_null() {
+                // SAFETY: `addrs` came from usrsctp_getpaddrs and is freed once.
+                unsafe { raw::usrsctp_freepaddrs(addrs) };
+            }
+            Ok(out)
+        })
+    }
+
+    /// The UDP port usrsctp sends the path to `peer` to (0: none set; the unspecified
+    /// address: the association's default for paths added later).
+    pub(crate) fn encaps_port(&self, peer: IpAddr) -> Result<u16> {
+        let mut e = sctp_udpencaps::zeroed();
+        e.sue_address = ip_storage(SocketAddr::new(peer, 0)).0;
+        self.getopt(
+            raw::IPPROTO_SCTP,
+            SCTP_REMOTE_UDP_ENCAPS_PORT,
+            &mut e,
+            "SCTP_REMOTE_UDP_ENCAPS_PORT",
+        )?;
+        Ok(u16::from_be(e.sue_port))
+    }
+
+    /// Sets the UDP port of the path to `peer` (the unspecified address: the default of the
+    /// association, or of the endpoint before it has one).
+    pub(crate) fn set_encaps_port(&self, peer: IpAddr, port: u16) -> Result<()> {
+        let mut e = sctp_udpencaps::zeroed();
+        e.sue_address = ip_storage(SocketAddr::new(peer, 0)).0;
+        e.sue_port = port.to_be();
+        self.setopt(
+            raw::IPPROTO_SCTP,
+            SCTP_REMOTE_UDP_ENCAPS_PORT,
+            &e,
+            "SCTP_REMOTE_UDP_ENCAPS_PORT",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_round_trip() {
+        for a in ["192.0.2.1:9899", "[2001:db8::1]:5000", "[fe80::1%3]:1"] {
+            let a: SocketAddr = a.parse().unwrap();
+            let (ss, len) = ip_storage(a);
+            assert_eq!(ip_addr_of(&ss), Some(a));
+            assert!(len as usize <= size_of::<libc::sockaddr_in6>());
+        }
+        assert_eq!(std::mem::size_of::<sctp_udpencaps>(), 136);
+    }
+}
