@@ -4,7 +4,10 @@ use std::io;
 use std::time::Duration;
 
 use socket2::{Socket, TcpKeepalive};
-use taps_core::properties::{Name, Preference, Properties, Protocol};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use taps_core::properties::{Multipath, Name, Preference, Properties, Protocol, Value};
 
 use super::sys;
 use super::AttemptError;
@@ -52,6 +55,11 @@ pub(crate) struct SocketOptions {
     /// SCTP stream scheduler value from `connPriority` (priority: lower first; fair
     /// bandwidth: weight).
     pub sctp_priority: Option<u16>,
+    /// SCTP multihoming (`multihoming` true or `multipath` active): the local addresses
+    /// an association binds and lists in its INIT/INIT-ACK (`local_ips`; empty: every
+    /// address of the host), so the peer learns every path from the handshake (usrsctp's
+    /// IP mode). `None`: one path (AF_CONN mode, the default).
+    pub sctp_multihome: Option<Arc<[IpAddr]>>,
 }
 
 impl Default for SocketOptions {
@@ -66,6 +74,7 @@ impl Default for SocketOptions {
             sctp_udp_port: usrsctp::DEFAULT_UDP_PORT,
             sctp_scheduler: None,
             sctp_priority: None,
+            sctp_multihome: None,
         }
     }
 }
@@ -104,6 +113,19 @@ impl SocketOptions {
                 .get(Name::ConnPriority)
                 .and_then(|e| e.value.as_f64())
                 .map(|p| p.clamp(0.0, f64::from(u16::MAX)) as u16),
+            sctp_multihome: (c.multipath == Multipath::Active).then(|| {
+                props
+                    .get(Name::LocalIps)
+                    .filter(|e| !matches!(e.value, Value::Not(_)))
+                    .map(|e| {
+                        e.value
+                            .items()
+                            .iter()
+                            .filter_map(|v| v.as_str()?.parse::<IpAddr>().ok())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }),
             ..SocketOptions::default()
         }
     }

@@ -6,7 +6,7 @@
 //! Kernel SCTP, where a host has it, is detected ([`kernel_sctp_available`]) but not used
 //! yet: usrsctp runs everywhere, so behaviour does not depend on the host.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -86,10 +86,13 @@ pub(crate) async fn connect(
     opts: &SocketOptions,
     on_reachable: impl FnOnce(),
 ) -> Result<Established, AttemptError> {
+    let udp_remote = SocketAddr::new(candidate.remote.ip(), opts.sctp_udp_port);
+    if let Some(locals) = &opts.sctp_multihome {
+        return connect_multihomed(locals, udp_remote, candidate, opts, on_reachable).await;
+    }
     if candidate.local.is_some() {
         tracing::debug!("SCTP over UDP ignores the local binding of {candidate}");
     }
-    let udp_remote = SocketAddr::new(candidate.remote.ip(), opts.sctp_udp_port);
     let options = SctpOptions {
         // First contact: ask the port before building the association, so a host
         // without SCTP over UDP costs a socket, not an association.
@@ -108,14 +111,57 @@ pub(crate) async fn connect(
     Ok(Established::Sctp(association))
 }
 
+/// A multihomed attempt (usrsctp's IP mode): bound to `locals` (every address of the host
+/// if empty), which the INIT lists, so the peer learns each path from the handshake; the
+/// peer's own addresses come back in its INIT-ACK. In IP mode the INIT-ACK is not seen on
+/// its own: `on_reachable` is called with the association.
+async fn connect_multihomed(
+    locals: &[IpAddr],
+    udp_remote: SocketAddr,
+    candidate: &Candidate,
+    opts: &SocketOptions,
+    on_reachable: impl FnOnce(),
+) -> Result<Established, AttemptError> {
+    let connecting = SctpStack::global()
+        .connect_multihomed(locals, udp_remote, candidate.remote.port(), &sctp_options(opts))
+        .map_err(attempt_error)?;
+    let association = connecting.established().await.map_err(attempt_error)?;
+    on_reachable();
+    if let Some(p) = opts.sctp_priority {
+        let _ = association.set_stream_value(0, p);
+    }
+    Ok(Established::Sctp(association))
+}
+
 /// Listens for SCTP associations to `port` on `local_ip` and the encapsulation port,
-/// with `backlog` established associations queued for accept.
+/// with `backlog` established associations queued for accept. With multihoming
+/// ([`SocketOptions::sctp_multihome`]) the listener binds every address it names (else
+/// `local_ip`, or every address of the host when that is unspecified) and lists them in
+/// its INIT-ACKs.
 pub(crate) fn listen(
-    local_ip: std::net::IpAddr,
+    local_ip: IpAddr,
     port: u16,
     opts: &SocketOptions,
     backlog: u32,
 ) -> Result<SctpListener, AttemptError> {
+    if let Some(locals) = &opts.sctp_multihome {
+        let locals: Vec<IpAddr> = match (locals.is_empty(), local_ip.is_unspecified()) {
+            (false, _) => locals.to_vec(),
+            (true, true) => Vec::new(),
+            (true, false) => vec![local_ip],
+        };
+        return SctpStack::global()
+            .listen_multihomed(
+                &locals,
+                opts.sctp_udp_port,
+                port,
+                &SctpOptions {
+                    backlog,
+                    ..sctp_options(opts)
+                },
+            )
+            .map_err(attempt_error);
+    }
     SctpStack::global()
         .listen(
             SocketAddr::new(local_ip, opts.sctp_udp_port),

@@ -1,0 +1,102 @@
+//! SCTP multihoming through taps' public API on loopback: a listener and a connection, each
+//! asking for `multihoming` with two local addresses (127.0.0.1 and ::1), set up one
+//! association over which both ends list both of the other's addresses, learnt from the
+//! handshake alone (usrsctp's IP mode; no path is added by hand on either side). The
+//! primary path moves to the other address and data follows. One test per process: the
+//! process has one SCTP tunnelling port.
+
+mod common;
+use common::sctp_context;
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::time::{Duration, Instant};
+
+use taps::taps_core::properties::Protocol;
+use taps::{Connection, PathState, Preconnection, RemoteEndpoint, TransportProperties};
+
+const MULTIHOMED: &str = r#"{"transport": {"value": "SCTP", "precedence": 2},
+    "multihoming": {"value": true, "precedence": 2},
+    "local_ips": {"value": ["127.0.0.1", "::1"], "precedence": 2}}"#;
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn loopbacks() -> BTreeSet<IpAddr> {
+    ["127.0.0.1", "::1"].map(|a| a.parse().unwrap()).into()
+}
+
+/// Waits until `c` lists a path to each loopback address, both active.
+async fn both_paths(c: &Connection, side: &str) -> Vec<taps::Path> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let paths = c.paths().unwrap();
+        let remotes: BTreeSet<IpAddr> = paths.iter().map(|p| p.remote.ip()).collect();
+        if remotes == loopbacks() && paths.iter().all(|p| p.state == PathState::Active) {
+            return paths;
+        }
+        assert!(Instant::now() < deadline, "{side}: {paths:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_ends_learn_both_paths_from_the_handshake() {
+    if let Err(e) = usrsctp::multihome_available() {
+        taps_testkit::skip("taps SCTP multihoming", &e.to_string());
+        return;
+    }
+    let ctx = sctp_context(false);
+    let port = free_port();
+    let props = || {
+        TransportProperties::new()
+            .merge_neat_json(MULTIHOMED)
+            .unwrap()
+            .compile()
+            .unwrap()
+    };
+    let mut listener = Preconnection::new(&ctx, props())
+        .local(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .listen()
+        .await
+        .unwrap();
+    let server = tokio::spawn(async move {
+        let mut s = listener.accept().await.unwrap().unwrap();
+        let paths = both_paths(&s, "server").await;
+        while let Ok(Some(m)) = s.receive().await {
+            if s.send(&m).await.is_err() {
+                break;
+            }
+        }
+        paths
+    });
+    let mut c = Preconnection::new(&ctx, props())
+        .remote(RemoteEndpoint::new("127.0.0.1", port))
+        .initiate()
+        .await
+        .unwrap();
+    assert_eq!(c.info().stack.protocol, Protocol::Sctp);
+    let paths = both_paths(&c, "client").await;
+    assert_eq!(paths.iter().filter(|p| p.primary).count(), 1, "{paths:?}");
+    c.send(b"one").await.unwrap();
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"one");
+    let other = paths.iter().find(|p| !p.primary).unwrap().remote;
+    c.set_primary_path(other).unwrap();
+    let now = c.paths().unwrap();
+    assert!(
+        now.iter().any(|p| p.primary && p.remote == other),
+        "{now:?}"
+    );
+    c.send(b"two").await.unwrap();
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"two");
+    c.close().await.unwrap();
+    let server_paths = tokio::time::timeout(Duration::from_secs(20), server)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(server_paths.len(), 2, "{server_paths:?}");
+}
