@@ -304,6 +304,7 @@ impl Lab {
             SERVICE_PORT,
             SCTP_UDP_PORT,
             SocketAddr::new(IpAddr::V4(DNS_V4), 53),
+            &[],
             sink.recorder(),
         )?;
         guard.0 = None;

@@ -85,6 +85,10 @@ enum Command {
         /// Name server for the taps context (never queried by a listener).
         #[arg(long)]
         name_server: SocketAddr,
+        /// More addresses of this host to listen on: the listener asks for `multihoming`
+        /// with `--addr` and these as `local_ips` (one SCTP association over each).
+        #[arg(long)]
+        also: Vec<IpAddr>,
     },
     /// A multihomed usrsctp peer (run by the SCTP multipath scenarios inside a namespace;
     /// not for direct use): see netlab::sctp_mp.
@@ -143,10 +147,11 @@ fn main() -> ExitCode {
         port,
         udp_port,
         name_server,
+        also,
     } = cli.command
     {
         // A child of a lab: no labs of its own, so no signal handling either.
-        return match netlab::sctp_server::serve(addr, port, udp_port, name_server) {
+        return match netlab::sctp_server::serve(addr, &also, port, udp_port, name_server) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("netlab {}: {e}", netlab::sctp_server::SUBCOMMAND);

@@ -73,6 +73,7 @@ impl SctpServer {
         port: u16,
         udp_port: u16,
         name_server: SocketAddr,
+        also: &[IpAddr],
         records: Arc<Mutex<Vec<SinkRecord>>>,
     ) -> io::Result<SctpServer> {
         let exe = netlab_binary().map_err(io::Error::other)?;
@@ -86,6 +87,10 @@ impl SctpServer {
             .arg(udp_port.to_string())
             .arg("--name-server")
             .arg(name_server.to_string())
+            .args(
+                also.iter()
+                    .flat_map(|a| ["--also".to_string(), a.to_string()]),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -221,6 +226,7 @@ fn record_to_json(r: &SinkRecord) -> Value {
         "mismatched": r.mismatched,
         "clean_close": r.clean_close,
         "duration_us": r.duration.as_micros() as u64,
+        "peer_paths": r.peer_paths,
     })
 }
 
@@ -235,6 +241,7 @@ fn record_from_json(v: &Value) -> Option<SinkRecord> {
         mismatched: v.get("mismatched")?.as_u64()?,
         clean_close: v.get("clean_close")?.as_bool()?,
         duration: Duration::from_micros(v.get("duration_us")?.as_u64()?),
+        peer_paths: v.get("peer_paths").and_then(Value::as_u64).unwrap_or(0) as usize,
     })
 }
 
@@ -243,6 +250,7 @@ fn record_from_json(v: &Value) -> Option<SinkRecord> {
 /// standard input closes; an error if it cannot listen.
 pub fn serve(
     addr: IpAddr,
+    also: &[IpAddr],
     port: u16,
     udp_port: u16,
     name_server: SocketAddr,
@@ -261,6 +269,10 @@ pub fn serve(
             .map_err(|e| e.to_string())?;
         let props = ::taps::TransportProperties::for_listener()
             .merge_neat_json(SCTP_ONLY)
+            .and_then(|p| match also.is_empty() {
+                true => Ok(p),
+                false => p.merge_neat_json(&multihomed(addr, also)),
+            })
             .and_then(|p| p.compile())
             .map_err(|e| e.to_string())?;
         let mut listener = ::taps::Preconnection::new(&ctx, props)
@@ -294,14 +306,31 @@ pub fn serve(
     })
 }
 
+/// The listener properties that add multihoming over `addr` and `also` (`local_ips`).
+fn multihomed(addr: IpAddr, also: &[IpAddr]) -> String {
+    let ips: Vec<String> = std::iter::once(addr)
+        .chain(also.iter().copied())
+        .map(|a| a.to_string())
+        .collect();
+    serde_json::json!({
+        "multihoming": {"value": true, "precedence": 2},
+        "local_ips": {"value": ips, "precedence": 2},
+    })
+    .to_string()
+}
+
 /// Reads one accepted connection to its end, checks the bytes, closes it and prints
 /// its record.
 async fn serve_connection(mut conn: ::taps::Connection) {
     let start = Instant::now();
     let (peer, local) = (conn.info().remote, conn.info().local);
+    let peer_paths = conn.paths().map_or(0, |p| p.len());
     let c = sink::read_and_check(&mut conn, IDLE_TIMEOUT).await;
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.close()).await;
-    let record = SinkRecord::new(Proto::Sctp, peer, local, c, start);
+    let record = SinkRecord {
+        peer_paths,
+        ..SinkRecord::new(Proto::Sctp, peer, local, c, start)
+    };
     println!("{}", record_to_json(&record));
 }
 
@@ -319,6 +348,7 @@ mod tests {
             mismatched: 0,
             clean_close: true,
             duration: Duration::from_micros(1_234_567),
+            peer_paths: 2,
         };
         let text = record_to_json(&record).to_string();
         assert!(!text.contains('\n'));

@@ -56,6 +56,9 @@ pub struct SinkRecord {
     pub clean_close: bool,
     /// From accept to close.
     pub duration: Duration,
+    /// For SCTP: how many of the peer's addresses the association listed when it was
+    /// accepted (its paths; more than one when the peer is multihomed). 0 otherwise.
+    pub peer_paths: usize,
 }
 
 impl SinkRecord {
@@ -77,6 +80,7 @@ impl SinkRecord {
             mismatched: c.mismatched,
             clean_close: c.clean_close,
             duration: start.elapsed(),
+            peer_paths: 0,
         }
     }
 }

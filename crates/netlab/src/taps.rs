@@ -68,6 +68,10 @@ pub struct Connect {
     pub limit: Duration,
     /// Environment variables set for the process (e.g. `TAPS_PM_SOCKET`).
     pub env: Vec<(String, String)>,
+    /// The server's SCTP encapsulation port (`--sctp-udp-port`).
+    pub sctp_udp_port: u16,
+    /// Print the connection's paths before it closes (`--paths`; [`FlowReport::paths`]).
+    pub paths: bool,
 }
 
 impl Connect {
@@ -86,6 +90,8 @@ impl Connect {
             name_server: None,
             limit: Duration::from_secs(30),
             env: Vec::new(),
+            sctp_udp_port: crate::lab::SCTP_UDP_PORT,
+            paths: false,
         }
     }
 }
@@ -164,6 +170,9 @@ pub struct FlowReport {
     /// prints them: DNS answers, starts, `#1 reachable (peer answered): committing to
     /// it` (SCTP's INIT-ACK), cancels, the win.
     pub timeline: Vec<(f64, String)>,
+    /// With [`Connect::paths`]: the connection's paths before it closed, as (local,
+    /// remote, state) strings.
+    pub paths: Vec<(String, String, String)>,
 }
 
 impl FlowReport {
@@ -225,7 +234,10 @@ impl Lab {
             .arg("--name-server")
             .arg(c.name_server.unwrap_or(self.dns_addr()).to_string())
             .arg("--sctp-udp-port")
-            .arg(crate::lab::SCTP_UDP_PORT.to_string());
+            .arg(c.sctp_udp_port.to_string());
+        if c.paths {
+            cmd.arg("--paths");
+        }
         if let Some(cib) = &c.cib {
             cmd.arg("--cib").arg(cib);
         }
@@ -387,6 +399,13 @@ fn parse_flow(v: &Value) -> FlowReport {
             .unwrap_or(f64::NAN),
         error: v.get("error").and_then(Value::as_str).map(str::to_string),
         bytes_sent: v.get("bytes_sent").and_then(Value::as_u64).unwrap_or(0),
+        paths: v
+            .get("paths")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|p| (str_of(p, "local"), str_of(p, "remote"), str_of(p, "state")))
+            .collect(),
         replies: v
             .get("replies")
             .and_then(Value::as_array)

@@ -69,9 +69,10 @@ impl SctpListener {
         opts: &SctpOptions,
     ) -> Result<SctpListener> {
         let (sock, port) = crate::ip_mode::listen(locals, udp_port, sctp_port, opts)?;
-        let ip = locals.first().copied().unwrap_or(std::net::IpAddr::V6(
-            std::net::Ipv6Addr::UNSPECIFIED,
-        ));
+        let ip = locals
+            .first()
+            .copied()
+            .unwrap_or(std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED));
         Ok(SctpListener {
             sock,
             udp: None,

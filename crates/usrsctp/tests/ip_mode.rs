@@ -66,7 +66,11 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
     let (a, b) = tokio::join!(timeout(T, listener.accept()), timeout(T, c.into_future()));
     let (server, from) = a.expect("accept timed out").expect("accept");
     let client = b.expect("connect timed out").expect("connect");
-    assert_eq!(from.port(), udp_port, "the client tunnels from the process's port");
+    assert_eq!(
+        from.port(),
+        udp_port,
+        "the client tunnels from the process's port"
+    );
 
     let cp = both_active(&client, "client").await;
     let sp = both_active(&server, "server").await;
@@ -83,7 +87,11 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
             let (local, remote) = p.addrs.expect("an IP path has addresses");
             assert_eq!(remote.port(), udp_port, "{p:?}");
             assert_eq!(local.port(), udp_port, "{p:?}");
-            assert_eq!(local.ip(), remote.ip(), "loopback: routing picks the same address");
+            assert_eq!(
+                local.ip(),
+                remote.ip(),
+                "loopback: routing picks the same address"
+            );
         }
         assert_eq!(paths.iter().filter(|p| p.primary).count(), 1);
     }
@@ -100,7 +108,10 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
     let other = cp.iter().find(|p| p.id != first).unwrap().id;
     client.set_primary(other).unwrap();
     assert_eq!(client.primary_path().unwrap(), other);
-    client.send(0, b"over the other path", true, 0).await.unwrap();
+    client
+        .send(0, b"over the other path", true, 0)
+        .await
+        .unwrap();
     let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
     assert_eq!(m.data, b"over the other path");
     client.set_primary(first).unwrap();
@@ -112,7 +123,10 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
     })
     .unwrap();
     for id in [first, other] {
-        client.send_on_path(id, 1, b"pinned", true, 0).await.unwrap();
+        client
+            .send_on_path(id, 1, b"pinned", true, 0)
+            .await
+            .unwrap();
         let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
         assert_eq!(m.data, b"pinned");
     }
@@ -121,12 +135,7 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
 
     // An address this host does not have is refused by name.
     let err = stack
-        .connect_multihomed(
-            &["192.0.2.77".parse().unwrap()],
-            remote,
-            sctp_port,
-            &opts,
-        )
+        .connect_multihomed(&["192.0.2.77".parse().unwrap()], remote, sctp_port, &opts)
         .err()
         .expect("a foreign local address must be refused");
     assert!(err.to_string().contains("192.0.2.77"), "{err}");

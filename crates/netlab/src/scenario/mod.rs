@@ -29,6 +29,7 @@ mod pm;
 mod quic;
 mod runner;
 mod sctp;
+mod sctp_multihomed;
 mod sctp_multipath;
 mod setup;
 mod tls;
@@ -259,6 +260,12 @@ const ALL: &[Scenario] = &[
         summary: "SCTP multihoming (usrsctp at both ends), two paths of 10 Mbit/s and 10 ms: set_primary moves 1 MB to path 1; link 0 dies 2 s into a 10 MB transfer: every byte arrives in order, the longest stall < 2 s, path 0 reported unreachable, link 1 carried the rest",
         needs_taps: false,
         body: sctp_multipath::sctp_failover,
+    },
+    Scenario {
+        name: "sctp-taps-failover",
+        summary: "SCTP multihoming through taps at both ends (listener and taps connect ask for multihoming on two addresses each; no out-of-band step): both ends list both paths; link 0 cut 2 s into a 6 MB transfer: every byte arrives once and in order, the data on link 1 within 2 x connTimeout",
+        needs_taps: true,
+        body: sctp_multihomed::sctp_taps_failover,
     },
 ];
 

@@ -55,7 +55,8 @@ pub(crate) struct SocketOptions {
     /// SCTP stream scheduler value from `connPriority` (priority: lower first; fair
     /// bandwidth: weight).
     pub sctp_priority: Option<u16>,
-    /// SCTP multihoming (`multihoming` true or `multipath` active): the local addresses
+    /// SCTP multihoming (`multihoming` true, or `multipath` active; a listener's default
+    /// `passive` keeps one path): the local addresses
     /// an association binds and lists in its INIT/INIT-ACK (`local_ips`; empty: every
     /// address of the host), so the peer learns every path from the handshake (usrsctp's
     /// IP mode). `None`: one path (AF_CONN mode, the default).
@@ -113,7 +114,12 @@ impl SocketOptions {
                 .get(Name::ConnPriority)
                 .and_then(|e| e.value.as_f64())
                 .map(|p| p.clamp(0.0, f64::from(u16::MAX)) as u16),
-            sctp_multihome: (c.multipath == Multipath::Active).then(|| {
+            sctp_multihome: (c.multipath == Multipath::Active
+                || matches!(
+                    props.get(Name::Multihoming).map(|e| &e.value),
+                    Some(Value::Bool(true))
+                ))
+            .then(|| {
                 props
                     .get(Name::LocalIps)
                     .filter(|e| !matches!(e.value, Value::Not(_)))

@@ -123,7 +123,12 @@ async fn connect_multihomed(
     on_reachable: impl FnOnce(),
 ) -> Result<Established, AttemptError> {
     let connecting = SctpStack::global()
-        .connect_multihomed(locals, udp_remote, candidate.remote.port(), &sctp_options(opts))
+        .connect_multihomed(
+            locals,
+            udp_remote,
+            candidate.remote.port(),
+            &sctp_options(opts),
+        )
         .map_err(attempt_error)?;
     let association = connecting.established().await.map_err(attempt_error)?;
     on_reachable();

@@ -9,9 +9,9 @@ use super::{
     PathState, PathThresholds, PeerPath, SctpPath, EVENTS,
 };
 use crate::assoc::{AssocShared, Association};
-use crate::path_events::PathKey;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Plain};
+use crate::path_events::PathKey;
 
 impl Association {
     fn mh_shared(&self) -> &AssocShared {
@@ -234,7 +234,10 @@ impl Association {
 fn peer_paths(sock: &crate::sys::Sock) -> Result<Vec<PathId>> {
     let conns = sock.peer_conns()?;
     if !conns.is_empty() {
-        return Ok(conns.into_iter().map(|c| PathId(PathKey::Conn(c))).collect());
+        return Ok(conns
+            .into_iter()
+            .map(|c| PathId(PathKey::Conn(c)))
+            .collect());
     }
     Ok(sock
         .peer_ips()?

@@ -1,0 +1,185 @@
+//! SCTP multihoming through taps at both ends, with nothing set up out of band: a taps
+//! listener (`netlab serve-sctp --also`) asks for `multihoming` on the server's link-0 and
+//! link-1 addresses, `taps connect` asks for it on the client's two; each side learns the
+//! other's second address from the handshake (usrsctp's IP mode: INIT and INIT-ACK list
+//! them). Link 0, the primary path's, is cut mid-transfer: the data moves to link 1 within
+//! the bound `connTimeout` sets, and every byte arrives once and in order.
+
+#![forbid(unsafe_code)]
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::checks::{millis_f64, show_connection};
+use super::multipath::two_equal_links;
+use super::runner::{Ctx, Outcome};
+use crate::lab::{Lab, DNS_V4, SCTP_UDP_PORT, SERVICE_PORT};
+use crate::links::{client_v4, server_addr_v4, LinkEvent};
+use crate::sctp_server::SctpServer;
+use crate::sink::{self, SinkRecord};
+use crate::taps::Connect;
+
+/// The server's link-0 address (rd's IPv4 address, the first on its link-0 device, so
+/// the one routing picks as the source of replies over link 0).
+const SERVER0: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 11));
+/// The multihomed server's UDP tunnelling port (the lab's own SCTP server has
+/// [`SCTP_UDP_PORT`] on another address of the namespace).
+const UDP_PORT: u16 = SCTP_UDP_PORT + 1;
+/// What the client sends.
+const TRANSFER: u64 = 6_000_000;
+/// When link 0 is cut, from the start of `taps connect`.
+const CUT_AT: Duration = Duration::from_secs(2);
+/// `connTimeout`: taps gives SCTP a maximum RTO of a fifth of it and 4 retransmissions per
+/// path, so a dead path is given up within this long (and data retransmitted on the other
+/// path meanwhile).
+const CONN_TIMEOUT: Duration = Duration::from_millis(2500);
+/// Bytes link 1 must carry after the cut before the transfer counts as moved there (far
+/// more than its heartbeats would in the whole run: about 100 bytes a second).
+const MOVED_BYTES: u64 = 64 * 1024;
+/// How often the links' counters are sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+
+/// The client's properties: SCTP, multihoming over its two link addresses.
+fn props() -> String {
+    serde_json::json!({
+        "transport": {"value": "SCTP", "precedence": 2},
+        "multihoming": {"value": true, "precedence": 2},
+        "local_ips": {"value": [client_v4(0).to_string(), client_v4(1).to_string()], "precedence": 2},
+        "connTimeout": {"value": CONN_TIMEOUT.as_secs_f64(), "precedence": 2},
+    })
+    .to_string()
+}
+
+/// `sctp-taps-failover`.
+pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    two_equal_links(lab)?;
+    let server1 = IpAddr::V4(server_addr_v4(1));
+    let records: Arc<Mutex<Vec<SinkRecord>>> = Arc::default();
+    let _server = SctpServer::start(
+        lab.id(),
+        lab.server(),
+        SERVER0,
+        SERVICE_PORT,
+        UDP_PORT,
+        SocketAddr::new(IpAddr::V4(DNS_V4), 53),
+        &[server1],
+        records.clone(),
+    )
+    .map_err(|e| format!("cannot start the multihomed SCTP server: {e}"))?;
+    out.say(format!(
+        "  server: taps listener, multihoming on {SERVER0} (link 0) and {server1} (link 1), UDP {UDP_PORT}; client: multihoming on {} and {}, connTimeout {} ms",
+        client_v4(0),
+        client_v4(1),
+        CONN_TIMEOUT.as_millis()
+    ));
+    let mut c = Connect::new(SERVER0.to_string());
+    c.props = Some(props());
+    c.send_bytes = Some(TRANSFER);
+    c.sctp_udp_port = UDP_PORT;
+    c.paths = true;
+    c.limit = Duration::from_secs(60);
+    let schedule = lab.schedule_links(vec![LinkEvent::down(CUT_AT, 0)]);
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let (report, samples) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut v = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                v.push((
+                    started.elapsed(),
+                    [0, 1].map(|n| lab.link_stats(n).to_server.bytes),
+                ));
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+            v
+        });
+        let r = ctx.connect(lab, c);
+        done.store(true, Ordering::SeqCst);
+        (r, sampler.join().unwrap_or_default())
+    });
+    let r = report?;
+    show_connection(out, "#1", &r);
+    let f = r.flow();
+    out.check(
+        f.winner.as_ref().is_some_and(|w| w.stack == "SCTP") && f.error.is_none(),
+        format!(
+            "connected over SCTP and sent {} bytes (error {:?})",
+            f.bytes_sent, f.error
+        ),
+    );
+    for (local, remote, state) in &f.paths {
+        out.say(format!("  client path: {local} -> {remote} {state}"));
+    }
+    let remotes: Vec<IpAddr> = f
+        .paths
+        .iter()
+        .filter_map(|(_, r, _)| r.parse::<SocketAddr>().ok().map(|a| a.ip()))
+        .collect();
+    out.check(
+        remotes.len() == 2 && remotes.contains(&SERVER0) && remotes.contains(&server1),
+        format!("the client's association lists both server addresses, learnt from the INIT-ACK: {remotes:?}"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let record = loop {
+        if let Some(r) = sink::lock(&records).first().cloned() {
+            break Some(r);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let record = record.ok_or("the multihomed server recorded no connection")?;
+    out.check(
+        record.peer_paths == 2,
+        format!(
+            "the server's association lists both client addresses, learnt from the INIT: {} paths",
+            record.peer_paths
+        ),
+    );
+    out.check(
+        record.bytes == TRANSFER && record.mismatched == 0 && record.clean_close,
+        format!(
+            "every byte delivered once and in order: {} of {TRANSFER} bytes, {} wrong, closed cleanly: {}",
+            record.bytes, record.mismatched, record.clean_close
+        ),
+    );
+    let cut = schedule
+        .applied()
+        .first()
+        .map(|(_, at)| at.duration_since(started))
+        .ok_or("link 0 was never cut")?;
+    let at_cut = samples
+        .iter()
+        .take_while(|(t, _)| *t <= cut)
+        .last()
+        .map_or([0, 0], |(_, b)| *b);
+    let moved = samples
+        .iter()
+        .find(|(t, b)| *t > cut && b[1] >= at_cut[1] + MOVED_BYTES)
+        .map(|(t, _)| *t - cut);
+    let last = samples.last().map_or([0, 0], |(_, b)| *b);
+    out.say(format!(
+        "  link 0 cut at {:.0} ms; bytes to the server before the cut: link 0 {}, link 1 {}; in all: link 0 {}, link 1 {}",
+        millis_f64(cut),
+        at_cut[0],
+        at_cut[1],
+        last[0],
+        last[1]
+    ));
+    // The path is given up after at most connTimeout (5 timeouts of at most a fifth of it);
+    // the bound doubles that for a loaded machine (timers fire late, the bridge threads
+    // wait for a CPU).
+    let bound = CONN_TIMEOUT * 2;
+    out.check(
+        moved.is_some_and(|m| m <= bound),
+        format!(
+            "the transfer moved to link 1 {} after the cut (time to recover; bound: 2 x connTimeout = {} ms)",
+            moved.map_or("never".into(), |m| format!("{:.0} ms", millis_f64(m))),
+            bound.as_millis()
+        ),
+    );
+    Ok(())
+}
