@@ -497,6 +497,24 @@ fn primary_path_of_an_sctp_flow() {
     );
 }
 
+/// NEAT's `multihoming` property with a `local_ips` list on both ends (127.0.0.1 and ::1,
+/// loopback's two "links"): one SCTP association over which the client learns the
+/// server's second address from the handshake and makes it the primary path with
+/// neat_set_primary_dest; the statistics list both paths.
+#[test]
+fn multihoming_property_and_primary_dest_over_two_addresses() {
+    let (work, _l) = need!();
+    const MULTIHOMED: &str = r#"{"transport":{"value":"SCTP","precedence":2},"multihoming":{"value":true,"precedence":2},"local_ips":{"value":["127.0.0.1","::1"],"precedence":2}}"#;
+    let port = &free_port();
+    let _server = server(&work, &["echo", port, MULTIHOMED]);
+    let out = ok(&client(
+        &work,
+        &["other", "127.0.0.1", port, MULTIHOMED],
+        30,
+    ));
+    assert_eq!(out, "other 0\nv6 primary listed\npaths 2\n", "{out}");
+}
+
 /// The peer's end of stream: a 0-byte read on SCTP (as NEAT on SCTP), on_close with no
 /// 0-byte read on TCP (as NEAT on TCP; the server exits 3 on a 0-byte read there).
 #[test]

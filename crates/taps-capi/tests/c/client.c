@@ -10,6 +10,9 @@
  *          prints "peer gone" and exits 0.
  * primary: sets the primary path to HOST, to 127.0.0.2 and to a name, printing each
  *          return code, then whether the statistics list the paths; closes.
+ * other:   (a multihomed flow) sets the primary path to ::1, the peer's second address,
+ *          retrying while the path is unconfirmed (up to 5 s), prints the return code and
+ *          how many paths the statistics list; closes.
  * Any other on_error exits 1. */
 #include <poll.h>
 #include <stdio.h>
@@ -150,6 +153,28 @@ static void primary_checks(struct neat_flow_operations *ops)
     neat_close(ops->ctx, ops->flow);
 }
 
+static void other_path_checks(struct neat_flow_operations *ops)
+{
+    neat_error_code rc = NEAT_ERROR_UNABLE;
+    for (int i = 0; i < 250 && rc != NEAT_OK; i++) {
+        rc = neat_set_primary_dest(ops->ctx, ops->flow, "::1");
+        if (rc != NEAT_OK)
+            poll(NULL, 0, 20);
+    }
+    printf("other %d\n", (int)rc);
+    char *stats = NULL;
+    int paths = 0;
+    if (neat_get_stats(ops->ctx, &stats) == NEAT_OK && stats) {
+        for (const char *p = stats; (p = strstr(p, "\"primary\":")) != NULL; p++)
+            paths++;
+        printf("v6 primary %s\n", strstr(stats, "[::1]") ? "listed" : "absent");
+        free(stats);
+    }
+    printf("paths %d\n", paths);
+    fflush(stdout);
+    neat_close(ops->ctx, ops->flow);
+}
+
 static neat_error_code on_connected(struct neat_flow_operations *ops)
 {
     if (ops->transport_protocol == 0) {
@@ -158,6 +183,10 @@ static neat_error_code on_connected(struct neat_flow_operations *ops)
     }
     if (!strcmp(mode, "primary")) {
         primary_checks(ops);
+        return NEAT_OK;
+    }
+    if (!strcmp(mode, "other")) {
+        other_path_checks(ops);
         return NEAT_OK;
     }
     if (!strcmp(mode, "hold")) {
