@@ -300,11 +300,10 @@ impl Lab {
         let sctp = SctpServer::start(
             id,
             &server,
-            sctp_server_addr(),
+            &[sctp_server_addr()],
             SERVICE_PORT,
             SCTP_UDP_PORT,
             SocketAddr::new(IpAddr::V4(DNS_V4), 53),
-            &[],
             sink.recorder(),
         )?;
         guard.0 = None;

@@ -64,18 +64,21 @@ pub struct SctpServer {
 
 impl SctpServer {
     /// Starts `netlab serve-sctp` in `ns`, listening on SCTP port `port` inside UDP
-    /// `udp_port` on `addr`; waits until it listens. Records go to `records`. The child
+    /// `udp_port` on `addrs` (the first; with more, multihomed over all, see `--also`);
+    /// waits until it listens. Records go to `records`. The child
     /// is registered with lab `lab`, so a signal or panic teardown kills it too.
     pub(crate) fn start(
         lab: u64,
         ns: &Netns,
-        addr: IpAddr,
+        addrs: &[IpAddr],
         port: u16,
         udp_port: u16,
         name_server: SocketAddr,
-        also: &[IpAddr],
         records: Arc<Mutex<Vec<SinkRecord>>>,
     ) -> io::Result<SctpServer> {
+        let (&addr, also) = addrs
+            .split_first()
+            .ok_or_else(|| io::Error::other("an SCTP server needs an address"))?;
         let exe = netlab_binary().map_err(io::Error::other)?;
         let mut cmd = ns.command(&exe);
         cmd.arg(SUBCOMMAND)

@@ -143,7 +143,6 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
     // A second tunnelling port in one process is refused, naming both.
     let err = stack
         .listen_multihomed(&locals(), udp_port.wrapping_add(1).max(1), 6000, &opts)
-        .err()
-        .expect("a second tunnelling port must be refused");
+        .expect_err("a second tunnelling port must be refused");
     assert!(err.to_string().contains(&udp_port.to_string()), "{err}");
 }

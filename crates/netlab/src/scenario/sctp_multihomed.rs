@@ -60,11 +60,10 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
     let _server = SctpServer::start(
         lab.id(),
         lab.server(),
-        SERVER0,
+        &[SERVER0, server1],
         SERVICE_PORT,
         UDP_PORT,
         SocketAddr::new(IpAddr::V4(DNS_V4), 53),
-        &[server1],
         records.clone(),
     )
     .map_err(|e| format!("cannot start the multihomed SCTP server: {e}"))?;
@@ -109,11 +108,27 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
             f.bytes_sent, f.error
         ),
     );
-    for (local, remote, state) in &f.paths {
+    check_ends(out, &f.paths, server1, &records)?;
+    let cut = schedule
+        .applied()
+        .first()
+        .map(|(_, at)| at.duration_since(started))
+        .ok_or("link 0 was never cut")?;
+    check_recovery(out, &samples, cut);
+    Ok(())
+}
+
+/// Checks that both ends list both of the other's addresses and that every byte arrived.
+fn check_ends(
+    out: &mut Outcome,
+    paths: &[(String, String, String)],
+    server1: IpAddr,
+    records: &Mutex<Vec<SinkRecord>>,
+) -> Result<(), String> {
+    for (local, remote, state) in paths {
         out.say(format!("  client path: {local} -> {remote} {state}"));
     }
-    let remotes: Vec<IpAddr> = f
-        .paths
+    let remotes: Vec<IpAddr> = paths
         .iter()
         .filter_map(|(_, r, _)| r.parse::<SocketAddr>().ok().map(|a| a.ip()))
         .collect();
@@ -123,7 +138,7 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     let record = loop {
-        if let Some(r) = sink::lock(&records).first().cloned() {
+        if let Some(r) = sink::lock(records).first().cloned() {
             break Some(r);
         }
         if Instant::now() > deadline {
@@ -146,11 +161,12 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
             record.bytes, record.mismatched, record.clean_close
         ),
     );
-    let cut = schedule
-        .applied()
-        .first()
-        .map(|(_, at)| at.duration_since(started))
-        .ok_or("link 0 was never cut")?;
+    Ok(())
+}
+
+/// Reports the links' bytes around the cut at `cut` and checks that link 1 took over the
+/// transfer within the bound.
+fn check_recovery(out: &mut Outcome, samples: &[(Duration, [u64; 2])], cut: Duration) {
     let at_cut = samples
         .iter()
         .take_while(|(t, _)| *t <= cut)
@@ -181,5 +197,4 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
             bound.as_millis()
         ),
     );
-    Ok(())
 }
