@@ -318,6 +318,7 @@ fn multihomed(addr: IpAddr, also: &[IpAddr]) -> String {
     serde_json::json!({
         "multihoming": {"value": true, "precedence": 2},
         "local_ips": {"value": ips, "precedence": 2},
+        "multipathPolicy": "aggregate",
     })
     .to_string()
 }

@@ -173,6 +173,9 @@ pub struct FlowReport {
     /// With [`Connect::paths`]: the connection's paths before it closed, as (local,
     /// remote, state) strings.
     pub paths: Vec<(String, String, String)>,
+    /// With [`Connect::paths`]: the path changes the connection saw, as (ms since the
+    /// flow started, remote, change: `up`, `down`, ...).
+    pub path_changes: Vec<(f64, String, String)>,
 }
 
 impl FlowReport {
@@ -405,6 +408,16 @@ fn parse_flow(v: &Value) -> FlowReport {
             .into_iter()
             .flatten()
             .map(|p| (str_of(p, "local"), str_of(p, "remote"), str_of(p, "state")))
+            .collect(),
+        path_changes: v
+            .get("path_changes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let at = c.get("at_ms").and_then(Value::as_f64).unwrap_or(f64::NAN);
+                (at, str_of(c, "remote"), str_of(c, "change"))
+            })
             .collect(),
         replies: v
             .get("replies")

@@ -52,7 +52,7 @@ pub use error::{
     InternalError, ListenFailure, MissingStack, NotSupported, SetupError, SocketOption, UsageError,
 };
 pub use listener::{Listener, ListenerOptions};
-pub use paths::{Path, PathState};
+pub use paths::{Path, PathChange, PathChangeKind, PathChanges, PathState};
 pub use preconnection::{CandidateListing, Preconnection};
 pub use security::{SecurityInfo, SecurityParameters};
 pub use taps_core;

@@ -135,3 +135,113 @@ impl Connection {
         Ok(())
     }
 }
+
+/// What happened to one of a connection's paths (RFC 9622's PathChange event, naming the
+/// path and the change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PathChangeKind {
+    /// The path may carry data: confirmed by a heartbeat's answer, or reachable again.
+    Up,
+    /// The path failed (too many timeouts in a row, or potentially failed): data moves to
+    /// another path while one is up.
+    Down,
+    /// The path became the primary one.
+    PrimaryChanged,
+    /// The peer added the path (ASCONF).
+    Added,
+    /// The path was removed.
+    Removed,
+}
+
+impl PathChangeKind {
+    /// The change as one lower-case word (`up`, `down`, `primary`, `added`, `removed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathChangeKind::Up => "up",
+            PathChangeKind::Down => "down",
+            PathChangeKind::PrimaryChanged => "primary",
+            PathChangeKind::Added => "added",
+            PathChangeKind::Removed => "removed",
+        }
+    }
+}
+
+/// One path change: which path (the peer's address, as [`Path::remote`] names it) and
+/// what happened. Plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathChange {
+    /// The peer's end of the path.
+    pub remote: SocketAddr,
+    /// What happened.
+    pub kind: PathChangeKind,
+}
+
+/// The path changes of one connection, from [`Connection::path_changes`]; [`next`]
+/// waits for the next one.
+///
+/// [`next`]: PathChanges::next
+#[derive(Debug)]
+pub struct PathChanges {
+    /// The association's events and the association (to name each path); `None` for a
+    /// connection whose one path never changes.
+    sctp: Option<(usrsctp::PathEvents, usrsctp::Association)>,
+}
+
+impl PathChanges {
+    /// The next change; `None` once the connection has ended (at once for a connection
+    /// with one fixed path). Cancel-safe. Each change costs one listing of the paths (to
+    /// name the path by its addresses).
+    pub async fn next(&mut self) -> Option<PathChange> {
+        let (events, association) = self.sctp.as_mut()?;
+        loop {
+            let ev = events.next().await?;
+            let kind = match ev.kind {
+                usrsctp::PathEventKind::Available | usrsctp::PathEventKind::Confirmed => {
+                    PathChangeKind::Up
+                }
+                usrsctp::PathEventKind::Unreachable | usrsctp::PathEventKind::PotentiallyFailed => {
+                    PathChangeKind::Down
+                }
+                usrsctp::PathEventKind::MadePrimary => PathChangeKind::PrimaryChanged,
+                usrsctp::PathEventKind::Added => PathChangeKind::Added,
+                usrsctp::PathEventKind::Removed => PathChangeKind::Removed,
+                _ => continue,
+            };
+            let Some(id) = ev.path else { continue };
+            let remote = association.paths().ok().and_then(|paths| {
+                paths
+                    .into_iter()
+                    .find(|p| p.id == id)
+                    .and_then(|p| p.addrs)
+                    .map(|(_, r)| r)
+            });
+            // A removed path is no longer listed: an IP path is still named by its address.
+            let remote = match (remote, id.ip()) {
+                (Some(r), _) => r,
+                (None, Some(ip)) => SocketAddr::new(ip, 0),
+                (None, None) => continue,
+            };
+            return Some(PathChange { remote, kind });
+        }
+    }
+}
+
+impl Connection {
+    /// Starts watching the connection's path changes (path up, down, primary changed,
+    /// added, removed): SCTP reports them as they happen (one socket option to subscribe;
+    /// changes before this call are not reported, so call it right after the connection
+    /// is made). Any other connection has one path that never changes: its
+    /// [`PathChanges`] ends at once.
+    pub fn path_changes(&self) -> Result<PathChanges, Error> {
+        let Some(flow) = self.sctp_flow() else {
+            return Ok(PathChanges { sctp: None });
+        };
+        let association = flow.shared().association().clone();
+        let events = association.path_events().map_err(flow_error)?;
+        Ok(PathChanges {
+            sctp: Some((events, association)),
+        })
+    }
+}

@@ -80,6 +80,7 @@ async fn both_ends_learn_both_paths_from_the_handshake() {
         .await
         .unwrap();
     assert_eq!(c.info().stack.protocol, Protocol::Sctp);
+    let mut changes = c.path_changes().unwrap();
     let paths = both_paths(&c, "client").await;
     assert_eq!(paths.iter().filter(|p| p.primary).count(), 1, "{paths:?}");
     c.send(b"one").await.unwrap();
@@ -94,6 +95,17 @@ async fn both_ends_learn_both_paths_from_the_handshake() {
     c.send(b"two").await.unwrap();
     assert_eq!(c.receive().await.unwrap().unwrap(), b"two");
     c.close().await.unwrap();
+    // The association is gone: the watch ends (what it saw before is not checked here:
+    // both paths were confirmed before it started; netlab's sctp-taps-failover sees a
+    // path go down).
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while changes.next().await.is_some() {}
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "path changes did not end with the connection"
+    );
     let server_paths = tokio::time::timeout(Duration::from_secs(20), server)
         .await
         .unwrap()

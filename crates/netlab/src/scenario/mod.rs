@@ -267,6 +267,12 @@ const ALL: &[Scenario] = &[
         needs_taps: true,
         body: sctp_multihomed::sctp_taps_failover,
     },
+    Scenario {
+        name: "sctp-taps-aggregate",
+        summary: "SCTP multihoming through taps at both ends over two 10 Mbit/s 10 ms links: 12 MB with multipathPolicy handover, then aggregate (CMT, per association) in the same run: aggregate >= 1.8x handover's rate, each link >= 35% of it",
+        needs_taps: true,
+        body: sctp_multihomed::sctp_taps_aggregate,
+    },
 ];
 
 /// The scenario called `name`.

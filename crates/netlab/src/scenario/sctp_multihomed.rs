@@ -27,8 +27,11 @@ const SERVER0: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 11));
 /// The multihomed server's UDP tunnelling port (the lab's own SCTP server has
 /// [`SCTP_UDP_PORT`] on another address of the namespace).
 const UDP_PORT: u16 = SCTP_UDP_PORT + 1;
-/// What the client sends.
+/// What the client sends in `sctp-taps-failover`.
 const TRANSFER: u64 = 6_000_000;
+/// What each transfer of `sctp-taps-aggregate` sends (the handshake and shutdown that its
+/// rate includes then weigh under 5 %).
+const AGGREGATE_TRANSFER: u64 = 12_000_000;
 /// When link 0 is cut, from the start of `taps connect`.
 const CUT_AT: Duration = Duration::from_secs(2);
 /// `connTimeout`: taps gives SCTP a maximum RTO of a fifth of it and 4 retransmissions per
@@ -41,32 +44,57 @@ const MOVED_BYTES: u64 = 64 * 1024;
 /// How often the links' counters are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 
-/// The client's properties: SCTP, multihoming over its two link addresses.
-fn props() -> String {
+/// The client's properties: SCTP, multihoming over its two link addresses, RFC 9622's
+/// `multipathPolicy` `policy`.
+fn props(policy: &str) -> String {
     serde_json::json!({
         "transport": {"value": "SCTP", "precedence": 2},
         "multihoming": {"value": true, "precedence": 2},
         "local_ips": {"value": [client_v4(0).to_string(), client_v4(1).to_string()], "precedence": 2},
         "connTimeout": {"value": CONN_TIMEOUT.as_secs_f64(), "precedence": 2},
+        "multipathPolicy": policy,
     })
     .to_string()
 }
 
-/// `sctp-taps-failover`.
-pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+/// Two equal links and the multihomed taps server on both; its records and process.
+fn setup(lab: &Lab) -> Result<(Arc<Mutex<Vec<SinkRecord>>>, SctpServer), String> {
     two_equal_links(lab)?;
-    let server1 = IpAddr::V4(server_addr_v4(1));
     let records: Arc<Mutex<Vec<SinkRecord>>> = Arc::default();
-    let _server = SctpServer::start(
+    let server = SctpServer::start(
         lab.id(),
         lab.server(),
-        &[SERVER0, server1],
+        &[SERVER0, IpAddr::V4(server_addr_v4(1))],
         SERVICE_PORT,
         UDP_PORT,
         SocketAddr::new(IpAddr::V4(DNS_V4), 53),
         records.clone(),
     )
     .map_err(|e| format!("cannot start the multihomed SCTP server: {e}"))?;
+    Ok((records, server))
+}
+
+/// The `n`-th record of the server (waits up to 10 s for it).
+fn nth_record(records: &Mutex<Vec<SinkRecord>>, n: usize) -> Result<SinkRecord, String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(r) = sink::lock(records).get(n).cloned() {
+            return Ok(r);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the multihomed SCTP server recorded no connection #{}",
+                n + 1
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `sctp-taps-failover`.
+pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    let (records, _server) = setup(lab)?;
+    let server1 = IpAddr::V4(server_addr_v4(1));
     out.say(format!(
         "  server: taps listener, multihoming on {SERVER0} (link 0) and {server1} (link 1), UDP {UDP_PORT}; client: multihoming on {} and {}, connTimeout {} ms",
         client_v4(0),
@@ -74,7 +102,7 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
         CONN_TIMEOUT.as_millis()
     ));
     let mut c = Connect::new(SERVER0.to_string());
-    c.props = Some(props());
+    c.props = Some(props("handover"));
     c.send_bytes = Some(TRANSFER);
     c.sctp_udp_port = UDP_PORT;
     c.paths = true;
@@ -109,6 +137,19 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
         ),
     );
     check_ends(out, &f.paths, server1, &records)?;
+    for (at, remote, change) in &f.path_changes {
+        out.say(format!(
+            "  client path change at {at:.0} ms: {remote} {change}"
+        ));
+    }
+    let down = f
+        .path_changes
+        .iter()
+        .any(|(_, r, c)| c == "down" && r.starts_with(&format!("{SERVER0}:")));
+    out.check(
+        down,
+        format!("the client was told that the path to {SERVER0} went down (taps' path changes)"),
+    );
     let cut = schedule
         .applied()
         .first()
@@ -136,17 +177,7 @@ fn check_ends(
         remotes.len() == 2 && remotes.contains(&SERVER0) && remotes.contains(&server1),
         format!("the client's association lists both server addresses, learnt from the INIT-ACK: {remotes:?}"),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let record = loop {
-        if let Some(r) = sink::lock(records).first().cloned() {
-            break Some(r);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let record = record.ok_or("the multihomed server recorded no connection")?;
+    let record = nth_record(records, 0)?;
     out.check(
         record.peer_paths == 2,
         format!(
@@ -197,4 +228,69 @@ fn check_recovery(out: &mut Outcome, samples: &[(Duration, [u64; 2])], cut: Dura
             bound.as_millis()
         ),
     );
+}
+
+/// One transfer of [`TRANSFER`] bytes with `policy`: the server's record and what each link
+/// carried to the server meanwhile.
+fn transfer(
+    lab: &Lab,
+    ctx: &Ctx,
+    out: &mut Outcome,
+    records: &Mutex<Vec<SinkRecord>>,
+    policy: &str,
+    bytes: u64,
+) -> Result<(SinkRecord, [u64; 2]), String> {
+    let n = sink::lock(records).len();
+    let before = [0, 1].map(|l| lab.link_stats(l).to_server.bytes);
+    let mut c = Connect::new(SERVER0.to_string());
+    c.props = Some(props(policy));
+    c.send_bytes = Some(bytes);
+    c.sctp_udp_port = UDP_PORT;
+    c.limit = Duration::from_secs(60);
+    let r = ctx.connect(lab, c)?;
+    show_connection(out, policy, &r);
+    let record = nth_record(records, n)?;
+    let after = [0, 1].map(|l| lab.link_stats(l).to_server.bytes);
+    out.check(
+        record.bytes == bytes && record.mismatched == 0 && record.clean_close,
+        format!(
+            "{policy}: every byte delivered once and in order: {} of {bytes} bytes, {} wrong, closed cleanly: {}",
+            record.bytes, record.mismatched, record.clean_close
+        ),
+    );
+    Ok((record, [after[0] - before[0], after[1] - before[1]]))
+}
+
+/// Payload rate of a record, Mbit/s (accept to close at the server).
+fn rate(r: &SinkRecord) -> f64 {
+    r.bytes as f64 * 8.0 / r.duration.as_secs_f64().max(1e-9) / 1e6
+}
+
+/// `sctp-taps-aggregate`: the same transfer with `multipathPolicy` handover (one path at a
+/// time) and then aggregate (CMT), same links, same server, same run.
+pub(super) fn sctp_taps_aggregate(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    let (records, _server) = setup(lab)?;
+    let (one, _) = transfer(lab, ctx, out, &records, "handover", AGGREGATE_TRANSFER)?;
+    let (cmt, links) = transfer(lab, ctx, out, &records, "aggregate", AGGREGATE_TRANSFER)?;
+    let (r1, r2) = (rate(&one), rate(&cmt));
+    out.say(format!(
+        "  handover {r1:.2} Mbit/s; aggregate {r2:.2} Mbit/s ({:.2}x); aggregate's bytes to the server: link 0 {}, link 1 {}",
+        r2 / r1.max(1e-9),
+        links[0],
+        links[1]
+    ));
+    out.check(
+        r2 >= 1.8 * r1,
+        format!("CMT aggregates: {r2:.2} Mbit/s >= 1.8 x one path's {r1:.2} Mbit/s"),
+    );
+    for (l, b) in links.iter().enumerate() {
+        out.check(
+            *b >= AGGREGATE_TRANSFER * 35 / 100,
+            format!(
+                "link {l} carried a share of the aggregate transfer: {b} bytes ({:.0}%; bound >= 35%)",
+                *b as f64 * 100.0 / AGGREGATE_TRANSFER as f64
+            ),
+        );
+    }
+    Ok(())
 }

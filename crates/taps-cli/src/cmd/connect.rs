@@ -37,7 +37,8 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
     /// Print each flow's paths before it closes: addresses, state, which is primary,
-    /// RTT; on SCTP also RTO, congestion window and MTU.
+    /// RTT; on SCTP also RTO, congestion window and MTU, and every path change seen
+    /// while the flow ran (a path going down or up: a failover).
     #[arg(long)]
     paths: bool,
     /// Open this many flows at once, each raced.
@@ -75,6 +76,8 @@ struct FlowResult {
     replies: Vec<String>,
     /// `--paths`: the connection's paths before it closed.
     paths: Vec<taps::Path>,
+    /// `--paths`: the path changes seen while it ran (since the flow started).
+    path_changes: Vec<(Duration, taps::PathChange)>,
     /// From the flow's start to its race's end (connected or failed): the time shown
     /// when the race has no total.
     elapsed: Duration,
@@ -360,6 +363,10 @@ fn connected<'a>(
         } else {
             winner_text(&conn)
         });
+        let watch = wants
+            .paths
+            .then(|| path_watch::PathWatch::start(&conn, waiting.started))
+            .flatten();
         // Waiting for the peer begins once the payload is out (or failed to go out).
         let mut waited = None;
         let talked = async {
@@ -378,6 +385,9 @@ fn connected<'a>(
         // A graceful close (SCTP: SHUTDOWN of the association once its last flow
         // closes, instead of an ABORT on drop).
         let _ = conn.close().await;
+        if let Some(w) = watch {
+            r.path_changes = w.finish().await;
+        }
     }
 }
 
@@ -560,6 +570,7 @@ fn flow_json(r: &FlowResult) -> Value {
         "bytes_sent": r.sent,
         "replies": r.replies,
         "paths": r.paths.iter().map(path_json).collect::<Vec<_>>(),
+        "path_changes": r.path_changes.iter().map(path_watch::change_json).collect::<Vec<_>>(),
     })
 }
 
@@ -658,6 +669,10 @@ fn print_flow(
     for p in &r.paths {
         write_path(out, flow, p)?;
     }
+    for c in &r.path_changes {
+        put_prefix(out, flow)?;
+        path_watch::write_change(out, c)?;
+    }
     Ok(())
 }
 
@@ -750,3 +765,6 @@ fn send_pattern(len: usize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests;
+
+#[path = "connect/path_watch.rs"]
+mod path_watch;

@@ -7,7 +7,9 @@ use socket2::{Socket, TcpKeepalive};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use taps_core::properties::{Multipath, Name, Preference, Properties, Protocol, Value};
+use taps_core::properties::{
+    Multipath, MultipathPolicy, Name, Preference, Properties, Protocol, Value,
+};
 
 use super::sys;
 use super::AttemptError;
@@ -61,6 +63,10 @@ pub(crate) struct SocketOptions {
     /// address of the host), so the peer learns every path from the handshake (usrsctp's
     /// IP mode). `None`: one path (AF_CONN mode, the default).
     pub sctp_multihome: Option<Arc<[IpAddr]>>,
+    /// Concurrent multipath transfer for a multihomed SCTP association: `multipathPolicy`
+    /// `aggregate` (data spread over every active path). Other policies keep one path at a
+    /// time (handover: the primary, the others for retransmissions and failover).
+    pub sctp_cmt: bool,
 }
 
 impl Default for SocketOptions {
@@ -76,6 +82,7 @@ impl Default for SocketOptions {
             sctp_scheduler: None,
             sctp_priority: None,
             sctp_multihome: None,
+            sctp_cmt: false,
         }
     }
 }
@@ -132,6 +139,7 @@ impl SocketOptions {
                     })
                     .unwrap_or_default()
             }),
+            sctp_cmt: c.multipath_policy == MultipathPolicy::Aggregate,
             ..SocketOptions::default()
         }
     }

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use taps_core::candidates::Candidate;
-use usrsctp::{SctpListener, SctpOptions, SctpStack};
+use usrsctp::{CmtGlobal, CmtMode, SctpListener, SctpOptions, SctpStack};
 
 use super::{AttemptError, Established, SocketOptions};
 
@@ -68,7 +68,16 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
         }
         None => (0, 0),
     };
+    let cmt = cmt_mode(opts);
+    // CMT holds what arrives out of order across paths in the receive buffer and what
+    // awaits acknowledgement on every path in the send buffer: both get room for the
+    // paths' summed bandwidth-delay product plus their queues.
+    let buffer = cmt.filter(|m| *m != CmtMode::Off).map(|_| CMT_BUFFER);
     SctpOptions {
+        cmt,
+        send_buffer: buffer,
+        recv_buffer: buffer,
+        recv_budget: buffer.map_or(SctpOptions::default().recv_budget, |b| b as usize),
         scheduler: opts.sctp_scheduler,
         nodelay: opts.nodelay,
         rto_max_ms,
@@ -76,6 +85,37 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
         heartbeat_interval_ms: opts.keepalive.map_or(0, millis),
         ..SctpOptions::default()
     }
+}
+
+/// Send and receive buffer of an association with CMT on, bytes (usrsctp's default is
+/// 256 KiB: about the bandwidth-delay product of one 10 Mbit/s path with 200 ms of delay
+/// and queue, which two such paths' reordering fills).
+const CMT_BUFFER: u32 = 1024 * 1024;
+
+/// Whether this process has allowed CMT (usrsctp's process-wide switch, turned on by the
+/// first association that aggregates; from then on every association says its own mode).
+static CMT_ALLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The CMT mode of a new association: on (CMT base with delayed acks) for a multihomed one
+/// whose policy aggregates, allowing CMT process-wide first (one sysctl, once); off for
+/// every other once CMT is allowed (new sockets would inherit it); else untouched.
+fn cmt_mode(opts: &SocketOptions) -> Option<CmtMode> {
+    use std::sync::atomic::Ordering;
+    if opts.sctp_cmt && opts.sctp_multihome.is_some() {
+        if !CMT_ALLOWED.load(Ordering::Acquire) {
+            let allowed = usrsctp::set_cmt_global(&CmtGlobal {
+                cmt: true,
+                dac: true,
+                ..CmtGlobal::default()
+            });
+            match allowed {
+                Ok(()) => CMT_ALLOWED.store(true, Ordering::Release),
+                Err(e) => tracing::warn!("SCTP CMT unavailable, one path at a time: {e}"),
+            }
+        }
+        return CMT_ALLOWED.load(Ordering::Acquire).then_some(CmtMode::Base);
+    }
+    CMT_ALLOWED.load(Ordering::Acquire).then_some(CmtMode::Off)
 }
 
 /// One SCTP attempt: INIT to the candidate's address on the encapsulation port, calling
