@@ -57,10 +57,13 @@ fn props(policy: &str) -> String {
     .to_string()
 }
 
+/// What the multihomed server recorded, one record per connection.
+type Records = Arc<Mutex<Vec<SinkRecord>>>;
+
 /// Two equal links and the multihomed taps server on both; its records and process.
-fn setup(lab: &Lab) -> Result<(Arc<Mutex<Vec<SinkRecord>>>, SctpServer), String> {
+fn setup(lab: &Lab) -> Result<(Records, SctpServer), String> {
     two_equal_links(lab)?;
-    let records: Arc<Mutex<Vec<SinkRecord>>> = Arc::default();
+    let records: Records = Arc::default();
     let server = SctpServer::start(
         lab.id(),
         lab.server(),
