@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::packet;
+use crate::packet::{self, PacketInfo};
 use crate::rules::{Direction, Rule, Shaper, Verdict};
+use crate::sctp_ledger::SctpLedger;
 
 /// Packet counters of one direction.
 #[derive(Debug, Default)]
@@ -70,6 +71,10 @@ struct Shared {
     /// The link is cut: every packet, read or queued, is dropped (counted as
     /// blackholed), as on a dead path. Cleared to bring it back.
     down: AtomicBool,
+    /// The lab's SCTP ledger and this bridge's link number, while one is kept
+    /// ([`Bridge::keep_sctp_ledger`]); `ledger_on` says so without the lock.
+    ledger: Mutex<Option<(usize, Arc<SctpLedger>)>>,
+    ledger_on: AtomicBool,
 }
 
 /// A handle that cuts or restores one bridge's link from any thread (a link schedule).
@@ -130,6 +135,8 @@ impl Bridge {
             rules: Mutex::new((0, Vec::new())),
             counters: Default::default(),
             down: AtomicBool::new(false),
+            ledger: Mutex::new(None),
+            ledger_on: AtomicBool::new(false),
         });
         let client = Arc::new(client);
         let server = Arc::new(server);
@@ -163,6 +170,15 @@ impl Bridge {
     /// A handle to cut and restore this bridge's link (see [`LinkSwitch`]).
     pub fn switch(&self) -> LinkSwitch {
         LinkSwitch(self.shared.clone())
+    }
+
+    /// Records every UDP-encapsulated SCTP packet sent over this bridge's link (number
+    /// `link`) toward the server in `ledger`, or stops (`None`). While on: a CRC32c, a walk
+    /// of the chunks and a lock per such packet.
+    pub fn keep_sctp_ledger(&self, ledger: Option<(usize, Arc<SctpLedger>)>) {
+        let on = ledger.is_some();
+        *crate::sink::lock(&self.shared.ledger) = ledger;
+        self.shared.ledger_on.store(on, Ordering::Relaxed);
     }
 
     /// Cuts the link (`false`) or restores it (`true`); see [`LinkSwitch::set_up`].
@@ -297,7 +313,7 @@ fn pump(
                         counters.blackholed.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    let info = packet::parse(pkt);
+                    let info = parse_and_record(shared, dir, pkt);
                     let now = Instant::now();
                     match shaper.decide(info.as_ref(), pkt.len(), now) {
                         Verdict::Release(at) if at <= now && heap.is_empty() => {
@@ -414,4 +430,17 @@ fn write_out(output: &OwnedFd, pkt: &[u8], counters: &Counters) {
     } else {
         counters.write_errors.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Parses `pkt` and, going to the server while the bridge keeps an SCTP ledger, hands it
+/// to the ledger.
+fn parse_and_record(shared: &Shared, dir: Direction, pkt: &[u8]) -> Option<PacketInfo> {
+    let info = packet::parse(pkt)?;
+    if dir == Direction::ToServer && shared.ledger_on.load(Ordering::Relaxed) {
+        let ledger = crate::sink::lock(&shared.ledger).clone();
+        if let Some((link, ledger)) = ledger {
+            ledger.record(link, pkt, &info);
+        }
+    }
+    Some(info)
 }

@@ -436,6 +436,17 @@ impl Lab {
         self.with_link(n, Bridge::rules)
     }
 
+    /// Starts a ledger of the SCTP DATA chunks every link carries toward the server
+    /// (see [`SctpLedger`](crate::sctp_ledger::SctpLedger)) and returns it; the links
+    /// keep it until the lab ends.
+    pub fn sctp_ledger(&self) -> std::sync::Arc<crate::sctp_ledger::SctpLedger> {
+        let ledger = std::sync::Arc::new(crate::sctp_ledger::SctpLedger::default());
+        for n in 0..self.link_count() {
+            self.with_link(n, |b| b.keep_sctp_ledger(Some((n, ledger.clone()))));
+        }
+        ledger
+    }
+
     /// Link `n`'s counters (its bridge's). Panics if the link does not exist.
     pub fn link_stats(&self, n: usize) -> BridgeStats {
         self.with_link(n, Bridge::stats)

@@ -35,6 +35,7 @@ pub mod packet;
 pub mod probe;
 pub mod rules;
 pub mod scenario;
+pub mod sctp_ledger;
 pub mod sctp_mp;
 pub mod sctp_mp_proc;
 mod sctp_mp_sat;

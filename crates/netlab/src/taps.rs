@@ -72,6 +72,8 @@ pub struct Connect {
     pub sctp_udp_port: u16,
     /// Print the connection's paths before it closes (`--paths`; [`FlowReport::paths`]).
     pub paths: bool,
+    /// Pin each flow to one path of its SCTP association (`--fixed-paths`).
+    pub fixed_paths: bool,
 }
 
 impl Connect {
@@ -92,6 +94,7 @@ impl Connect {
             env: Vec::new(),
             sctp_udp_port: crate::lab::SCTP_UDP_PORT,
             paths: false,
+            fixed_paths: false,
         }
     }
 }
@@ -112,6 +115,8 @@ pub struct Winner {
     pub security: Option<String>,
     /// For MPTCP: whether MPTCP is in use (`false`: it fell back to TCP).
     pub mptcp_active: Option<bool>,
+    /// For SCTP: the stream the flow uses.
+    pub sctp_stream: Option<u16>,
 }
 
 /// One attempt (or skipped candidate) of the race.
@@ -240,6 +245,9 @@ impl Lab {
             .arg(c.sctp_udp_port.to_string());
         if c.paths {
             cmd.arg("--paths");
+        }
+        if c.fixed_paths {
+            cmd.arg("--fixed-paths");
         }
         if let Some(cib) = &c.cib {
             cmd.arg("--cib").arg(cib);
@@ -370,6 +378,10 @@ fn parse_flow(v: &Value) -> FlowReport {
             .filter(|s| s.is_object())
             .map(|s| format!("{} {}", str_of(s, "version"), str_of(s, "cipher_suite"))),
         mptcp_active: w.get("mptcp_active").and_then(Value::as_bool),
+        sctp_stream: w
+            .get("sctp_stream")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok()),
     });
     let attempts = v
         .get("attempts")

@@ -134,6 +134,59 @@ impl Connection {
         association.set_primary(path.id).map_err(flow_error)?;
         Ok(())
     }
+
+    /// Pins this connection to the path whose peer end is `remote`: on SCTP everything it
+    /// sends from now on goes over that path (usrsctp's `SCTP_ADDR_OVER`), whether the
+    /// association spreads other data over every path (`multipathPolicy` aggregate, CMT)
+    /// or not. With several connections on one association (flow mapping), pinning each to
+    /// a path is the stream-to-path mapping "Fixed" of CMT stream scheduling. `None`
+    /// unpins. If the path fails, SCTP moves what is queued on it to another path. Fails
+    /// with [`UsageError::NotAPath`] as [`set_primary_path`](Self::set_primary_path)
+    /// does; on other connections only their one path is accepted (and changes nothing).
+    /// The first pin of the process allows SCTP's multipath sending process-wide (one
+    /// sysctl; every association made afterwards states its own CMT mode). Costs what
+    /// [`paths`](Self::paths) costs; later sends cost what they did.
+    pub fn pin_to_path(&self, remote: Option<SocketAddr>) -> Result<(), Error> {
+        let Some(flow) = self.sctp_flow() else {
+            return match remote.is_none_or(|r| r == self.info().remote) {
+                true => Ok(()),
+                false => Err(Error::usage(UsageError::NotAPath {
+                    remote: remote.unwrap_or(self.info().remote),
+                    protocol: self.info().stack.protocol,
+                })),
+            };
+        };
+        let Some(remote) = remote else {
+            flow.stream().pin_to_path(None);
+            return Ok(());
+        };
+        let paths = flow.shared().association().paths().map_err(flow_error)?;
+        let Some(path) = paths
+            .iter()
+            .find(|p| p.addrs.is_some_and(|(_, r)| r == remote))
+        else {
+            return Err(Error::usage(UsageError::NotAPath {
+                remote,
+                protocol: Protocol::Sctp,
+            }));
+        };
+        crate::transport::sctp::allow_cmt().map_err(flow_error)?;
+        flow.stream().pin_to_path(Some(path.id));
+        Ok(())
+    }
+
+    /// Bytes this connection has handed to SCTP that have not been sent yet (still in
+    /// its stream's queue or cut into chunks and waiting to go; in-flight data is not
+    /// counted): what a CMT stream scheduler reads to keep each path's streams filled
+    /// (the "sender queue info" of the seed's sender). `None` on other stacks or without
+    /// the multihoming shim. One call into usrsctp that walks the stream's queue.
+    pub fn unsent_bytes(&self) -> Option<usize> {
+        let flow = self.sctp_flow()?;
+        flow.shared()
+            .association()
+            .unsent_bytes(flow.stream_id())
+            .ok()
+    }
 }
 
 /// What happened to one of a connection's paths (RFC 9622's PathChange event, naming the

@@ -243,6 +243,11 @@ impl SctpFlow {
         self.stream.queued_bytes()
     }
 
+    /// This flow's stream (to pin it to a path).
+    pub(crate) fn stream(&self) -> &StreamHandle {
+        &self.stream
+    }
+
     /// Sends one message (one SCTP user message, ordered, however long: usrsctp takes it
     /// in pieces with explicit end of record). SCTP cannot carry an empty message, so
     /// one is sent as one byte of [`EMPTY_PPID`]. The caller repeats the same message

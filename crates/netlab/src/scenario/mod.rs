@@ -273,6 +273,12 @@ const ALL: &[Scenario] = &[
         needs_taps: true,
         body: sctp_multihomed::sctp_taps_aggregate,
     },
+    Scenario {
+        name: "sctp-taps-fixed",
+        summary: "SCTP multihoming through taps with CMT on (multipathPolicy aggregate): two flows on one association, each pinned to one path (taps connect --fixed-paths); a ledger of the DATA chunks on each link: each stream's new data all on its own link, none on the other (retransmissions usrsctp's CMT policy moves are reported)",
+        needs_taps: true,
+        body: sctp_multihomed::sctp_taps_fixed,
+    },
 ];
 
 /// The scenario called `name`.

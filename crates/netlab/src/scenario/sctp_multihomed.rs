@@ -297,3 +297,74 @@ pub(super) fn sctp_taps_aggregate(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Re
     }
     Ok(())
 }
+
+/// What each of the two flows of `sctp-taps-fixed` sends.
+const FIXED_TRANSFER: u64 = 3_000_000;
+
+/// `sctp-taps-fixed`: two flows on one association with CMT on (`multipathPolicy`
+/// aggregate), each pinned to a path (`--fixed-paths`: stream N to path N). A ledger of
+/// the DATA chunks the client puts on each link tells first transmissions from
+/// retransmissions: a pinned stream's new data on the other link fails the scenario;
+/// retransmissions there are usrsctp's CMT retransmission policy (RTX_SSTHRESH: a
+/// retransmission goes to the path with the largest ssthresh, whatever the chunk was sent
+/// to), reported with their bytes.
+pub(super) fn sctp_taps_fixed(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    let (records, _server) = setup(lab)?;
+    let ledger = lab.sctp_ledger();
+    let mut c = Connect::new(SERVER0.to_string());
+    c.props = Some(props("aggregate"));
+    c.send_bytes = Some(FIXED_TRANSFER);
+    c.flows = 2;
+    c.fixed_paths = true;
+    c.sctp_udp_port = UDP_PORT;
+    c.limit = Duration::from_secs(60);
+    let r = ctx.connect(lab, c)?;
+    show_connection(out, "#1", &r);
+    let streams: Vec<Option<u16>> = r
+        .flows
+        .iter()
+        .map(|f| f.winner.as_ref().and_then(|w| w.sctp_stream))
+        .collect();
+    out.check(
+        r.flows.iter().all(|f| f.error.is_none()) && streams == [Some(0), Some(1)],
+        format!("two flows on one association, streams {streams:?}, no error"),
+    );
+    for n in 0..2 {
+        let rec = nth_record(&records, n)?;
+        out.check(
+            rec.bytes == FIXED_TRANSFER && rec.mismatched == 0,
+            format!(
+                "flow {}: {} of {FIXED_TRANSFER} bytes delivered in order ({} wrong)",
+                n + 1,
+                rec.bytes,
+                rec.mismatched
+            ),
+        );
+    }
+    let (first, again) = (ledger.first_sent(), ledger.sent_again());
+    // Stream N is pinned to path N: its new data all on link N, none on the other.
+    for link in 0..2 {
+        let other = 1 - link;
+        out.say(format!(
+            "  link {link}: stream {link} first sent {} bytes, resent {}; stream {other} first sent {}, resent {}",
+            first[link][link], again[link][link], first[link][other], again[link][other]
+        ));
+        out.check(
+            first[link][link] >= FIXED_TRANSFER,
+            format!(
+                "stream {link}'s data was all first sent over link {link} ({} bytes)",
+                first[link][link]
+            ),
+        );
+        // The one byte allowed is taps' announcement of a new flow on the association
+        // (a 1-byte message on its stream), sent as the flow opens, before it is pinned.
+        out.check(
+            first[link][other] <= 1,
+            format!(
+                "none of stream {other}'s new data crossed link {link} ({} bytes: at most the 1-byte flow announcement sent before pinning; retransmissions moved there by usrsctp's CMT policy: {} bytes)",
+                first[link][other], again[link][other]
+            ),
+        );
+    }
+    Ok(())
+}

@@ -41,6 +41,12 @@ pub(crate) struct Args {
     /// while the flow ran (a path going down or up: a failover).
     #[arg(long)]
     paths: bool,
+    /// Pin each flow to one path of its SCTP association, flow on stream N to the Nth
+    /// path (N mod the number of paths, paths in the order of the peer's addresses): the
+    /// stream-to-path mapping "Fixed" of CMT scheduling. Waits up to 2 s for every path
+    /// to be confirmed first.
+    #[arg(long)]
+    fixed_paths: bool,
     /// Open this many flows at once, each raced.
     #[arg(long, default_value_t = 1, value_name = "N")]
     flows: usize,
@@ -114,6 +120,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         report: args.trace || args.json,
         json: args.json,
         paths: args.paths,
+        fixed_paths: args.fixed_paths,
     };
     // Every flow runs inside this task, polled when its socket wakes it, and writes its
     // outcome into its slot of `results` (flow N is the Nth). Not a task per flow: a
@@ -221,6 +228,7 @@ struct Wants {
     report: bool,
     json: bool,
     paths: bool,
+    fixed_paths: bool,
 }
 
 /// What each flow sends (the command's arguments, shared by every flow, which each hold
@@ -363,6 +371,11 @@ fn connected<'a>(
         } else {
             winner_text(&conn)
         });
+        if wants.fixed_paths {
+            if let Err(e) = path_watch::pin_fixed(&conn).await {
+                r.error = Some(format!("pinning to a path: {e}"));
+            }
+        }
         let watch = wants
             .paths
             .then(|| path_watch::PathWatch::start(&conn, waiting.started))
@@ -488,6 +501,7 @@ fn winner_json(conn: &Connection) -> Value {
         "local": i.local.to_string(),
         "remote": i.remote.to_string(),
         "mptcp_active": i.mptcp_active,
+        "sctp_stream": conn.sctp_stream(),
         "security": i.security.as_ref().map(|s| json!({
             "version": s.version,
             "cipher_suite": s.cipher_suite,

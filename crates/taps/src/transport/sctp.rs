@@ -102,20 +102,32 @@ static CMT_ALLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 fn cmt_mode(opts: &SocketOptions) -> Option<CmtMode> {
     use std::sync::atomic::Ordering;
     if opts.sctp_cmt && opts.sctp_multihome.is_some() {
-        if !CMT_ALLOWED.load(Ordering::Acquire) {
-            let allowed = usrsctp::set_cmt_global(&CmtGlobal {
-                cmt: true,
-                dac: true,
-                ..CmtGlobal::default()
-            });
-            match allowed {
-                Ok(()) => CMT_ALLOWED.store(true, Ordering::Release),
-                Err(e) => tracing::warn!("SCTP CMT unavailable, one path at a time: {e}"),
+        return match allow_cmt() {
+            Ok(()) => Some(CmtMode::Base),
+            Err(e) => {
+                tracing::warn!("SCTP CMT unavailable, one path at a time: {e}");
+                None
             }
-        }
-        return CMT_ALLOWED.load(Ordering::Acquire).then_some(CmtMode::Base);
+        };
     }
     CMT_ALLOWED.load(Ordering::Acquire).then_some(CmtMode::Off)
+}
+
+/// Allows CMT process-wide (usrsctp's `sctp_cmt_on_off`, with delayed acks for CMT), once:
+/// what CMT associations and sends pinned to a path need. One sysctl the first time, one
+/// atomic load after.
+pub(crate) fn allow_cmt() -> Result<(), usrsctp::Error> {
+    use std::sync::atomic::Ordering;
+    if CMT_ALLOWED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    usrsctp::set_cmt_global(&CmtGlobal {
+        cmt: true,
+        dac: true,
+        ..CmtGlobal::default()
+    })?;
+    CMT_ALLOWED.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// One SCTP attempt: INIT to the candidate's address on the encapsulation port, calling

@@ -197,6 +197,7 @@ impl Association {
         }
         r.streams.insert(id, ib.clone());
         Ok(StreamHandle {
+            pinned: std::sync::Mutex::new(None),
             assoc: self.clone(),
             id,
             inbox: ib,
@@ -221,6 +222,7 @@ impl Association {
             r.accepts.clone()
         };
         Ok(accepts.pop().await?.map(|(id, inbox)| StreamHandle {
+            pinned: std::sync::Mutex::new(None),
             assoc: self.clone(),
             id,
             inbox,
@@ -235,6 +237,8 @@ pub struct StreamHandle {
     assoc: Association,
     id: u16,
     inbox: StreamInbox,
+    /// The path every send of this stream goes to ([`StreamHandle::pin_to_path`]).
+    pinned: std::sync::Mutex<Option<crate::PathId>>,
 }
 
 impl std::fmt::Debug for StreamHandle {
@@ -256,9 +260,32 @@ impl StreamHandle {
         &self.assoc
     }
 
-    /// Sends one message on this stream; see [`Association::send`] (same cost).
+    /// Sends one message on this stream; see [`Association::send`] (same cost), or
+    /// [`Association::send_on_path`] while the stream is pinned to a path.
     pub async fn send(&self, data: &[u8], ordered: bool, ppid: u32) -> Result<()> {
-        self.assoc.send(self.id, data, ordered, ppid).await
+        let pinned = *crate::sys::lock(&self.pinned);
+        match pinned {
+            Some(path) => {
+                self.assoc
+                    .send_on_path(path, self.id, data, ordered, ppid)
+                    .await
+            }
+            None => self.assoc.send(self.id, data, ordered, ppid).await,
+        }
+    }
+
+    /// Pins this stream to `path` (every later send goes there, `SCTP_ADDR_OVER`, with
+    /// the association's CMT on or off: the stream-to-path mapping "Fixed" of CMT
+    /// scheduling), or unpins it (`None`: usrsctp chooses again). The path must be one of
+    /// the association's ([`Association::paths`]); sends fail with EINVAL otherwise. Needs
+    /// the process-wide CMT switch, as [`Association::send_on_path`] does. One lock.
+    pub fn pin_to_path(&self, path: Option<crate::PathId>) {
+        *crate::sys::lock(&self.pinned) = path;
+    }
+
+    /// The path this stream is pinned to, if any. One lock.
+    pub fn pinned_path(&self) -> Option<crate::PathId> {
+        *crate::sys::lock(&self.pinned)
     }
 
     /// Receives the next message of this stream. `Ok(None)` when the association shut down

@@ -44,6 +44,29 @@ impl PathWatch {
     }
 }
 
+/// `--fixed-paths`: pins `conn` to the path of its association numbered by its stream
+/// (stream N to path N mod the number of paths, paths sorted by the peer's address), once
+/// every path is confirmed (up to 2 s; then with those there are).
+pub(super) async fn pin_fixed(conn: &Connection) -> Result<(), taps::Error> {
+    let Some(stream) = conn.sctp_stream() else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut paths = loop {
+        let paths = conn.paths()?;
+        let confirmed = paths.iter().all(|p| p.state == taps::PathState::Active);
+        if confirmed || Instant::now() >= deadline {
+            break paths;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    paths.sort_by_key(|p| p.remote);
+    match paths.get(usize::from(stream) % paths.len().max(1)) {
+        Some(p) => conn.pin_to_path(Some(p.remote)),
+        None => Ok(()),
+    }
+}
+
 /// One change in `--json`: `{"at_ms", "remote", "change"}`.
 pub(super) fn change_json((at, c): &(Duration, PathChange)) -> Value {
     json!({
