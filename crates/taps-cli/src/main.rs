@@ -3,6 +3,7 @@
 mod cmd;
 mod common;
 mod logs;
+mod path_args;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -20,9 +20,14 @@ struct Listener(Child);
 
 impl Listener {
     fn start(port: &str, udp: &str) -> Listener {
+        Listener::start_with(port, udp, &[])
+    }
+
+    fn start_with(port: &str, udp: &str, extra: &[&str]) -> Listener {
         let mut child = Command::new(env!("CARGO_BIN_EXE_taps"))
             .args(["listen", port, "--echo", "--local", "127.0.0.1"])
             .args(["--props", SCTP, "--sctp-udp-port", udp])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .expect("run taps listen");
@@ -86,4 +91,29 @@ fn connect_prints_the_sctp_path_with_its_figures() {
     assert_eq!(paths[0]["primary"], true);
     assert!(paths[0]["cwnd"].as_u64().unwrap() > 0, "{json}");
     assert!(paths[0]["srtt_ms"].is_number(), "{json}");
+}
+
+/// `--local` twice and `--multihoming` on both ends: one association over 127.0.0.1 and
+/// ::1, each end learning the other's second address from the handshake; `--paths` lists
+/// both of the listener's addresses.
+#[test]
+fn multihoming_from_the_command_line_lists_both_paths() {
+    let (port, udp) = (free_udp_port(), free_udp_port());
+    let two = ["--local", "::1", "--multihoming"];
+    let _listener = Listener::start_with(&port, &udp, &two);
+    let text = connect(
+        &port,
+        &udp,
+        &["--local", "127.0.0.1", "--local", "::1", "--multihoming"],
+    );
+    let remotes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("path: "))
+        .filter_map(|l| l.split(" -> ").nth(1)?.split(' ').next())
+        .collect();
+    assert!(
+        remotes.contains(&format!("127.0.0.1:{udp}").as_str())
+            && remotes.contains(&format!("[::1]:{udp}").as_str()),
+        "{text}"
+    );
 }

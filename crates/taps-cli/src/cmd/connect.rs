@@ -15,6 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::candidates::candidate_json;
 use crate::common::{CliError, ContextArgs, SecurityArgs};
+use crate::path_args::PathArgs;
 
 /// How long the flows wait for their peers to finish after closing their side: the run
 /// gives up on its last flows once every one of them has waited this long since the
@@ -30,6 +31,8 @@ pub(crate) struct Args {
     port: u16,
     #[command(flatten)]
     ctx: ContextArgs,
+    #[command(flatten)]
+    path_args: PathArgs,
     /// Print each race as a timeline.
     #[arg(long)]
     trace: bool,
@@ -95,7 +98,9 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         return Err(CliError::usage("--flows must be at least 1"));
     }
     let ctx = args.ctx.context()?;
-    let props = args.ctx.properties(TransportProperties::new())?;
+    let props = args
+        .ctx
+        .properties(args.path_args.apply(TransportProperties::new())?)?;
     let pre = Preconnection::new(&ctx, props)
         .remote(RemoteEndpoint::new(&args.host, args.port))
         .security(args.security.params()?)

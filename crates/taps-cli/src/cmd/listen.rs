@@ -11,6 +11,7 @@ use taps::{Connection, ListenerOptions, Preconnection, TransportProperties};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{CliError, ContextArgs, SecurityArgs};
+use crate::path_args::PathArgs;
 
 /// A datagram flow with no traffic for this long counts as finished.
 const DATAGRAM_IDLE: Duration = Duration::from_secs(2);
@@ -22,9 +23,10 @@ pub(crate) struct Args {
     port: u16,
     #[command(flatten)]
     ctx: ContextArgs,
-    /// Listen on this address only (default: every address, IPv6 and IPv4).
-    #[arg(long, value_name = "ADDR")]
-    local: Option<IpAddr>,
+    /// `--local` (listen on the first only; default: every address, IPv6 and IPv4),
+    /// `--multihoming`, `--multipath-policy`.
+    #[command(flatten)]
+    paths: PathArgs,
     /// Send back what arrives.
     #[arg(long, conflicts_with = "discard")]
     echo: bool,
@@ -66,9 +68,13 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         Some(_) => TransportProperties::for_listener().require(Name::Security),
         None => TransportProperties::for_listener(),
     };
-    let props = args.ctx.properties(base)?;
+    let props = args.ctx.properties(args.paths.apply(base)?)?;
     let local = SocketAddr::new(
-        args.local.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        args.paths
+            .local
+            .first()
+            .copied()
+            .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
         args.port,
     );
     let pre = Preconnection::new(&ctx, props)
