@@ -48,9 +48,9 @@ pub struct SctpOptions {
     pub streams: u16,
     /// Local SCTP port of a client (0: usrsctp picks an ephemeral one). Default 0.
     pub local_port: u16,
-    /// usrsctp send buffer (SO_SNDBUF) in bytes; `None`: the stack default (256 KiB).
+    /// usrsctp send buffer (SO_SNDBUF) in bytes; `None`: the stack default (1 MiB, set at init).
     pub send_buffer: Option<u32>,
-    /// usrsctp receive buffer (SO_RCVBUF) in bytes; `None`: the stack default (256 KiB).
+    /// usrsctp receive buffer (SO_RCVBUF) in bytes; `None`: the stack default (1 MiB, set at init).
     pub recv_buffer: Option<u32>,
     /// Bytes of received messages we buffer for the application before we stop reading from
     /// usrsctp (which then closes the receive window). Default 256 KiB.

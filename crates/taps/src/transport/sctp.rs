@@ -69,15 +69,15 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
         None => (0, 0),
     };
     let cmt = cmt_mode(opts);
-    // CMT holds what arrives out of order across paths in the receive buffer and what
-    // awaits acknowledgement on every path in the send buffer: both get room for the
-    // paths' summed bandwidth-delay product plus their queues.
-    let buffer = cmt.filter(|m| *m != CmtMode::Off).map(|_| CMT_BUFFER);
+    // CMT holds what arrives out of order across paths until the gaps fill: the receiving
+    // side buffers as much as usrsctp's window (1 MiB) before it stops reading.
+    let budget = match cmt {
+        Some(m) if m != CmtMode::Off => CMT_RECV_BUDGET,
+        _ => SctpOptions::default().recv_budget,
+    };
     SctpOptions {
         cmt,
-        send_buffer: buffer,
-        recv_buffer: buffer,
-        recv_budget: buffer.map_or(SctpOptions::default().recv_budget, |b| b as usize),
+        recv_budget: budget,
         scheduler: opts.sctp_scheduler,
         nodelay: opts.nodelay,
         rto_max_ms,
@@ -87,10 +87,10 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
     }
 }
 
-/// Send and receive buffer of an association with CMT on, bytes (usrsctp's default is
-/// 256 KiB: about the bandwidth-delay product of one 10 Mbit/s path with 200 ms of delay
-/// and queue, which two such paths' reordering fills).
-const CMT_BUFFER: u32 = 1024 * 1024;
+/// Bytes of received messages an association with CMT on buffers for the application
+/// before it stops reading from usrsctp: the receive window usrsctp is given (1 MiB, the
+/// crate's default), where single-path associations keep 256 KiB.
+const CMT_RECV_BUDGET: usize = 1024 * 1024;
 
 /// Whether this process has allowed CMT (usrsctp's process-wide switch, turned on by the
 /// first association that aggregates; from then on every association says its own mode).
