@@ -515,6 +515,11 @@ impl Connection {
         }
     }
 
+    /// The TCP (or MPTCP) socket under this connection, if it has one.
+    pub(crate) fn tcp_stream(&self) -> Option<&tokio::net::TcpStream> {
+        self.io.tcp()
+    }
+
     /// The QUIC connection this one is a stream of, if it is.
     pub(crate) fn quic_shared(&self) -> Option<&Arc<SharedQuic>> {
         match &self.io {

@@ -63,9 +63,14 @@ impl PathState {
 impl Connection {
     /// The connection's paths. An SCTP association lists each path it knows with its
     /// state, round-trip time, retransmission timeout, congestion window and MTU (a few
-    /// socket options per path, under usrsctp's lock); any other connection gives the one
-    /// path it runs on (with the RTT from `TCP_INFO` on TCP and MPTCP).
+    /// socket options per path, under usrsctp's lock); an MPTCP connection lists its
+    /// subflows (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`, Linux 5.16 and later: RTT,
+    /// RTO, cwnd, MTU each); any other connection gives the one path it runs on (with the
+    /// RTT from `TCP_INFO` on TCP).
     pub fn paths(&self) -> Result<Vec<Path>, Error> {
+        if let Some(subflows) = self.mptcp_paths() {
+            return Ok(subflows);
+        }
         let Some(flow) = self.sctp_flow() else {
             let info = self.info();
             return Ok(vec![Path {
@@ -102,6 +107,31 @@ impl Connection {
                 })
             })
             .collect())
+    }
+
+    /// An MPTCP connection's subflows as paths (the first subflow primary), where the
+    /// kernel lists them.
+    fn mptcp_paths(&self) -> Option<Vec<Path>> {
+        if self.info().mptcp_active != Some(true) {
+            return None;
+        }
+        let subflows = crate::transport::mptcp_subflows(self.tcp_stream()?)?;
+        Some(
+            subflows
+                .into_iter()
+                .enumerate()
+                .map(|(i, (local, remote, info))| Path {
+                    local,
+                    remote,
+                    state: PathState::Active,
+                    primary: i == 0,
+                    srtt: Some(info.rtt),
+                    rto: Some(info.rto),
+                    cwnd: Some(info.snd_cwnd.saturating_mul(info.snd_mss)),
+                    mtu: Some(info.pmtu),
+                })
+                .collect(),
+        )
     }
 
     /// Makes the path to the peer's address `remote` the primary one: where SCTP sends

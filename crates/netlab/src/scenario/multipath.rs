@@ -117,12 +117,32 @@ fn transfer(
     c.port = MPTCP_PORT;
     c.props = Some(props(policy));
     c.send_bytes = Some(TRANSFER);
+    c.paths = true;
     c.limit = Duration::from_secs(40);
     let started = Instant::now();
     let r = ctx.connect(lab, c)?;
     let wall = started.elapsed();
     show_connection(out, "#1", &r);
     let f = r.flow();
+    for (local, remote, state) in &f.paths {
+        out.say(format!("  subflow: {local} -> {remote} {state}"));
+    }
+    let links_used = [0, 1]
+        .iter()
+        .filter(|&&n| {
+            let ip = crate::links::client_v4(n).to_string();
+            f.paths
+                .iter()
+                .any(|(l, _, _)| l.starts_with(&format!("{ip}:")))
+        })
+        .count();
+    out.check(
+        links_used == 2,
+        format!(
+            "taps lists the connection's subflows as its paths, one from each link's address ({} listed)",
+            f.paths.len()
+        ),
+    );
     let mptcp = f
         .winner
         .as_ref()

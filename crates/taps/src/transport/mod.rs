@@ -451,9 +451,28 @@ pub(crate) struct TcpInfo {
 /// Reads `TCP_INFO` (one `getsockopt`); `None` if the kernel refuses. For MPTCP the
 /// kernel answers for the first subflow.
 pub(crate) fn tcp_info(stream: &TcpStream) -> Option<TcpInfo> {
-    let i = sys::tcp_info(stream).ok()?;
+    Some(tcp_info_of(sys::tcp_info(stream).ok()?))
+}
+
+/// An MPTCP connection's subflows, (local, remote, figures), the first subflow first;
+/// `None` where the kernel does not list them (before Linux 5.16, or after a fallback to
+/// TCP). Two getsockopts.
+pub(crate) fn mptcp_subflows(
+    stream: &TcpStream,
+) -> Option<Vec<(std::net::SocketAddr, std::net::SocketAddr, TcpInfo)>> {
+    let subflows = sys::mptcp_subflows(stream).ok()?;
+    Some(
+        subflows
+            .into_iter()
+            .map(|(l, r, i)| (l, r, tcp_info_of(i)))
+            .collect(),
+    )
+}
+
+/// The figures taps reads from a `tcp_info`.
+fn tcp_info_of(i: libc::tcp_info) -> TcpInfo {
     let us = |v: u32| Duration::from_micros(v.into());
-    Some(TcpInfo {
+    TcpInfo {
         rtt: us(i.tcpi_rtt),
         rttvar: us(i.tcpi_rttvar),
         rto: us(i.tcpi_rto),
@@ -463,5 +482,5 @@ pub(crate) fn tcp_info(stream: &TcpStream) -> Option<TcpInfo> {
         snd_cwnd: i.tcpi_snd_cwnd,
         snd_mss: i.tcpi_snd_mss,
         pmtu: i.tcpi_pmtu,
-    })
+    }
 }

@@ -103,3 +103,85 @@ pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<libc::tcp_info> {
     };
     Ok(info)
 }
+
+/// `MPTCP_TCPINFO` (linux/mptcp.h, 5.16): each subflow's `tcp_info`.
+const MPTCP_TCPINFO: libc::c_int = 2;
+/// `MPTCP_SUBFLOW_ADDRS` (linux/mptcp.h, 5.16): each subflow's local and remote address.
+const MPTCP_SUBFLOW_ADDRS: libc::c_int = 3;
+/// Subflows read at most (the kernel counts the rest in `num_subflows`).
+const MAX_SUBFLOWS: usize = 8;
+/// `sizeof(struct mptcp_subflow_addrs)`: two `sockaddr_storage`s.
+const SUBFLOW_ADDRS_SIZE: usize = 256;
+
+/// `struct mptcp_subflow_data` followed by room for [`MAX_SUBFLOWS`] elements of `N` bytes.
+#[repr(C, align(8))]
+struct SubflowData<const N: usize> {
+    size_subflow_data: u32,
+    num_subflows: u32,
+    size_kernel: u32,
+    size_user: u32,
+    data: [[u8; N]; MAX_SUBFLOWS],
+}
+
+impl<const N: usize> SubflowData<N> {
+    /// One subflow getsockopt: the elements the kernel filled, each `N` bytes.
+    fn read(fd: RawFd, name: libc::c_int) -> io::Result<Vec<[u8; N]>> {
+        let mut d = SubflowData::<N> {
+            size_subflow_data: 16,
+            num_subflows: 0,
+            size_kernel: 0,
+            size_user: N as u32,
+            data: [[0; N]; MAX_SUBFLOWS],
+        };
+        getsockopt_raw(fd, SOL_MPTCP, name, &mut d)?;
+        let n = (d.num_subflows as usize).min(MAX_SUBFLOWS);
+        Ok(d.data[..n].to_vec())
+    }
+}
+
+/// The socket address at the start of `b` (a `sockaddr_storage` as the kernel wrote it).
+fn sockaddr_at(b: &[u8]) -> Option<std::net::SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
+    let family = i32::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
+    let port = u16::from_be_bytes([*b.get(2)?, *b.get(3)?]);
+    match family {
+        libc::AF_INET => {
+            let a: [u8; 4] = b.get(4..8)?.try_into().ok()?;
+            Some(SocketAddr::new(Ipv4Addr::from(a).into(), port))
+        }
+        libc::AF_INET6 => {
+            let a: [u8; 16] = b.get(8..24)?.try_into().ok()?;
+            let scope = u32::from_ne_bytes(b.get(24..28)?.try_into().ok()?);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a),
+                port,
+                0,
+                scope,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// An MPTCP connection's subflows: (local, remote, the subflow's `tcp_info`), the first
+/// subflow first. Two getsockopts (`MPTCP_SUBFLOW_ADDRS`, `MPTCP_TCPINFO`). Fails where
+/// the kernel lacks them (before 5.16) or the connection fell back to TCP.
+pub(crate) fn mptcp_subflows(
+    fd: &impl AsRawFd,
+) -> io::Result<Vec<(std::net::SocketAddr, std::net::SocketAddr, libc::tcp_info)>> {
+    const INFO: usize = size_of::<libc::tcp_info>();
+    let addrs = SubflowData::<SUBFLOW_ADDRS_SIZE>::read(fd.as_raw_fd(), MPTCP_SUBFLOW_ADDRS)?;
+    let infos = SubflowData::<INFO>::read(fd.as_raw_fd(), MPTCP_TCPINFO)?;
+    Ok(addrs
+        .iter()
+        .zip(infos)
+        .filter_map(|(a, i)| {
+            let local = sockaddr_at(&a[..128])?;
+            let remote = sockaddr_at(&a[128..])?;
+            // SAFETY: `i` holds `size_of::<tcp_info>()` bytes the kernel wrote (or zeros:
+            // a valid tcp_info, integers only); read unaligned by copy.
+            let info = unsafe { std::ptr::read_unaligned(i.as_ptr().cast::<libc::tcp_info>()) };
+            Some((local, remote, info))
+        })
+        .collect())
+}

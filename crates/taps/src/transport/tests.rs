@@ -216,6 +216,15 @@ fn mptcp_client_to_mptcp_listener_is_active() {
             server.read_exact(&mut buf).await.unwrap();
             assert_eq!(&buf, b"multipath");
             assert!(tcp_info(&client).is_some(), "TCP_INFO on an MPTCP socket");
+            // The subflows (one here): the connection's own addresses, with figures.
+            let subflows = super::mptcp_subflows(&client).expect("MPTCP subflows listed");
+            let (local, remote, info) = subflows.first().expect("one subflow");
+            assert_eq!(
+                (*local, *remote),
+                (client.local_addr().unwrap(), client.peer_addr().unwrap()),
+                "{a}"
+            );
+            assert!(info.snd_mss > 0 && info.snd_cwnd > 0, "{a}: {info:?}");
         }
     });
 }
