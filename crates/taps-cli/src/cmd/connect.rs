@@ -10,7 +10,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::{json, Value};
 use taps::taps_core::race::{AttemptOutcome, RaceReport};
 use taps::taps_core::Family;
-use taps::{Connection, Preconnection, RemoteEndpoint, TransportProperties};
+use taps::{Connection, Preconnection, RemoteEndpoint};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::candidates::candidate_json;
@@ -86,7 +86,8 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         return Err(CliError::usage("--flows must be at least 1"));
     }
     let ctx = args.ctx.context()?;
-    let props = args.ctx.properties(TransportProperties::new())?;
+    // A security option (--ca, --alpn, ...) requires security: only secure stacks race.
+    let props = args.ctx.client_properties(&args.security.given())?;
     let pre = Preconnection::new(&ctx, props)
         .remote(RemoteEndpoint::new(&args.host, args.port))
         .security(args.security.params()?)
