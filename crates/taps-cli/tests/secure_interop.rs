@@ -2,11 +2,14 @@
 //! wanting (issue 37): OpenSSL's `s_server` (TLS), ngtcp2's `gtlsserver` (QUIC), with
 //! certificates made as their users make them (`openssl req -x509`) or at run time.
 
+use std::net::TcpListener;
 use std::process::{Command, Output};
 
 use taps_testkit::ngtcp2::have_gtlsserver;
 use taps_testkit::openssl::s_server_rev;
 use taps_testkit::TestPki;
+
+const SECURE: &str = r#"{"security":"require"}"#;
 
 fn taps(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_taps"))
@@ -92,4 +95,53 @@ fn security_options_alone_require_security() {
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(err.contains("--ca") && err.contains("prohibit"), "{err}");
     assert!(!out.contains("connected"), "{out}");
+}
+
+/// Issue 37, 5: every secure race's error listed `DTLS/SCTP ...: skipped: not
+/// implemented` and said "all 2 attempts" while naming 3; and a server that accepts TCP
+/// but never speaks TLS ended in "timed out", without a word that TCP connected.
+#[test]
+fn race_errors_count_what_they_list_and_name_a_silent_tls_server() {
+    let test = "race_errors_count_what_they_list_and_name_a_silent_tls_server";
+    if !have("openssl", test) {
+        return;
+    }
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let (_server, port) = s_server_rev(&pki, &[]);
+    // No CA: the certificate is refused (unknown issuer); QUIC is refused (no UDP).
+    let (code, _, err) = connect(port, &["--props", SECURE, "--server-name", "localhost"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!err.contains("DTLS/SCTP"), "{err}");
+    let listed = err.matches("127.0.0.1:").count();
+    assert!(
+        err.contains(&format!("all {listed} attempts failed: ")),
+        "{err}"
+    );
+    // A TCP listener that accepts (the kernel does) and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let props = r#"{"security":"require","establishmentTimeout":3}"#;
+    let ca = pki.ca.to_str().unwrap();
+    let (code, _, err) = connect(
+        port,
+        &[
+            "--props",
+            props,
+            "--ca",
+            ca,
+            "--server-name",
+            "localhost",
+            "--line",
+            "x",
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("timed out after 3000 ms: "), "{err}");
+    assert!(!err.contains("DTLS/SCTP"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "TLS/TCP 127.0.0.1:{port}: TCP connected to 127.0.0.1:{port} in "
+        )) && err.contains(", then the TLS handshake did not finish within "),
+        "{err}"
+    );
 }
