@@ -22,6 +22,7 @@ use rustls_pki_types::CertificateDer;
 use taps_core::{AttemptCause, LayerError, VerifyFailure};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::verify::ServerVerifier;
 use super::SecurityInfo;
 
 /// The UDP socket a context initiates QUIC from: created on the first QUIC attempt
@@ -172,7 +173,8 @@ impl QuicStream {
 }
 
 /// Connects to `remote` with `config` from `endpoint` (bound to `local`), verifying
-/// `server_name`, and opens the stream. The handshake is the finish line: done when the
+/// `server_name` (with `verifier`, which knows the typed reason of its rejections), and
+/// opens the stream. The handshake is the finish line: done when the
 /// peer's certificate verified.
 ///
 /// With `probe` (sent to `remote` before, [`PortProbe::ask`]), an ICMP port unreachable
@@ -181,7 +183,7 @@ pub(crate) async fn connect(
     (endpoint, local): (&Endpoint, SocketAddr),
     config: quinn::ClientConfig,
     remote: SocketAddr,
-    server_name: &str,
+    (server_name, verifier): (&str, Option<&ServerVerifier>),
     probe: Option<PortProbe>,
 ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
     let connecting = endpoint
@@ -190,7 +192,7 @@ pub(crate) async fn connect(
     let handshake = async {
         connecting
             .await
-            .map_err(|e| connection_failure(e, server_name))
+            .map_err(|e| connection_failure(e, server_name, verifier))
     };
     let conn = match &probe {
         // Dropping the handshake's future closes the quinn connection.
@@ -205,7 +207,7 @@ pub(crate) async fn connect(
     let (send, recv) = conn
         .open_bi()
         .await
-        .map_err(|e| connection_failure(e, server_name))?;
+        .map_err(|e| connection_failure(e, server_name, verifier))?;
     let info = security_info(&conn);
     let shared = Arc::new(SharedQuic {
         conn,
@@ -283,7 +285,7 @@ pub(crate) async fn accept(
 ) -> Result<Arc<SharedQuic>, AttemptCause> {
     let conn = incoming
         .await
-        .map_err(|e| connection_failure(e, "the client"))?;
+        .map_err(|e| connection_failure(e, "the client", None))?;
     let info = security_info(&conn);
     Ok(Arc::new(SharedQuic { conn, info, local }))
 }
@@ -321,19 +323,32 @@ fn security_info(conn: &quinn::Connection) -> SecurityInfo {
 }
 
 /// A failed QUIC handshake or connection as the typed cause, quinn's error kept inside.
-/// quinn reports a rejected certificate as a TLS alert with rustls' text; the reason is
-/// read back from it.
-fn connection_failure(e: ConnectionError, server_name: &str) -> AttemptCause {
+/// quinn reports a rejected certificate as a TLS alert with rustls' text only: the
+/// verifier that rejected it gives the typed reason back for that text (the same as
+/// TLS's); without it, the reason is read from the text.
+fn connection_failure(
+    e: ConnectionError,
+    server_name: &str,
+    verifier: Option<&ServerVerifier>,
+) -> AttemptCause {
     match e {
         ConnectionError::TimedOut => AttemptCause::TimedOut { after: None },
         ConnectionError::Reset => AttemptCause::Reset,
-        ConnectionError::TransportError(ref t) => match certificate_reason(&t.reason) {
-            Some(reason) => AttemptCause::Verification {
-                server_name: server_name.into(),
-                reason: reason.unwrap_or_else(|| VerifyFailure::Other(QuicFailure::kept(e))),
-            },
-            None => AttemptCause::Handshake(QuicFailure::kept(e)),
-        },
+        ConnectionError::TransportError(ref t) => {
+            if let Some(c) = verifier.and_then(|v| v.rejection(&t.reason)) {
+                return AttemptCause::Verification {
+                    server_name: server_name.into(),
+                    reason: super::failure::verify_failure(&c),
+                };
+            }
+            match certificate_reason(&t.reason) {
+                Some(reason) => AttemptCause::Verification {
+                    server_name: server_name.into(),
+                    reason: reason.unwrap_or_else(|| VerifyFailure::Other(QuicFailure::kept(e))),
+                },
+                None => AttemptCause::Handshake(QuicFailure::kept(e)),
+            }
+        }
         // The peer's TLS refused the handshake (RFC 9001 4.8: the alert in the code).
         ConnectionError::ConnectionClosed(ref c) if crypto_alert(c.error_code).is_some() => {
             AttemptCause::Handshake(QuicFailure::kept(e))
@@ -369,7 +384,7 @@ impl fmt::Display for QuicFailure {
                     t.reason.strip_prefix(CERTIFICATE_PREFIX),
                     crypto_alert(t.code),
                 ) {
-                    (Some(rest), _) => f.write_str(rest),
+                    (Some(rest), _) => f.write_str(&super::failure::debug_free(rest)),
                     (None, Some(alert)) => {
                         f.write_str(&with_reason(super::failure::alert_words(alert), &t.reason))
                     }
