@@ -235,6 +235,53 @@ fn certificate_reasons_with_fields_read_as_words() {
     expect(&err);
 }
 
+/// Issue 37, 4: when ngtcp2's HTTP/3 server closed the connection right after the
+/// handshake (the line is no HTTP/3 frame: H3_FRAME_ERROR), taps printed neither
+/// `connected: QUIC` nor the peer's close, only "after connecting: connection lost".
+/// And its refusal of an ALPN reads as TLS/TCP's refusal by OpenSSL does.
+#[test]
+fn a_quic_peers_close_and_alpn_refusal_are_told() {
+    let test = "a_quic_peers_close_and_alpn_refusal_are_told";
+    if !have("gtlsserver", test) || !have("openssl", test) {
+        return;
+    }
+    let pki = TestPki::new(&["localhost"]).unwrap();
+    let ca = pki.ca.to_str().unwrap();
+    let (_quic, port) = gtlsserver(&pki.cert, &pki.key, &[]);
+    let trust = ["--props", SECURE, "--ca", ca, "--server-name", "localhost"];
+    let (code, out, err) = connect(
+        port,
+        &[&trust[..], &["--alpn", "h3", "--line", "hi"]].concat(),
+    );
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("connected: QUIC"), "{out}{err}");
+    assert!(
+        err.contains(
+            "after connecting: the peer closed the QUIC connection with application error 0x10"
+        ) && err.contains("(H3_"),
+        "{err}"
+    );
+    // An ALPN the server does not speak: refused in the handshake (crypto error 0x178).
+    let (code, _, quic) = connect(port, &[&trust[..], &["--alpn", "foo"]].concat());
+    assert_eq!(code, Some(1), "{quic}");
+    let (_tls, port) = s_server_rev(&pki, &["-alpn", "h2"]);
+    let (code, _, tls) = connect(port, &[&trust[..], &["--alpn", "foo"]].concat());
+    assert_eq!(code, Some(1), "{tls}");
+    let cause = |err: &str, stack: &str| {
+        let at = err.find(stack).expect(stack);
+        let rest = &err[at..];
+        let words = rest[rest.find(": ").unwrap() + 2..]
+            .split("; ")
+            .next()
+            .unwrap();
+        words.trim().to_string()
+    };
+    let refused = "TLS handshake failed: no application protocol in common (ALPN, alert 120 \
+                   no_application_protocol)";
+    assert_eq!(cause(&quic, "QUIC 127.0.0.1"), refused, "{quic}");
+    assert_eq!(cause(&tls, "TLS/TCP 127.0.0.1"), refused, "{tls}");
+}
+
 /// Issue 37, 5: every secure race's error listed `DTLS/SCTP ...: skipped: not
 /// implemented` and said "all 2 attempts" while naming 3; and a server that accepts TCP
 /// but never speaks TLS ended in "timed out", without a word that TCP connected.
