@@ -3,7 +3,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use taps::{Context, Properties, SecurityParameters, TransportProperties};
+use taps::taps_core::properties::Name;
+use taps::{Context, Preference, Properties, SecurityParameters, TransportProperties};
 
 /// A command's failure: the message and the exit code (2 for bad input, 1 otherwise).
 pub(crate) struct CliError {
@@ -62,8 +63,9 @@ impl From<taps::Error> for CliError {
     }
 }
 
-/// Security options of `connect` and `listen` (used by secure stacks, which the
-/// properties select: `{"security":"require"}`; `listen --cert` requires it).
+/// Security options of `connect` and `listen`. On `connect` any of them requires security
+/// (only secure stacks are raced); on `listen`, `--cert` does. Properties that say
+/// otherwise are refused beside them, never obeyed by ignoring the options.
 #[derive(clap::Args, Clone, Default)]
 pub(crate) struct SecurityArgs {
     /// Also trust the certificate authorities in this PEM file (repeatable).
@@ -91,6 +93,26 @@ pub(crate) struct SecurityArgs {
 }
 
 impl SecurityArgs {
+    /// The options given that only a secure connection can honour, by name (for the
+    /// message refusing them beside properties that rule security out).
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let flags = [
+            ("--ca", !self.ca.is_empty()),
+            ("--server-name", self.server_name.is_some()),
+            ("--alpn", self.alpn.is_some()),
+            ("--cert", self.cert.is_some()),
+            ("--key", self.key.is_some()),
+            ("--insecure-skip-verify", self.insecure_skip_verify),
+        ];
+        for (name, set) in flags {
+            if set {
+                given.push(name);
+            }
+        }
+        given
+    }
+
     /// The security parameters these options describe.
     pub(crate) fn params(&self) -> Result<SecurityParameters, CliError> {
         let mut p = SecurityParameters::new();
@@ -160,6 +182,32 @@ impl ContextArgs {
             .sctp_udp_port(self.sctp_udp_port)
             .flow_mapping(!self.no_flow_mapping);
         Ok(b.build()?)
+    }
+
+    /// The properties of `taps connect`: `--props` over `base` (RFC 9622's defaults and the
+    /// path options), with
+    /// security required when a security option is given (`security_options`, by
+    /// name). Properties that leave security anything but required beside such an option
+    /// are refused: the option would be ignored and the bytes go out in the clear.
+    pub(crate) fn client_properties(
+        &self,
+        base: TransportProperties,
+        security_options: &[&str],
+    ) -> Result<Properties, CliError> {
+        if security_options.is_empty() {
+            return self.properties(base);
+        }
+        let props = self.properties(base.require(Name::Security))?;
+        let security = props.get(Name::Security).and_then(|e| e.as_preference());
+        if security != Some(Preference::Require) {
+            let level = security.map_or("a non-boolean value".into(), |p| p.to_string());
+            return Err(CliError::usage(format!(
+                "{} secure the connection, but --props sets security to {level}: drop those \
+                 options or let the properties require security",
+                security_options.join(", ")
+            )));
+        }
+        Ok(props)
     }
 
     /// Parses and compiles `--props` over `base`.

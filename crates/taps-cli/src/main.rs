@@ -27,6 +27,11 @@ enum Command {
     /// Rank the candidates for a remote endpoint and say why, without connecting.
     Candidates(Deferred<cmd::candidates::Args>),
     /// Race a connection (or N flows) to a remote endpoint; optionally send data.
+    ///
+    /// Any security option (--ca, --server-name, --alpn, --cert/--key,
+    /// --insecure-skip-verify) requires security: only secure stacks (TLS, QUIC, DTLS)
+    /// race, and --props that leave security anything but required are refused beside
+    /// one. Without them, {"security":"require"} in --props asks for it.
     Connect(Deferred<cmd::connect::Args>),
     /// Listen on every allowed protocol and family; echo or discard.
     Listen(Deferred<cmd::listen::Args>),

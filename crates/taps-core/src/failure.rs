@@ -35,6 +35,17 @@ pub enum AttemptCause {
         /// How long the attempt ran, when the race cut it off.
         after: Option<Duration>,
     },
+    /// The transport connected (TCP up; for DTLS, the server's first answer) but the
+    /// security handshake over it had not finished when the race's establishment timeout
+    /// cut the attempt off: something accepts connections there that does not finish a
+    /// TLS (DTLS) handshake, or does so too slowly. The race's error names the transport,
+    /// the security protocol and the address (it knows the candidate).
+    SecurityTimedOut {
+        /// How long after the attempt started the transport came up.
+        transport_up: Duration,
+        /// How long the attempt ran when the race cut it off.
+        after: Duration,
+    },
     /// Started before the winner and still silent when the winner connected, for this
     /// long: the path is dead or slower than the winner's by more than its head start.
     /// Recorded in the CIB, never returned by a race.
@@ -95,7 +106,9 @@ impl AttemptCause {
     pub fn is_timeout(&self) -> bool {
         matches!(
             self,
-            AttemptCause::TimedOut { .. } | AttemptCause::Overtaken { .. }
+            AttemptCause::TimedOut { .. }
+                | AttemptCause::SecurityTimedOut { .. }
+                | AttemptCause::Overtaken { .. }
         )
     }
 }
@@ -108,6 +121,16 @@ impl fmt::Display for AttemptCause {
             AttemptCause::Unreachable => f.write_str("network or host unreachable"),
             AttemptCause::TimedOut { after: Some(d) } => write!(f, "timed out after {}", Ms(*d)),
             AttemptCause::TimedOut { after: None } => f.write_str("timed out"),
+            AttemptCause::SecurityTimedOut {
+                transport_up,
+                after,
+            } => write!(
+                f,
+                "the transport connected in {}, then the security handshake did not finish \
+                 within {}",
+                Ms(*transport_up),
+                Ms(after.saturating_sub(*transport_up))
+            ),
             AttemptCause::Overtaken { silent } => {
                 write!(f, "no answer in {} (overtaken)", Ms(*silent))
             }
@@ -226,6 +249,22 @@ pub enum Unavailable {
     /// The executing side has no implementation of the stack (what a tool or test says
     /// of a build it models).
     NotBuilt,
+}
+
+impl Unavailable {
+    /// Whether no host could ever run the stack with this build (a combination that does
+    /// not exist, or one the build does not implement), as opposed to what this host
+    /// lacks (libusrsctp): such a candidate was never a possible attempt, and a failed
+    /// race's message leaves it out when anything else was tried.
+    pub fn is_build_limit(self) -> bool {
+        match self {
+            Unavailable::QuicIsTls
+            | Unavailable::TlsNeedsStream
+            | Unavailable::DtlsOverSctp
+            | Unavailable::NotBuilt => true,
+            Unavailable::SctpLibraryMissing => false,
+        }
+    }
 }
 
 impl fmt::Display for Unavailable {

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod ngtcp2;
 pub mod openssl;
 mod pki;
 mod skip;

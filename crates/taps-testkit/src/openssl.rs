@@ -4,6 +4,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use std::path::{Path, PathBuf};
+
 use crate::{free_port, TestPki};
 
 /// A child process killed (and reaped) when dropped.
@@ -24,6 +26,11 @@ impl Drop for Killed {
 /// gone a moment later. A server that exits before it listens starts again on another
 /// port (five tries).
 pub fn s_server_rev(pki: &TestPki, extra: &[&str]) -> (Killed, u16) {
+    s_server_rev_with(&pki.cert, &pki.key, extra)
+}
+
+/// [`s_server_rev`] presenting the certificate `cert` (PEM) with its key `key`.
+pub fn s_server_rev_with(cert: &Path, key: &Path, extra: &[&str]) -> (Killed, u16) {
     for _ in 0..5 {
         let port = free_port();
         let mut server = Killed(
@@ -33,9 +40,9 @@ pub fn s_server_rev(pki: &TestPki, extra: &[&str]) -> (Killed, u16) {
                 .arg("-accept")
                 .arg(format!("127.0.0.1:{port}"))
                 .arg("-cert")
-                .arg(&pki.cert)
+                .arg(cert)
                 .arg("-key")
-                .arg(&pki.key)
+                .arg(key)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -66,4 +73,44 @@ pub fn s_server_rev(pki: &TestPki, extra: &[&str]) -> (Killed, u16) {
         }
     }
     panic!("openssl s_server did not listen on any of five free ports");
+}
+
+/// A self-signed certificate for `name` made the way OpenSSL's manual makes one: `openssl
+/// req -x509 -newkey <key> -subj /CN=<name> -addext subjectAltName=DNS:<name>` with the
+/// `extra` arguments (e.g. `-addext basicConstraints=critical,CA:FALSE`), written as
+/// `<stem>.pem` and `<stem>.key` into `dir`. `key` is `ec` (P-256) or `rsa` (2048 bits).
+/// OpenSSL marks such a certificate `CA:TRUE` unless told otherwise.
+pub fn self_signed(
+    dir: &Path,
+    stem: &str,
+    key: &str,
+    name: &str,
+    extra: &[&str],
+) -> std::io::Result<(PathBuf, PathBuf)> {
+    let (cert_file, key_file) = (
+        dir.join(format!("{stem}.pem")),
+        dir.join(format!("{stem}.key")),
+    );
+    let newkey: &[&str] = match key {
+        "rsa" => &["-newkey", "rsa:2048"],
+        _ => &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
+    };
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-nodes", "-days", "30"])
+        .args(newkey)
+        .arg("-keyout")
+        .arg(&key_file)
+        .arg("-out")
+        .arg(&cert_file)
+        .args(["-subj", &format!("/CN={name}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
+        .args(extra)
+        .output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "openssl req failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok((cert_file, key_file))
 }

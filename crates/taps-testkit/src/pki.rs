@@ -99,6 +99,43 @@ impl TestPki {
         Ok((cert_file, key_file))
     }
 
+    /// A certificate for `names` that is marked as a CA (`CA:TRUE`, as `openssl req
+    /// -x509` makes self-signed ones), written as `<stem>.pem` and `<stem>.key`:
+    /// self-signed when `self_signed`, else signed by this PKI's CA (an intermediate CA
+    /// presented as a server's own certificate).
+    pub fn ca_marked(
+        &self,
+        stem: &str,
+        names: &[&str],
+        validity: Validity,
+        self_signed: bool,
+    ) -> io::Result<(PathBuf, PathBuf)> {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names.clone()).map_err(err)?;
+        params.distinguished_name.push(
+            DnType::CommonName,
+            names.first().cloned().unwrap_or_default(),
+        );
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let now = time::OffsetDateTime::now_utc();
+        let day = time::Duration::days(1);
+        (params.not_before, params.not_after) = match validity {
+            Validity::Current => (now - day, now + day * 365),
+            Validity::Expired => (now - day * 2, now - day),
+        };
+        let key = KeyPair::generate().map_err(err)?;
+        let cert = if self_signed {
+            params.self_signed(&key).map_err(err)?
+        } else {
+            params.signed_by(&key, &self.issuer).map_err(err)?
+        };
+        let cert_file = self.dir.join(format!("{stem}.pem"));
+        let key_file = self.dir.join(format!("{stem}.key"));
+        std::fs::write(&cert_file, cert.pem())?;
+        std::fs::write(&key_file, key.serialize_pem())?;
+        Ok((cert_file, key_file))
+    }
+
     /// The directory the files are in.
     pub fn dir(&self) -> &Path {
         &self.dir

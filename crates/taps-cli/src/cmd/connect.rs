@@ -98,9 +98,11 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         return Err(CliError::usage("--flows must be at least 1"));
     }
     let ctx = args.ctx.context()?;
-    let props = args
-        .ctx
-        .properties(args.path_args.apply(TransportProperties::new())?)?;
+    // A security option (--ca, --alpn, ...) requires security: only secure stacks race.
+    let props = args.ctx.client_properties(
+        args.path_args.apply(TransportProperties::new())?,
+        &args.security.given(),
+    )?;
     let pre = Preconnection::new(&ctx, props)
         .remote(RemoteEndpoint::new(&args.host, args.port))
         .security(args.security.params()?)
@@ -650,29 +652,28 @@ fn print_flow(
             }
         }
     }
-    match (&r.winner, &r.error) {
-        (
-            Some(Winner::Text {
-                stack,
-                local,
-                remote,
-                ..
-            }),
-            None,
-        ) => write_connected(
+    // Connected whenever the race was won (the handshake completed), even when the
+    // peer ended the connection right after.
+    if let Some(Winner::Text {
+        stack,
+        local,
+        remote,
+        ..
+    }) = &r.winner
+    {
+        write_connected(
             out,
             flow,
             stack,
             local,
             remote,
             r.total.unwrap_or(r.elapsed),
-        )?,
-        // A single flow's error is reported once, on stderr, by the caller.
-        (_, Some(e)) if many => {
-            put_prefix(out, flow)?;
-            writeln!(out, "failed: {e}")?;
-        }
-        _ => {}
+        )?;
+    }
+    // A single flow's error is reported once, on stderr, by the caller.
+    if let (Some(e), true) = (&r.error, many) {
+        put_prefix(out, flow)?;
+        writeln!(out, "failed: {e}")?;
     }
     if let Some(Winner::Text {
         security: Some(s), ..

@@ -131,6 +131,7 @@ impl Race {
                 ended_at: Some(now),
                 candidate: c,
                 outcome: AttemptOutcome::Skipped(why),
+                transport_up: None,
             });
         }
         let added = candidates.len();

@@ -302,11 +302,11 @@ impl Race {
         if self.finished || !self.is_alive(id) {
             return;
         }
-        let took = self
-            .report
-            .attempt(id)
-            .map(|a| now.saturating_duration_since(a.started_at))
-            .unwrap_or_default();
+        let mut took = Duration::ZERO;
+        if let Some(a) = self.report.attempt_mut(id) {
+            took = now.saturating_duration_since(a.started_at);
+            a.transport_up = Some(took);
+        }
         let floor = MIN_ATTEMPT_DELAY.min(self.config.attempt_delay);
         let allowance =
             (took.saturating_mul(2) + MIN_ATTEMPT_DELAY).clamp(floor, self.config.attempt_delay);
@@ -576,6 +576,7 @@ impl Race {
             ended_at: None,
             candidate,
             outcome: AttemptOutcome::Pending,
+            transport_up: None,
         });
         self.alive += 1;
         self.outbox.push(Pending::Start(id));
@@ -593,12 +594,20 @@ impl Race {
 
     fn time_out(&mut self, now: Instant) {
         for id in self.pending() {
-            let ran = self
+            let (ran, transport_up) = self
                 .report
                 .attempt(id)
-                .map(|a| now.saturating_duration_since(a.started_at))
+                .map(|a| (now.saturating_duration_since(a.started_at), a.transport_up))
                 .unwrap_or_default();
-            let cause = AttemptCause::TimedOut { after: Some(ran) };
+            let cause = match transport_up {
+                // What the attempt passed: its transport came up, its handshake did not
+                // finish.
+                Some(transport_up) => AttemptCause::SecurityTimedOut {
+                    transport_up,
+                    after: ran,
+                },
+                None => AttemptCause::TimedOut { after: Some(ran) },
+            };
             self.end(id, AttemptOutcome::Failed(cause), now);
             self.log(now, RaceEvent::TimedOut(id));
             self.outbox.push(Pending::Cancel(id));

@@ -10,6 +10,7 @@ use crate::failure::{AttemptCause, DnsFailure, Ms, Unavailable};
 use crate::net::Family;
 use crate::policy::AttemptRecord;
 use crate::service::ServiceInfo;
+use crate::stack::Security;
 
 /// How one attempt (or skipped candidate) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +58,10 @@ pub struct AttemptReport {
     pub ended_at: Option<Instant>,
     /// How it ended.
     pub outcome: AttemptOutcome,
+    /// How long after its start its transport came up, for a secure stack whose
+    /// handshake runs after it (TCP connected under TLS; DTLS: the server's first
+    /// answer); `None` before (and for other stacks).
+    pub transport_up: Option<Duration>,
 }
 
 impl AttemptReport {
@@ -604,11 +609,19 @@ fn write_failure(
         }
         FailureKind::TimedOut { after } => write!(f, "timed out after {}", Ms(after))?,
     }
+    // Candidates no host could run with this build are no attempts: listed only when
+    // nothing was tried (they are then the whole story).
+    let tried = kind != FailureKind::NoCandidates;
     let mut sep = ": ";
     for a in &report.attempts {
         match &a.outcome {
-            AttemptOutcome::Failed(cause) => write!(f, "{sep}{}: {cause}", a.candidate)?,
-            AttemptOutcome::Skipped(why) => write!(f, "{sep}{}: skipped: {why}", a.candidate)?,
+            AttemptOutcome::Failed(cause) => {
+                write!(f, "{sep}{}: ", a.candidate)?;
+                write_cause(f, &a.candidate, cause)?;
+            }
+            AttemptOutcome::Skipped(why) if !(tried && why.is_build_limit()) => {
+                write!(f, "{sep}{}: skipped: {why}", a.candidate)?;
+            }
             _ => continue,
         }
         sep = "; ";
@@ -627,6 +640,32 @@ fn write_failure(
         }
     }
     Ok(())
+}
+
+/// An attempt's cause in words; a security handshake cut off after its transport came
+/// up names both layers and the address, which the cause alone does not know.
+fn write_cause(f: &mut fmt::Formatter<'_>, c: &Candidate, cause: &AttemptCause) -> fmt::Result {
+    let AttemptCause::SecurityTimedOut {
+        transport_up,
+        after,
+    } = cause
+    else {
+        return write!(f, "{cause}");
+    };
+    let (up, silent) = (Ms(*transport_up), Ms(after.saturating_sub(*transport_up)));
+    match c.stack.security {
+        Security::Tls => write!(
+            f,
+            "{} connected to {} in {up}, then the TLS handshake did not finish within {silent}",
+            c.stack.protocol, c.remote
+        ),
+        Security::Dtls => write!(
+            f,
+            "{} at {} answered in {up}, then the DTLS handshake did not finish within {silent}",
+            c.stack.protocol, c.remote
+        ),
+        _ => write!(f, "{cause}"),
+    }
 }
 
 /// A failed or timed-out attempt in words, with its cause.

@@ -1391,6 +1391,65 @@ fn unavailable_candidates_are_skipped_and_reported() {
     );
 }
 
+/// The failure of `race`, once it failed.
+fn failure(race: &mut Race) -> RaceError {
+    std::iter::from_fn(|| race.poll_action())
+        .find_map(|a| match a {
+            Action::Failed(e) => Some(e),
+            _ => None,
+        })
+        .expect("the race failed")
+}
+
+/// A secure race ranks DTLS/SCTP, which this build cannot run, beside TLS/TCP: its error
+/// counts the attempts it lists and leaves the never-possible candidate out (the report
+/// keeps it as skipped); a TLS handshake cut off by the timeout after TCP connected says
+/// so, naming both layers and the address.
+#[test]
+fn failed_races_count_what_they_list_and_name_a_silent_handshake() {
+    let secure = |stack: Stack, unavailable: Option<Unavailable>| Candidate {
+        stack,
+        unavailable,
+        ..cand("192.0.2.1")
+    };
+    let dtls = secure(
+        Stack::new(Protocol::Sctp, crate::Security::Dtls),
+        Some(Unavailable::DtlsOverSctp),
+    );
+    let tls = secure(Stack::new(Protocol::Tcp, crate::Security::Tls), None);
+    let base = Instant::now();
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V4, vec![dtls.clone(), tls.clone()], base);
+    race.on_dns_complete(base);
+    race.on_attempt_failed(AttemptId(2), AttemptCause::Refused, base + ms(1));
+    let err = failure(&mut race);
+    assert_eq!(
+        err.to_string(),
+        "the only attempt failed: TLS/TCP 192.0.2.1:80: connection refused"
+    );
+    assert!(matches!(
+        err.report().attempts[0].outcome,
+        AttemptOutcome::Skipped(Unavailable::DtlsOverSctp)
+    ));
+    // TCP up after 3 ms, then nothing until the timeout.
+    let mut race = Race::new(RaceConfig::default(), base);
+    race.on_candidates(Family::V4, vec![dtls, tls], base);
+    race.on_dns_complete(base);
+    race.on_attempt_transport_up(AttemptId(2), base + ms(3));
+    race.handle_timeout(base + RaceConfig::default().timeout);
+    let err = failure(&mut race);
+    let timeout = RaceConfig::default().timeout.as_millis();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "timed out after {timeout} ms: TLS/TCP 192.0.2.1:80: TCP connected to \
+             192.0.2.1:80 in 3 ms, then the TLS handshake did not finish within {} ms",
+            timeout - 3
+        )
+    );
+    assert!(err.attempts().last().unwrap().cause.is_timeout());
+}
+
 #[test]
 fn later_reports_from_losers_are_ignored() {
     let base = Instant::now();

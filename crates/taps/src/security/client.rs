@@ -14,6 +14,7 @@ use tokio_rustls::TlsConnector;
 
 use super::dtls::{DtlsClient, DtlsFlow};
 use super::quic::{self, QuicClientSocket, QuicStream};
+use super::verify::ServerVerifier;
 use super::{files, handshake_failure, provider, SecurityInfo, SecurityParameters};
 use crate::error::{ConfigError, FileProblem, NotSupported, SetupError};
 
@@ -26,6 +27,8 @@ pub(crate) const DEFAULT_QUIC_ALPN: &[u8] = b"taps";
 #[derive(Debug)]
 pub(crate) struct ClientSecurity {
     config: Arc<ClientConfig>,
+    /// The certificate verifier of every secure stack; `None` when verification is off.
+    verifier: Option<Arc<ServerVerifier>>,
     /// QUIC's configuration (the same trust, TLS 1.3) and the context's socket, when the
     /// plan can run QUIC.
     quic: Option<(quinn::ClientConfig, Arc<QuicClientSocket>)>,
@@ -56,17 +59,18 @@ impl ClientSecurity {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| SetupError::Config(ConfigError::Tls(e)))?;
-        let roots = if params.verify {
-            Some(roots(params)?)
+        let verifier = if params.verify {
+            Some(verifier(params)?)
         } else {
             None
         };
-        let builder = if let Some(roots) = &roots {
-            builder.with_root_certificates(roots.clone())
-        } else {
-            builder
+        let builder = match &verifier {
+            Some(v) => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+                .with_custom_certificate_verifier(v.clone()),
+            None => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider()))),
         };
         let identity = match &params.identity {
             Some((cert, key)) => Some((files::certificates(cert)?, files::private_key(key)?)),
@@ -74,7 +78,7 @@ impl ClientSecurity {
         };
         let name: Arc<str> = name.into();
         let dtls = DtlsClient::new(
-            roots,
+            verifier.clone(),
             identity.as_ref().map(|(c, k)| (&c[..], k)),
             server_name.clone(),
             name.clone(),
@@ -116,6 +120,7 @@ impl ClientSecurity {
         };
         Ok(ClientSecurity {
             config: Arc::new(config),
+            verifier,
             quic,
             dtls,
             server_name,
@@ -167,7 +172,7 @@ impl ClientSecurity {
             (&endpoint, local),
             config.clone(),
             remote,
-            &self.name,
+            (&self.name, self.verifier.as_deref()),
             probe,
         )
         .await
@@ -187,25 +192,37 @@ impl ClientSecurity {
     }
 }
 
+/// The verifier of `params`: webpki's on the trust anchors (the system's store and the
+/// Mozilla roots unless turned off, plus the CA files), pinning the CA files'
+/// certificates.
+fn verifier(params: &SecurityParameters) -> Result<Arc<ServerVerifier>, SetupError> {
+    let (roots, pinned) = roots(params)?;
+    Ok(Arc::new(ServerVerifier::new(roots, provider(), pinned)))
+}
+
 /// The trust anchors: the system's store and the Mozilla roots (unless turned off), plus
-/// the CA files of `params`.
-fn roots(params: &SecurityParameters) -> Result<Arc<RootCertStore>, SetupError> {
+/// the CA files of `params`; and the CA files' certificates as given.
+fn roots(
+    params: &SecurityParameters,
+) -> Result<(Arc<RootCertStore>, Vec<CertificateDer<'static>>), SetupError> {
     if params.ca_files.is_empty() && params.system_roots {
-        return Ok(system_roots());
+        return Ok((system_roots(), Vec::new()));
     }
     let mut store = if params.system_roots {
         (*system_roots()).clone()
     } else {
         RootCertStore::empty()
     };
+    let mut given = Vec::new();
     for file in &params.ca_files {
         for cert in files::certificates(file)? {
             store
-                .add(cert)
+                .add(cert.clone())
                 .map_err(|e| SetupError::security_file(file, FileProblem::UnusableCa(e)))?;
+            given.push(cert);
         }
     }
-    Ok(Arc::new(store))
+    Ok((Arc::new(store), given))
 }
 
 /// The system's trust store (read once per process) plus the Mozilla roots.

@@ -14,9 +14,9 @@
 //!   several async layers.
 //! - **No PKI of its own**: dimpl only checks that the peer signed the handshake with
 //!   the key of the certificate it sent, and hands that certificate over. taps verifies
-//!   it with rustls' webpki verifier against the same trust as TLS (the root store
-//!   [`ClientSecurity`](super::ClientSecurity) builds, the name the application asked
-//!   for), before the handshake counts as done; a rejection is the same typed
+//!   it with the verifier TLS and QUIC use (rustls' webpki verifier on the trust
+//!   [`ClientSecurity`](super::ClientSecurity) builds, configured certificates pinned,
+//!   the name the application asked for), before the handshake counts as done; a rejection is the same typed
 //!   [`AttemptCause::Verification`] as TLS's.
 //!
 //! Limits of this build, all from dimpl: ECDSA certificates only (P-256, P-384; an RSA
@@ -40,15 +40,14 @@ use std::time::{Duration, Instant};
 
 use dimpl::{Config, Dtls, DtlsCertificate, ProtocolVersion};
 use rustls::client::danger::ServerCertVerifier;
-use rustls::client::WebPkiServerVerifier;
-use rustls::RootCertStore;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use taps_core::{AttemptCause, LayerError};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use super::failure::{tls_words, verify_failure};
-use super::{provider, SecurityInfo};
+use super::verify::ServerVerifier;
+use super::SecurityInfo;
 use crate::error::{DtlsIdentityProblem, NotSupported};
 use flow::{Failure, Path, Session};
 use routes::{Delivery, Route, SessionHandle};
@@ -127,8 +126,8 @@ fn throwaway() -> Result<DtlsCertificate, AttemptCause> {
 /// What a DTLS attempt needs; part of a preconnection's `ClientSecurity`.
 #[derive(Debug)]
 pub(crate) struct DtlsClient {
-    /// The trust anchors; `None` when verification is turned off.
-    roots: Option<Arc<RootCertStore>>,
+    /// The certificate verifier (TLS's and QUIC's); `None` when verification is off.
+    verifier: Option<Arc<ServerVerifier>>,
     /// The client's identity, or why it cannot be used for DTLS.
     identity: Result<Option<DtlsCertificate>, DtlsIdentityProblem>,
     server_name: ServerName<'static>,
@@ -137,7 +136,7 @@ pub(crate) struct DtlsClient {
 
 impl DtlsClient {
     pub(crate) fn new(
-        roots: Option<Arc<RootCertStore>>,
+        verifier: Option<Arc<ServerVerifier>>,
         identity: Option<(&[CertificateDer<'_>], &PrivateKeyDer<'_>)>,
         server_name: ServerName<'static>,
         name: Arc<str>,
@@ -147,7 +146,7 @@ impl DtlsClient {
             None => Ok(None),
         };
         DtlsClient {
-            roots,
+            verifier,
             identity,
             server_name,
             name,
@@ -171,14 +170,6 @@ impl DtlsClient {
                 )))
             }
         };
-        let verifier = match &self.roots {
-            Some(roots) => Some(
-                WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
-                    .build()
-                    .map_err(|e| self.rejected(rustls::Error::General(e.to_string())))?,
-            ),
-            None => None,
-        };
         let mut dtls = Dtls::new_auto(client_config(), cert, Instant::now());
         dtls.set_active(true);
         let mut s = Session::new(dtls, Path::Own(socket));
@@ -190,7 +181,7 @@ impl DtlsClient {
                 reported = true;
             }
             if let Some(der) = s.peer_cert.take() {
-                if let Some(v) = &verifier {
+                if let Some(v) = &self.verifier {
                     self.verify(v, &der)?;
                 }
                 leaf = Some(CertificateDer::from(der));
@@ -214,7 +205,7 @@ impl DtlsClient {
     }
 
     /// Checks the server's leaf certificate against the trust anchors and the name.
-    fn verify(&self, verifier: &WebPkiServerVerifier, der: &[u8]) -> Result<(), AttemptCause> {
+    fn verify(&self, verifier: &ServerVerifier, der: &[u8]) -> Result<(), AttemptCause> {
         verifier
             .verify_server_cert(
                 &CertificateDer::from(der),

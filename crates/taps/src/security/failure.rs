@@ -8,6 +8,8 @@ use std::fmt;
 use std::io;
 use taps_core::{AttemptCause, LayerError, VerifyFailure};
 
+use super::algorithm::algorithm_words;
+
 /// The cause of a failed handshake with `server_name`: a rejected certificate says
 /// which name and why; anything else is a handshake failure holding rustls' error,
 /// unless the transport itself failed (reset, timeout), which keeps its own cause.
@@ -125,6 +127,30 @@ pub(crate) fn alert_words(alert: u8) -> String {
     }
 }
 
+/// rustls' text of a rejected certificate (what quinn keeps of it) without the debug
+/// output rustls writes for some reasons (`UnsupportedSignatureAlgorithmContext {
+/// signature_algorithm_id: [6, 8, ...], .. }`, `Other(OtherError(CaUsedAsEndEntity))`):
+/// text written as words is kept, a variant's debug output becomes its name in words.
+pub(super) fn debug_free(text: &str) -> String {
+    // Debug output begins with a variant's name: `Name`, `Name { .. }`, `Name(..)`.
+    let end = text.find([' ', '{', '(']).unwrap_or(text.len());
+    let (name, rest) = text.split_at(end);
+    let debug = name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name.chars().all(|c| c.is_ascii_alphanumeric())
+        && (rest.is_empty() || rest.starts_with(" {") || rest.starts_with('('));
+    if !debug {
+        return text.to_string();
+    }
+    // `Other(OtherError(Name))`: the innermost name is the reason.
+    let inner = text
+        .trim_end_matches(')')
+        .rsplit('(')
+        .next()
+        .filter(|_| text.starts_with("Other("))
+        .unwrap_or(text);
+    words(inner)
+}
+
 /// A variant's name (`NoCipherSuitesInCommon`, `HandshakeFailure`) in lower-case words
 /// (`no cipher suites in common`, `handshake failure`); a variant that carries data
 /// keeps only its name.
@@ -163,39 +189,68 @@ pub(super) fn verify_failure(c: &CertificateError) -> VerifyFailure {
     }
 }
 
-/// A rejected certificate's reason in words, from the variant (never its debug output), for
-/// the reasons [`verify_failure`] has no variant of its own for (those it has, it names
-/// itself). The deprecated unit variants are matched too: verifiers built against older
-/// rustls still produce them.
+/// A rejected certificate's reason in words, from the variant and its fields (never its
+/// debug output; algorithm identifiers as names and OIDs), for the reasons
+/// [`verify_failure`] has no variant of its own for (the others are worded here too, for
+/// a verifier that reports them otherwise). The deprecated unit variants are matched
+/// too: verifiers built against older rustls still produce them.
 #[allow(deprecated)]
 fn certificate_words(c: &CertificateError) -> String {
+    use CertificateError as C;
     let words = match c {
-        CertificateError::UnsupportedSignatureAlgorithm
-        | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
-        | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+        C::UnsupportedSignatureAlgorithmForPublicKeyContext {
+            signature_algorithm_id,
+            public_key_algorithm_id,
+        } => return signature_mismatch(signature_algorithm_id, public_key_algorithm_id),
+        C::UnsupportedSignatureAlgorithmContext {
+            signature_algorithm_id,
+            ..
+        } => {
+            return format!(
+                "it is signed with {}, an algorithm this build does not accept",
+                algorithm_words(signature_algorithm_id)
+            )
+        }
+        C::UnsupportedSignatureAlgorithm => {
             "it is signed with an algorithm this build does not accept"
         }
-        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+        C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
             "it is not valid for TLS server authentication (extended key usage)"
         }
-        CertificateError::BadEncoding => "it is malformed",
-        CertificateError::UnhandledCriticalExtension => {
-            "it has a critical extension this build does not handle"
-        }
-        CertificateError::UnknownRevocationStatus => "its revocation status is unknown",
-        CertificateError::ExpiredRevocationList
-        | CertificateError::ExpiredRevocationListContext { .. } => {
+        C::BadEncoding => "it is malformed",
+        C::UnhandledCriticalExtension => "it has a critical extension this build does not handle",
+        C::UnknownRevocationStatus => "its revocation status is unknown",
+        C::ExpiredRevocationList | C::ExpiredRevocationListContext { .. } => {
             "the revocation list has expired"
         }
-        CertificateError::Other(o) => {
+        C::InvalidOcspResponse => "the server's OCSP response (its revocation status) is invalid",
+        C::ApplicationVerificationFailure => "the application refused it",
+        C::Expired | C::ExpiredContext { .. } => "it has expired",
+        C::NotValidYet | C::NotValidYetContext { .. } => "it is not valid yet",
+        C::NotValidForName | C::NotValidForNameContext { .. } => "it is not for the name asked for",
+        C::UnknownIssuer => "no trusted certificate authority issued it",
+        C::Revoked => "it has been revoked",
+        C::BadSignature => "a signature in its chain does not verify",
+        C::Other(o) => {
             return match o.0.downcast_ref::<webpki::Error>() {
                 Some(w) => webpki_words(w),
                 None => o.to_string(),
             }
         }
+        // A reason of a later rustls: its variant's name in words.
         c => return words(&format!("{c:?}")),
     };
     words.to_string()
+}
+
+/// A signature whose algorithm does not fit the key it was checked with, in words.
+fn signature_mismatch(signature: &[u8], key: &[u8]) -> String {
+    format!(
+        "the certificate's signature algorithm, {}, does not fit its issuer's key, {} (is \
+         another certificate with its issuer's name, with another kind of key, trusted?)",
+        algorithm_words(signature),
+        algorithm_words(key)
+    )
 }
 
 /// A webpki verdict in words, from its variant (deprecated variants included, as for
@@ -209,10 +264,16 @@ fn webpki_words(e: &webpki::Error) -> String {
         W::RequiredEkuNotFound | W::RequiredEkuNotFoundContext(_) => {
             "it is not valid for TLS server authentication (extended key usage)"
         }
-        W::UnsupportedSignatureAlgorithm
-        | W::UnsupportedSignatureAlgorithmContext(_)
-        | W::UnsupportedSignatureAlgorithmForPublicKey
-        | W::UnsupportedSignatureAlgorithmForPublicKeyContext(_) => {
+        W::UnsupportedSignatureAlgorithmForPublicKeyContext(cx) => {
+            return signature_mismatch(&cx.signature_algorithm_id, &cx.public_key_algorithm_id)
+        }
+        W::UnsupportedSignatureAlgorithmContext(cx) => {
+            return format!(
+                "it is signed with {}, an algorithm this build does not accept",
+                algorithm_words(&cx.signature_algorithm_id)
+            )
+        }
+        W::UnsupportedSignatureAlgorithm | W::UnsupportedSignatureAlgorithmForPublicKey => {
             "it is signed with an algorithm this build does not accept"
         }
         W::PathLenConstraintViolated => "the chain is longer than a CA allows",
@@ -268,6 +329,56 @@ mod tests {
             webpki::Error::CaUsedAsEndEntity,
         )));
         assert!(verify_failure(&e).to_string().contains("CA certificate"));
+    }
+
+    /// Every reason that carries fields reads as words: an algorithm by its name and
+    /// OID, never rustls' debug output (`[6, 8, 42, ...]`).
+    #[test]
+    fn certificate_reasons_with_fields_read_as_words() {
+        let ecdsa_sha256 = vec![6, 8, 42, 134, 72, 206, 61, 4, 3, 2];
+        let rsa = vec![6, 9, 42, 134, 72, 134, 247, 13, 1, 1, 1, 5, 0];
+        let mismatch = CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext {
+            signature_algorithm_id: ecdsa_sha256.clone(),
+            public_key_algorithm_id: rsa,
+        };
+        let why = verify_failure(&mismatch).to_string();
+        assert!(
+            why.contains("ecdsa-with-SHA256 (OID 1.2.840.10045.4.3.2)")
+                && why.contains("RSA (OID 1.2.840.113549.1.1.1)")
+                && why.contains("does not fit its issuer's key"),
+            "{why}"
+        );
+        let unsupported = CertificateError::UnsupportedSignatureAlgorithmContext {
+            signature_algorithm_id: ecdsa_sha256,
+            supported_algorithms: Vec::new(),
+        };
+        for c in [
+            mismatch,
+            unsupported,
+            CertificateError::InvalidPurposeContext {
+                required: rustls::ExtendedKeyPurpose::ServerAuth,
+                presented: vec![rustls::ExtendedKeyPurpose::ClientAuth],
+            },
+            CertificateError::InvalidOcspResponse,
+            CertificateError::ApplicationVerificationFailure,
+        ] {
+            let why = verify_failure(&c).to_string();
+            assert!(
+                !why.contains(['{', '[']) && !why.contains("Context"),
+                "{c:?}: {why}"
+            );
+        }
+        assert_eq!(
+            debug_free("Other(OtherError(CaUsedAsEndEntity))"),
+            "ca used as end entity"
+        );
+        assert_eq!(
+            debug_free("UnsupportedSignatureAlgorithmContext { signature_algorithm_id: [6] }"),
+            "unsupported signature algorithm context"
+        );
+        let worded = "certificate not valid for name \"a\"; certificate is not valid for \
+                      any names (according to its subjectAltName extension)";
+        assert_eq!(debug_free(worded), worded);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! compiler alone, in about half the time of aws-lc-rs; aws-lc-rs would be needed for
 //! the client side of Encrypted Client Hello (its HPKE), which this build does not do.
 
+mod algorithm;
 mod client;
 pub(crate) mod dtls;
 mod failure;
@@ -23,6 +24,7 @@ mod files;
 pub(crate) mod quic;
 mod server;
 pub(crate) mod shared_port;
+mod verify;
 
 pub(crate) use client::ClientSecurity;
 pub(crate) use dtls::DtlsFlow;

@@ -18,11 +18,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use quinn::{ConnectionError, Endpoint};
+use rustls::Error as TlsError;
 use rustls_pki_types::CertificateDer;
 use taps_core::{AttemptCause, LayerError, VerifyFailure};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::verify::ServerVerifier;
 use super::SecurityInfo;
+use close::{close_words, stream_error};
+
+mod close;
 
 /// The UDP socket a context initiates QUIC from: created on the first QUIC attempt
 /// (dual-stack `[::]:0` where the host allows, else `0.0.0.0:0`), then shared, like
@@ -172,7 +177,8 @@ impl QuicStream {
 }
 
 /// Connects to `remote` with `config` from `endpoint` (bound to `local`), verifying
-/// `server_name`, and opens the stream. The handshake is the finish line: done when the
+/// `server_name` (with `verifier`, which knows the typed reason of its rejections), and
+/// opens the stream. The handshake is the finish line: done when the
 /// peer's certificate verified.
 ///
 /// With `probe` (sent to `remote` before, [`PortProbe::ask`]), an ICMP port unreachable
@@ -181,7 +187,7 @@ pub(crate) async fn connect(
     (endpoint, local): (&Endpoint, SocketAddr),
     config: quinn::ClientConfig,
     remote: SocketAddr,
-    server_name: &str,
+    (server_name, verifier): (&str, Option<&ServerVerifier>),
     probe: Option<PortProbe>,
 ) -> Result<(QuicStream, SecurityInfo), AttemptCause> {
     let connecting = endpoint
@@ -190,7 +196,7 @@ pub(crate) async fn connect(
     let handshake = async {
         connecting
             .await
-            .map_err(|e| connection_failure(e, server_name))
+            .map_err(|e| connection_failure(e, server_name, verifier))
     };
     let conn = match &probe {
         // Dropping the handshake's future closes the quinn connection.
@@ -205,7 +211,7 @@ pub(crate) async fn connect(
     let (send, recv) = conn
         .open_bi()
         .await
-        .map_err(|e| connection_failure(e, server_name))?;
+        .map_err(|e| connection_failure(e, server_name, verifier))?;
     let info = security_info(&conn);
     let shared = Arc::new(SharedQuic {
         conn,
@@ -283,7 +289,7 @@ pub(crate) async fn accept(
 ) -> Result<Arc<SharedQuic>, AttemptCause> {
     let conn = incoming
         .await
-        .map_err(|e| connection_failure(e, "the client"))?;
+        .map_err(|e| connection_failure(e, "the client", None))?;
     let info = security_info(&conn);
     Ok(Arc::new(SharedQuic { conn, info, local }))
 }
@@ -321,19 +327,32 @@ fn security_info(conn: &quinn::Connection) -> SecurityInfo {
 }
 
 /// A failed QUIC handshake or connection as the typed cause, quinn's error kept inside.
-/// quinn reports a rejected certificate as a TLS alert with rustls' text; the reason is
-/// read back from it.
-fn connection_failure(e: ConnectionError, server_name: &str) -> AttemptCause {
+/// quinn reports a rejected certificate as a TLS alert with rustls' text only: the
+/// verifier that rejected it gives the typed reason back for that text (the same as
+/// TLS's); without it, the reason is read from the text.
+fn connection_failure(
+    e: ConnectionError,
+    server_name: &str,
+    verifier: Option<&ServerVerifier>,
+) -> AttemptCause {
     match e {
         ConnectionError::TimedOut => AttemptCause::TimedOut { after: None },
         ConnectionError::Reset => AttemptCause::Reset,
-        ConnectionError::TransportError(ref t) => match certificate_reason(&t.reason) {
-            Some(reason) => AttemptCause::Verification {
-                server_name: server_name.into(),
-                reason: reason.unwrap_or_else(|| VerifyFailure::Other(QuicFailure::kept(e))),
-            },
-            None => AttemptCause::Handshake(QuicFailure::kept(e)),
-        },
+        ConnectionError::TransportError(ref t) => {
+            if let Some(c) = verifier.and_then(|v| v.rejection(&t.reason)) {
+                return AttemptCause::Verification {
+                    server_name: server_name.into(),
+                    reason: super::failure::verify_failure(&c),
+                };
+            }
+            match certificate_reason(&t.reason) {
+                Some(reason) => AttemptCause::Verification {
+                    server_name: server_name.into(),
+                    reason: reason.unwrap_or_else(|| VerifyFailure::Other(QuicFailure::kept(e))),
+                },
+                None => AttemptCause::Handshake(QuicFailure::kept(e)),
+            }
+        }
         // The peer's TLS refused the handshake (RFC 9001 4.8: the alert in the code).
         ConnectionError::ConnectionClosed(ref c) if crypto_alert(c.error_code).is_some() => {
             AttemptCause::Handshake(QuicFailure::kept(e))
@@ -342,50 +361,82 @@ fn connection_failure(e: ConnectionError, server_name: &str) -> AttemptCause {
     }
 }
 
-/// A QUIC connection that failed, as quinn reported it (its source). The words come from
-/// the variant: a TLS alert by its name with the peer's reason, a rejected certificate's
-/// reason as rustls wrote it (quinn keeps only that text), else quinn's words.
+/// A QUIC connection that failed, as quinn reported it. The words come from the
+/// variant: a TLS alert by its name with the peer's reason, a rejected certificate's
+/// reason in words, a peer's close with its code and reason, else quinn's words.
+///
+/// A TLS alert inside QUIC (RFC 9001 4.8: the crypto error 0x100 + alert) is also the
+/// value TLS over TCP reports for it, and the source in its stead, so a cause reads the
+/// same, and `find::<rustls::Error>()` finds the same, whichever stack failed: the
+/// peer's alert is `rustls::Error::AlertReceived` (0x178 from the peer: `AlertReceived(
+/// NoApplicationProtocol)`, as an OpenSSL server's alert 120 over TCP), and this side's
+/// refusal of the peer's ALPN is `rustls::Error::NoApplicationProtocol` (rustls sends
+/// alert 120 for nothing else).
 #[derive(Debug)]
-struct QuicFailure(ConnectionError);
+struct QuicFailure {
+    error: ConnectionError,
+    tls: Option<TlsError>,
+}
 
 impl QuicFailure {
-    fn kept(e: ConnectionError) -> LayerError {
-        LayerError::new(QuicFailure(e))
+    fn kept(error: ConnectionError) -> LayerError {
+        let tls = match &error {
+            ConnectionError::ConnectionClosed(c) => crypto_alert(c.error_code)
+                .map(|a| TlsError::AlertReceived(rustls::AlertDescription::from(a))),
+            ConnectionError::TransportError(t)
+                if crypto_alert(t.code) == Some(NO_APPLICATION_PROTOCOL)
+                    && !t.reason.starts_with(CERTIFICATE_PREFIX) =>
+            {
+                Some(TlsError::NoApplicationProtocol)
+            }
+            _ => None,
+        };
+        LayerError::new(QuicFailure { error, tls })
     }
 }
 
 impl fmt::Display for QuicFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            ConnectionError::ConnectionClosed(c) => match crypto_alert(c.error_code) {
-                Some(alert) => f.write_str(&with_reason(
-                    super::failure::alert_words(alert),
-                    &String::from_utf8_lossy(&c.reason),
-                )),
-                None => self.0.fmt(f),
-            },
+        let peer_reason = match &self.error {
+            ConnectionError::ConnectionClosed(c) => String::from_utf8_lossy(&c.reason).into(),
+            ConnectionError::TransportError(t) => t.reason.clone(),
+            _ => String::new(),
+        };
+        if let Some(tls) = &self.tls {
+            return f.write_str(&with_reason(super::failure::tls_words(tls), &peer_reason));
+        }
+        match &self.error {
             ConnectionError::TransportError(t) => {
                 match (
                     t.reason.strip_prefix(CERTIFICATE_PREFIX),
                     crypto_alert(t.code),
                 ) {
-                    (Some(rest), _) => f.write_str(rest),
+                    (Some(rest), _) => f.write_str(&super::failure::debug_free(rest)),
                     (None, Some(alert)) => {
                         f.write_str(&with_reason(super::failure::alert_words(alert), &t.reason))
                     }
                     (None, None) => t.fmt(f),
                 }
             }
-            other => other.fmt(f),
+            other => match close_words(other, false) {
+                Some(words) => f.write_str(&words),
+                None => other.fmt(f),
+            },
         }
     }
 }
 
 impl std::error::Error for QuicFailure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
+        match &self.tls {
+            Some(tls) => Some(tls),
+            None => Some(&self.error),
+        }
     }
 }
+
+/// TLS's alert 120, no_application_protocol (RFC 7301): no ALPN in common.
+const NO_APPLICATION_PROTOCOL: u8 = 120;
 
 /// The TLS alert a QUIC crypto error code carries (RFC 9001 4.8: 0x0100 + the alert).
 fn crypto_alert(code: quinn::TransportErrorCode) -> Option<u8> {
@@ -437,7 +488,11 @@ impl AsyncRead for QuicStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().recv).poll_read(cx, buf)
+        let this = self.get_mut();
+        let h3 = this.is_h3();
+        Pin::new(&mut this.recv)
+            .poll_read(cx, buf)
+            .map_err(|e| stream_error(e, h3))
     }
 }
 
@@ -447,6 +502,11 @@ impl QuicStream {
             .as_mut()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "QUIC stream closed"))
     }
+
+    /// Whether the connection's application is HTTP/3 (for the names of its error codes).
+    fn is_h3(&self) -> bool {
+        self.shared.info.alpn.as_deref() == Some(b"h3")
+    }
 }
 
 impl AsyncWrite for QuicStream {
@@ -455,23 +515,29 @@ impl AsyncWrite for QuicStream {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut().send() {
-            Ok(s) => AsyncWrite::poll_write(Pin::new(s), cx, data),
+        let this = self.get_mut();
+        let h3 = this.is_h3();
+        match this.send() {
+            Ok(s) => AsyncWrite::poll_write(Pin::new(s), cx, data).map_err(|e| stream_error(e, h3)),
             Err(e) => Poll::Ready(Err(e)),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().send() {
-            Ok(s) => AsyncWrite::poll_flush(Pin::new(s), cx),
+        let this = self.get_mut();
+        let h3 = this.is_h3();
+        match this.send() {
+            Ok(s) => AsyncWrite::poll_flush(Pin::new(s), cx).map_err(|e| stream_error(e, h3)),
             Err(e) => Poll::Ready(Err(e)),
         }
     }
 
     /// Finishes the stream (the peer reads to the end).
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().send() {
-            Ok(s) => AsyncWrite::poll_shutdown(Pin::new(s), cx),
+        let this = self.get_mut();
+        let h3 = this.is_h3();
+        match this.send() {
+            Ok(s) => AsyncWrite::poll_shutdown(Pin::new(s), cx).map_err(|e| stream_error(e, h3)),
             Err(e) => Poll::Ready(Err(e)),
         }
     }

@@ -189,6 +189,10 @@ fn is_portable_agrees_with_serialisation() {
         AttemptCause::Reset,
         AttemptCause::Unreachable,
         AttemptCause::TimedOut { after: None },
+        AttemptCause::SecurityTimedOut {
+            transport_up: Duration::from_millis(1),
+            after: Duration::from_millis(5),
+        },
         AttemptCause::Overtaken {
             silent: Duration::from_millis(5),
         },
