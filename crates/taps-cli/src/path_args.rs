@@ -1,7 +1,7 @@
 //! Options of `taps connect` and `taps listen` that choose local addresses and multipath:
 //! each becomes a transport property set before `--props` (which can still override it).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use serde_json::json;
 use taps::TransportProperties;
@@ -29,6 +29,13 @@ pub(crate) struct PathArgs {
 }
 
 impl PathArgs {
+    /// Where a listener listens: the first `--local` address, else every address (IPv6
+    /// and IPv4), on `port`.
+    pub(crate) fn listen_addr(&self, port: u16) -> SocketAddr {
+        let ip = self.local.first().copied();
+        SocketAddr::new(ip.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)), port)
+    }
+
     /// `base` with these options' properties. A few map insertions.
     pub(crate) fn apply(&self, base: TransportProperties) -> Result<TransportProperties, CliError> {
         let mut props = serde_json::Map::new();

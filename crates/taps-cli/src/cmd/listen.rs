@@ -1,7 +1,6 @@
 //! `taps listen`: accept on every allowed protocol and family, print each connection's
 //! stack, echo or discard what arrives, count connections and bytes.
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,14 +68,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         None => TransportProperties::for_listener(),
     };
     let props = args.ctx.properties(args.paths.apply(base)?)?;
-    let local = SocketAddr::new(
-        args.paths
-            .local
-            .first()
-            .copied()
-            .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
-        args.port,
-    );
+    let local = args.paths.listen_addr(args.port);
     let pre = Preconnection::new(&ctx, props)
         .local(local)
         .security(args.security.params()?);
