@@ -118,6 +118,9 @@ fn bind(addr: SocketAddr) -> Result<Arc<Socket>> {
     }
     s.bind(&addr.into()).map_err(udp_err("bind"))?;
     crate::pktinfo::enable_pktinfo(&s, addr);
+    // ICMP errors with what they quote: a peer whose port is refused (its process is
+    // gone) loses its associations (`refusal`).
+    crate::pktinfo::enable_recverr(&s, addr.is_ipv6());
     Ok(Arc::new(s))
 }
 
@@ -131,10 +134,13 @@ fn read_loop(s: &Socket, port: u16) {
         }
         let r = match crate::pktinfo::recv_with_dst(s, &mut buf) {
             Ok(r) => r,
-            Err(e) if would_block(&e) || e.kind() == std::io::ErrorKind::Interrupted => continue,
-            // ICMP errors (ECONNREFUSED for a closed peer port and the like) are not ours
-            // to act on here: usrsctp's heartbeats and retransmissions notice dead paths.
-            Err(_) => continue,
+            // Nothing to read but woken: an ICMP error is queued (poll reports it), or
+            // the error itself (ECONNREFUSED: a peer's port refused). Either way the queue
+            // is drained, so poll does not wake again for it.
+            Err(_) => {
+                refusals(s, port);
+                continue;
+            }
         };
         let local = r.dst.unwrap_or(match r.from {
             SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -142,6 +148,26 @@ fn read_loop(s: &Socket, port: u16) {
         });
         ffi::ip_input(&buf[..r.len], r.from, SocketAddr::new(local, port));
     }
+}
+
+/// Takes the ICMP errors queued on `s`: each port unreachable ends the association with
+/// the refused peer it belongs to (its quoted verification tag decides), as the peer's
+/// ABORT would, from the local address routing picks towards it.
+fn refusals(s: &Socket, port: u16) {
+    let _ = crate::refusal::take_refusals_with(s, |to, abort| {
+        if let Some(local) = route_source(to) {
+            ffi::ip_input(abort, to, SocketAddr::new(local, port));
+        }
+    });
+}
+
+/// The source address routing picks towards `to` (one UDP socket connected, never used).
+pub(crate) fn route_source(to: SocketAddr) -> Option<IpAddr> {
+    let probe = std::net::UdpSocket::bind(SocketAddr::new(unspecified(to.is_ipv6()), 0)).ok()?;
+    probe
+        .connect(SocketAddr::new(to.ip(), to.port().max(1)))
+        .ok()?;
+    Some(probe.local_addr().ok()?.ip())
 }
 
 /// The unspecified address of `v6`'s family.

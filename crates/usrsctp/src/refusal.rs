@@ -106,6 +106,20 @@ pub(crate) fn take_refusals(
     sock: &impl AsFd,
     mut conn_for: impl FnMut(SocketAddr) -> Option<usize>,
 ) -> io::Result<usize> {
+    take_refusals_with(sock, |to, abort| {
+        if let Some(conn) = conn_for(to) {
+            crate::sys::conninput(conn, abort);
+        }
+    })
+}
+
+/// Like [`take_refusals`], for a socket whose packets usrsctp sends itself (IP mode):
+/// each refusal's ABORT goes to `deliver` with the refused destination, which hands it
+/// to usrsctp as coming from there. Returns the refusals seen.
+pub(crate) fn take_refusals_with(
+    sock: &impl AsFd,
+    mut deliver: impl FnMut(SocketAddr, &[u8]),
+) -> io::Result<usize> {
     let mut seen = 0;
     // Only the common header of the quoted packet is needed.
     let mut quoted = [0u8; COMMON_HEADER];
@@ -114,9 +128,8 @@ pub(crate) fn take_refusals(
             continue;
         };
         seen += 1;
-        let Some(conn) = conn_for(to) else { continue };
         if let Some(abort) = abort_for(&quoted[..e.len]) {
-            crate::sys::conninput(conn, &abort);
+            deliver(to, &abort);
         }
     }
     Ok(seen)

@@ -90,6 +90,22 @@ fn child() {
             say("accepted", "");
             std::future::pending::<()>().await
         }),
+        // The same in IP mode (the multihomed kind: real addresses, its own tunnelling
+        // port), on 127.0.0.1 only.
+        "server-hold-ip" => multi().block_on(async {
+            let l = SctpStack::global()
+                .listen_multihomed(
+                    &["127.0.0.1".parse().unwrap()],
+                    0,
+                    CHILD_SCTP_PORT,
+                    &SctpOptions::default(),
+                )
+                .unwrap();
+            say("listening", &l.local_addr().to_string());
+            let (_a, _) = l.accept().await.unwrap();
+            say("accepted", "");
+            std::future::pending::<()>().await
+        }),
         // Connects, then calls exit(0) from a runtime worker with the association open.
         "client-exit" => multi().block_on(async {
             let a = connect_to(peer.unwrap()).await;
@@ -291,6 +307,38 @@ async fn a_killed_server_is_seen_by_the_client_through_icmp() {
     peer.child.start_kill().unwrap();
     let (end, took) = end_of(&a, killed).await;
     eprintln!("killed server: client side ended after {took:?}: {end:?}");
+    assert!(matches!(end, Err(Error::PeerGone(r)) if r == at), "{end:?}");
+    assert!(
+        took <= DETECT,
+        "{took:?} (heartbeat due within {:?})",
+        heartbeat_bound()
+    );
+}
+
+/// The same over IP mode: the ICMP port unreachable on the process's tunnelling socket ends
+/// the association with the killed peer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_ip_mode_server_is_seen_by_the_client_through_icmp() {
+    if let Err(e) = usrsctp::multihome_available() {
+        taps_testkit::skip("usrsctp IP mode", &e.to_string());
+        return;
+    }
+    let mut peer = Peer::spawn("server-hold-ip", None);
+    let at: SocketAddr = peer.line("listening").await.parse().unwrap();
+    let c = SctpStack::global()
+        .connect_multihomed(
+            &["127.0.0.1".parse().unwrap()],
+            at,
+            CHILD_SCTP_PORT,
+            &heartbeat_opts(),
+        )
+        .unwrap();
+    let a = timeout(T, c.into_future()).await.unwrap().unwrap();
+    peer.line("accepted").await;
+    let killed = Instant::now();
+    peer.child.start_kill().unwrap();
+    let (end, took) = end_of(&a, killed).await;
+    eprintln!("killed IP-mode server: client side ended after {took:?}: {end:?}");
     assert!(matches!(end, Err(Error::PeerGone(r)) if r == at), "{end:?}");
     assert!(
         took <= DETECT,

@@ -256,17 +256,7 @@ fn path_addrs(sock: &crate::sys::Sock, id: PathId) -> Option<(SocketAddr, Socket
             let port = sock.encaps_port(ip).ok()?;
             let remote = SocketAddr::new(ip, port);
             let local_port = crate::ip_mode::current_port()?;
-            let probe = std::net::UdpSocket::bind(SocketAddr::new(
-                if ip.is_ipv6() {
-                    std::net::Ipv6Addr::UNSPECIFIED.into()
-                } else {
-                    std::net::Ipv4Addr::UNSPECIFIED.into()
-                },
-                0,
-            ))
-            .ok()?;
-            probe.connect(SocketAddr::new(ip, port.max(1))).ok()?;
-            let local = SocketAddr::new(probe.local_addr().ok()?.ip(), local_port);
+            let local = SocketAddr::new(crate::ip_mode::route_source(remote)?, local_port);
             Some((local, remote))
         }
     }
