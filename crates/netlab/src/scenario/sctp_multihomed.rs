@@ -245,6 +245,7 @@ fn transfer(
 ) -> Result<(SinkRecord, [u64; 2]), String> {
     let n = sink::lock(records).len();
     let before = [0, 1].map(|l| lab.link_stats(l).to_server.bytes);
+    let drops_before = [0, 1].map(|l| lab.link_stats(l).to_server.queue_full);
     let mut c = Connect::new(SERVER0.to_string());
     c.props = Some(props(policy));
     c.send_bytes = Some(bytes);
@@ -254,6 +255,13 @@ fn transfer(
     show_connection(out, policy, &r);
     let record = nth_record(records, n)?;
     let after = [0, 1].map(|l| lab.link_stats(l).to_server.bytes);
+    let drops = [0, 1].map(|l| lab.link_stats(l).to_server.queue_full - drops_before[l]);
+    out.say(format!(
+        "  {policy}: {:.2} Mbit/s; packets the full bridge queues dropped: link 0 {}, link 1 {}",
+        rate(&record),
+        drops[0],
+        drops[1]
+    ));
     out.check(
         record.bytes == bytes && record.mismatched == 0 && record.clean_close,
         format!(

@@ -69,15 +69,15 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
         None => (0, 0),
     };
     let cmt = cmt_mode(opts);
-    // CMT holds what arrives out of order across paths until the gaps fill: the receiving
-    // side buffers as much as usrsctp's window (1 MiB) before it stops reading.
-    let budget = match cmt {
-        Some(m) if m != CmtMode::Off => CMT_RECV_BUDGET,
-        _ => SctpOptions::default().recv_budget,
-    };
+    // CMT sends as much as the receive window lets it, over every path: with more window
+    // than the paths' bandwidth-delay products and queues hold, it overfills the
+    // bottleneck queues, and the losses cut both paths' windows (docs/sctp.md,
+    // "Multihoming": 1.6-1.7x one path's rate with usrsctp's 1 MiB, 1.9-2.0x with
+    // 128-256 KiB). The receiving side of a CMT association advertises CMT_WINDOW.
+    let window = cmt.filter(|m| *m != CmtMode::Off).map(|_| CMT_WINDOW);
     SctpOptions {
         cmt,
-        recv_budget: budget,
+        recv_buffer: window,
         scheduler: opts.sctp_scheduler,
         nodelay: opts.nodelay,
         rto_max_ms,
@@ -87,10 +87,9 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
     }
 }
 
-/// Bytes of received messages an association with CMT on buffers for the application
-/// before it stops reading from usrsctp: the receive window usrsctp is given (1 MiB, the
-/// crate's default), where single-path associations keep 256 KiB.
-const CMT_RECV_BUDGET: usize = 1024 * 1024;
+/// The receive buffer (so the window it advertises) of an association with CMT on:
+/// usrsctp's stock default, where taps gives single-path associations 1 MiB.
+const CMT_WINDOW: u32 = 256 * 1024;
 
 /// Whether this process has allowed CMT (usrsctp's process-wide switch, turned on by the
 /// first association that aggregates; from then on every association says its own mode).
