@@ -155,9 +155,16 @@ fn quick_matrix_produces_sane_results() {
         "{}",
         hit.attempts_per_conn.median
     );
-    // Both alive: SCTP, preferred, wins every race with one attempt.
+    // Both alive: SCTP, preferred, goes first and wins most races with one attempt. Not
+    // every race: TCP starts one attempt delay after SCTP (10 ms once the CIB knows the
+    // path), and on a loaded machine a user-space SCTP handshake can take longer than
+    // that, so TCP sometimes finishes first (a CI run beside stress-ng saw 74 % SCTP).
     let alive = he(HeVariant::RaceBothAlive, Some(80));
-    assert_eq!(alive.sctp_share.median, 1.0);
+    assert!(
+        alive.sctp_share.median >= 0.5,
+        "SCTP preferred won only {} of races",
+        alive.sctp_share.median
+    );
     assert!(alive.attempts_per_conn.median <= 1.1);
     assert_eq!(he(HeVariant::TapsSctp, None).sctp_share.median, 1.0);
     assert_eq!(he(HeVariant::RawSctp, None).sctp_share.median, 1.0);

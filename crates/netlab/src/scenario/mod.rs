@@ -226,13 +226,13 @@ const ALL: &[Scenario] = &[
     // Several paths: a second link (its own bridge, rules and counters); interface racing.
     Scenario {
         name: "iface-dead",
-        summary: "two links, link 0 dead to the servers, RTT 40 ms on link 1: without the interface property the OS route fails; with interface [nltun0, nltun1] link 1 wins within 2 attempt delays + RTT + 50 ms; taps candidates ranks nltun1 first (CIB per interface); #2 via nltun1 within RTT + 20 ms, no nltun0 attempt",
+        summary: "two links, link 0 dead to the servers, RTT 40 ms on link 1: without the interface property the OS route fails; with interface [nltun0, nltun1] link 1 wins within 2 attempt delays + RTT + 50 ms; taps candidates ranks nltun1 first (CIB per interface); #2 via nltun1 sooner than one attempt delay + RTT (the delay the CIB saves), no nltun0 attempt",
         needs_taps: true,
         body: interfaces::iface_dead,
     },
     Scenario {
         name: "iface-slow",
-        summary: "two links, RTT 1500 ms on link 0 and 40 ms on link 1: the fast link wins within 2 attempt delays + RTT + 50 ms; #2 (same CIB) via nltun1 within RTT + 20 ms",
+        summary: "two links, RTT 1500 ms on link 0 and 40 ms on link 1: the fast link wins within 2 attempt delays + RTT + 50 ms; #2 (same CIB) via nltun1 sooner than one attempt delay + RTT, no nltun0 attempt",
         needs_taps: true,
         body: interfaces::iface_slow,
     },
