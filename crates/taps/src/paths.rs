@@ -267,9 +267,9 @@ pub struct PathChange {
 /// [`next`]: PathChanges::next
 #[derive(Debug)]
 pub struct PathChanges {
-    /// The association's events and the association (to name each path); `None` for a
-    /// connection whose one path never changes.
-    sctp: Option<(usrsctp::PathEvents, usrsctp::Association)>,
+    /// The association's events (they hold the association weakly: watching does not keep
+    /// the connection alive); `None` for a connection whose one path never changes.
+    sctp: Option<usrsctp::PathEvents>,
 }
 
 impl PathChanges {
@@ -277,7 +277,7 @@ impl PathChanges {
     /// with one fixed path). Cancel-safe. Each change costs one listing of the paths (to
     /// name the path by its addresses).
     pub async fn next(&mut self) -> Option<PathChange> {
-        let (events, association) = self.sctp.as_mut()?;
+        let events = self.sctp.as_mut()?;
         loop {
             let ev = events.next().await?;
             let kind = match ev.kind {
@@ -293,7 +293,8 @@ impl PathChanges {
                 _ => continue,
             };
             let Some(id) = ev.path else { continue };
-            let remote = association.paths().ok().and_then(|paths| {
+            let paths = events.association().and_then(|a| a.paths().ok());
+            let remote = paths.and_then(|paths| {
                 paths
                     .into_iter()
                     .find(|p| p.id == id)
@@ -321,10 +322,11 @@ impl Connection {
         let Some(flow) = self.sctp_flow() else {
             return Ok(PathChanges { sctp: None });
         };
-        let association = flow.shared().association().clone();
-        let events = association.path_events().map_err(flow_error)?;
-        Ok(PathChanges {
-            sctp: Some((events, association)),
-        })
+        let events = flow
+            .shared()
+            .association()
+            .path_events()
+            .map_err(flow_error)?;
+        Ok(PathChanges { sctp: Some(events) })
     }
 }

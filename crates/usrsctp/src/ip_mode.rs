@@ -79,8 +79,13 @@ pub(crate) fn tunnel_port(port: u16) -> Result<u16> {
         v6.as_ref().map_or(-1, |s| s.as_raw_fd()),
         port,
     )?;
-    for s in std::iter::once(&v4).chain(v6.as_ref()) {
-        let s = s.clone();
+    // Kept from here on: usrsctp holds their descriptors.
+    let tunnel = t.insert(Tunnel {
+        port,
+        _v4: v4.clone(),
+        _v6: v6.clone(),
+    });
+    for s in std::iter::once(v4).chain(v6) {
         std::thread::Builder::new()
             .name("usrsctp-ip-rx".into())
             .spawn(move || read_loop(&s, port))
@@ -89,12 +94,7 @@ pub(crate) fn tunnel_port(port: u16) -> Result<u16> {
                 source: Arc::new(e),
             })?;
     }
-    *t = Some(Tunnel {
-        port,
-        _v4: v4,
-        _v6: v6,
-    });
-    Ok(port)
+    Ok(tunnel.port)
 }
 
 /// The process's tunnelling port, if IP mode is in use. One lock.

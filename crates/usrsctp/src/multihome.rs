@@ -320,17 +320,20 @@ impl PeerPath {
 }
 
 /// Receives the path events of one association (`SCTP_PEER_ADDR_CHANGE`), from the moment
-/// [`Association::path_events`] was called. Holds an [`Association`] clone. Keeps at most 256
-/// unread events (older ones are dropped).
+/// [`Association::path_events`] was called. Holds the association weakly: it does not keep
+/// it alive (when its last handle goes, the events end). Keeps at most 256 unread events
+/// (older ones are dropped).
 pub struct PathEvents {
-    assoc: Association,
+    assoc: std::sync::Weak<crate::assoc::AssocInner>,
+    /// The event table's key of the association's socket.
+    key: usize,
     log: Arc<EventLog>,
 }
 
 impl std::fmt::Debug for PathEvents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PathEvents")
-            .field("assoc", &self.assoc)
+            .field("key", &self.key)
             .finish()
     }
 }
@@ -344,7 +347,7 @@ impl PathEvents {
             if let Some(ev) = lock(&self.log.events).pop_front() {
                 return Some(ev);
             }
-            if self.assoc.is_closed() {
+            if self.association().is_none_or(|a| a.is_closed()) {
                 return None;
             }
             tokio::select! {
@@ -352,6 +355,11 @@ impl PathEvents {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             }
         }
+    }
+
+    /// The association, while any handle of it is alive.
+    pub fn association(&self) -> Option<Association> {
+        self.assoc.upgrade().map(|inner| Association { inner })
     }
 
     /// The events that arrived so far, without waiting.
@@ -362,10 +370,9 @@ impl PathEvents {
 
 impl Drop for PathEvents {
     fn drop(&mut self) {
-        let key = sock_key(&self.assoc.inner.shared.sock);
         let mut t = lock(&EVENTS);
-        if t.get(&key).is_some_and(|l| Arc::ptr_eq(l, &self.log)) {
-            t.remove(&key);
+        if t.get(&self.key).is_some_and(|l| Arc::ptr_eq(l, &self.log)) {
+            t.remove(&self.key);
         }
     }
 }

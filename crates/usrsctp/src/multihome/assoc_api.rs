@@ -195,7 +195,8 @@ impl Association {
             .or_insert_with(|| Arc::new(EventLog::default()))
             .clone();
         Ok(PathEvents {
-            assoc: self.clone(),
+            assoc: Arc::downgrade(&self.inner),
+            key: sock_key(sock),
             log,
         })
     }
