@@ -94,6 +94,17 @@ async fn both_ends_learn_both_paths_from_the_handshake() {
     );
     c.send(b"two").await.unwrap();
     assert_eq!(c.receive().await.unwrap().unwrap(), b"two");
+    // Pinned to the first path (stream-to-path mapping), then unpinned; a foreign address
+    // is refused by name.
+    let first = paths.iter().find(|p| p.primary).unwrap().remote;
+    c.pin_to_path(Some(first)).unwrap();
+    c.send(b"three").await.unwrap();
+    assert_eq!(c.receive().await.unwrap().unwrap(), b"three");
+    assert_eq!(c.unsent_bytes(), Some(0));
+    c.pin_to_path(None).unwrap();
+    let foreign = SocketAddr::new("127.0.0.9".parse().unwrap(), first.port());
+    let err = c.pin_to_path(Some(foreign)).unwrap_err();
+    assert!(err.to_string().contains("127.0.0.9"), "{err}");
     c.close().await.unwrap();
     // The association is gone: the watch ends (what it saw before is not checked here:
     // both paths were confirmed before it started; netlab's sctp-taps-failover sees a
