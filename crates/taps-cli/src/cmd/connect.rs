@@ -33,7 +33,7 @@ pub(crate) struct Args {
     ctx: ContextArgs,
     #[command(flatten)]
     path_args: PathArgs,
-    /// Print each race as a timeline.
+    /// Print each race as a timeline, and the path changes (a failover) while it ran.
     #[arg(long)]
     trace: bool,
     /// Print one JSON report (an object; with --flows > 1, flows and totals).
@@ -383,8 +383,8 @@ fn connected<'a>(
                 r.error = Some(format!("pinning to a path: {e}"));
             }
         }
-        let watch = wants
-            .paths
+        // --paths and --trace (and --json) show the path changes (a failover) too.
+        let watch = (wants.paths || wants.report)
             .then(|| path_watch::PathWatch::start(&conn, waiting.started))
             .flatten();
         // Waiting for the peer begins once the payload is out (or failed to go out).

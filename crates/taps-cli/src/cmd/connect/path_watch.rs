@@ -17,8 +17,11 @@ pub(super) struct PathWatch {
 
 impl PathWatch {
     /// Starts watching `conn` (times count from `since`). `None` when it cannot be
-    /// watched. One spawned task per flow, only with `--paths`.
+    /// watched or is not SCTP. One spawned task per SCTP flow, only with `--paths`,
+    /// `--trace` or `--json`.
     pub(super) fn start(conn: &Connection, since: Instant) -> Option<PathWatch> {
+        // Only SCTP's paths change; other connections get no task.
+        conn.sctp_stream()?;
         let mut changes = conn.path_changes().ok()?;
         let task = tokio::spawn(async move {
             let mut seen = Vec::new();
