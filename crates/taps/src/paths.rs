@@ -150,18 +150,11 @@ impl Connection {
                 })),
             };
         };
-        let association = flow.shared().association();
-        let paths = association.paths().map_err(flow_error)?;
-        let Some(path) = paths
-            .iter()
-            .find(|p| p.addrs.is_some_and(|(_, r)| r == remote))
-        else {
-            return Err(Error::usage(UsageError::NotAPath {
-                remote,
-                protocol: Protocol::Sctp,
-            }));
-        };
-        association.set_primary(path.id).map_err(flow_error)?;
+        let path = path_to(flow, remote)?;
+        flow.shared()
+            .association()
+            .set_primary(path)
+            .map_err(flow_error)?;
         Ok(())
     }
 
@@ -190,18 +183,9 @@ impl Connection {
             flow.stream().pin_to_path(None);
             return Ok(());
         };
-        let paths = flow.shared().association().paths().map_err(flow_error)?;
-        let Some(path) = paths
-            .iter()
-            .find(|p| p.addrs.is_some_and(|(_, r)| r == remote))
-        else {
-            return Err(Error::usage(UsageError::NotAPath {
-                remote,
-                protocol: Protocol::Sctp,
-            }));
-        };
+        let path = path_to(flow, remote)?;
         crate::transport::sctp::allow_cmt().map_err(flow_error)?;
-        flow.stream().pin_to_path(Some(path.id));
+        flow.stream().pin_to_path(Some(path));
         Ok(())
     }
 
@@ -217,6 +201,25 @@ impl Connection {
             .unsent_bytes(flow.stream_id())
             .ok()
     }
+}
+
+/// The path of `flow`'s association whose peer end is `remote`; [`UsageError::NotAPath`]
+/// naming it when there is none. Lists the paths once.
+fn path_to(
+    flow: &crate::sctp_flow::SctpFlow,
+    remote: SocketAddr,
+) -> Result<usrsctp::PathId, Error> {
+    let paths = flow.shared().association().paths().map_err(flow_error)?;
+    paths
+        .iter()
+        .find(|p| p.addrs.is_some_and(|(_, r)| r == remote))
+        .map(|p| p.id)
+        .ok_or_else(|| {
+            Error::usage(UsageError::NotAPath {
+                remote,
+                protocol: Protocol::Sctp,
+            })
+        })
 }
 
 /// What happened to one of a connection's paths (RFC 9622's PathChange event, naming the

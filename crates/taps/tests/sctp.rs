@@ -3,8 +3,8 @@
 //! Every test uses its own UDP encapsulation port so tests run in parallel.
 
 mod common;
-use common::{sctp_context, sctp_then_tcp};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use common::{free_port, sctp_context, sctp_then_tcp};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
@@ -13,14 +13,6 @@ use taps::{
     Context, Listener, PathState, Preconnection, Preference, RemoteEndpoint, SetupError,
     TransportProperties, UsageError,
 };
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn only(p: Protocol) -> TransportProperties {
     TransportProperties::new().protocols(Preference::Require, [p])

@@ -6,9 +6,9 @@
 //! process has one SCTP tunnelling port.
 
 mod common;
-use common::sctp_context;
+use common::{free_port, sctp_context};
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use taps::taps_core::properties::Protocol;
@@ -17,14 +17,6 @@ use taps::{Connection, PathState, Preconnection, RemoteEndpoint, TransportProper
 const MULTIHOMED: &str = r#"{"transport": {"value": "SCTP", "precedence": 2},
     "multihoming": {"value": true, "precedence": 2},
     "local_ips": {"value": ["127.0.0.1", "::1"], "precedence": 2}}"#;
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn loopbacks() -> BTreeSet<IpAddr> {
     ["127.0.0.1", "::1"].map(|a| a.parse().unwrap()).into()

@@ -311,18 +311,8 @@ pub(crate) fn accepted(
     };
     let remote = fix_ports(&sock, first)?;
     let _ = opts.apply(&sock, false, None);
-    let mut st = <ffi::sctp_status as ffi::Plain>::zeroed();
-    let (inbound, outbound) =
-        match sock.getopt(ffi::IPPROTO_SCTP, ffi::SCTP_STATUS, &mut st, "SCTP_STATUS") {
-            Ok(()) => (st.sstat_instrms, st.sstat_outstrms),
-            Err(_) => (0, 0),
-        };
-    let shared = AssocShared::new(
-        sock,
-        remote,
-        opts,
-        Progress::Established { inbound, outbound },
-    );
+    let progress = crate::assoc::established(&sock);
+    let shared = AssocShared::new(sock, remote, opts, progress);
     let inner = AssocInner::start(shared, Link::Ip, local, remote);
     Ok((Association { inner }, remote))
 }

@@ -4,9 +4,9 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 
-use crate::assoc::{AssocInner, AssocShared, Association, Link, Progress};
+use crate::assoc::{AssocInner, AssocShared, Association, Link};
 use crate::error::{Error, Result};
-use crate::ffi::{self, Plain};
+use crate::ffi;
 use crate::options::{lower_path_mtu, SctpOptions};
 use crate::sys::{would_block, Sock};
 use crate::udp::{route_sctp_mtu, SharedUdp};
@@ -135,24 +135,12 @@ impl SctpListener {
     /// getsockopt and a spawned driver task.
     pub async fn accept(&self) -> Result<(Association, SocketAddr)> {
         let Some(udp) = &self.udp else {
-            return self.accept_ip().await;
+            let (acc, peer) = self.next(ffi::Socket::accept_ip).await?;
+            let sock = Sock::adopt(acc)?;
+            return crate::ip_mode::accepted(sock, peer, self.local, &self.opts);
         };
         loop {
-            let mut readable = pin!(self.sock.wakers.readable.notified());
-            readable.as_mut().enable();
-            let (acc, id) = match self.sock.accept() {
-                Ok(v) => v,
-                Err(Error::Sys { source, .. }) if would_block(&source) => {
-                    readable.await;
-                    continue;
-                }
-                Err(Error::Sys { source, .. })
-                    if source.raw_os_error() == Some(libc::ECONNABORTED) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(e),
-            };
+            let (acc, id) = self.next(ffi::Socket::accept).await?;
             let sock = Sock::adopt(acc)?;
             let Some(remote) = udp.claim(id) else {
                 continue; // remote forgotten meanwhile: `sock` drops and aborts
@@ -166,43 +154,26 @@ impl SctpListener {
             if let Some(mtu) = route_sctp_mtu(remote) {
                 let _ = lower_path_mtu(&sock, &self.opts, mtu);
             }
-            let mut st = ffi::sctp_status::zeroed();
-            let (inbound, outbound) =
-                match sock.getopt(ffi::IPPROTO_SCTP, ffi::SCTP_STATUS, &mut st, "SCTP_STATUS") {
-                    Ok(()) => (st.sstat_instrms, st.sstat_outstrms),
-                    Err(_) => (0, 0),
-                };
-            let shared = AssocShared::new(
-                sock,
-                remote,
-                &self.opts,
-                Progress::Established { inbound, outbound },
-            );
+            let progress = crate::assoc::established(&sock);
+            let shared = AssocShared::new(sock, remote, &self.opts, progress);
             let inner = AssocInner::start(shared, link, udp.local, remote);
             return Ok((Association { inner }, remote));
         }
     }
 
-    /// [`SctpListener::accept`] in IP mode: the peer's UDP address is its first path's.
-    async fn accept_ip(&self) -> Result<(Association, SocketAddr)> {
+    /// The next association `accept` (`usrsctp_accept` in one of its forms) gives: waits
+    /// while none is waiting, skips one aborted before it was taken.
+    async fn next<T>(&self, accept: impl Fn(&ffi::Socket) -> Result<T>) -> Result<T> {
         loop {
             let mut readable = pin!(self.sock.wakers.readable.notified());
             readable.as_mut().enable();
-            let (acc, peer) = match self.sock.accept_ip() {
-                Ok(v) => v,
-                Err(Error::Sys { source, .. }) if would_block(&source) => {
-                    readable.await;
-                    continue;
-                }
+            match accept(&self.sock) {
+                Ok(v) => return Ok(v),
+                Err(Error::Sys { source, .. }) if would_block(&source) => readable.await,
                 Err(Error::Sys { source, .. })
-                    if source.raw_os_error() == Some(libc::ECONNABORTED) =>
-                {
-                    continue
-                }
+                    if source.raw_os_error() == Some(libc::ECONNABORTED) => {}
                 Err(e) => return Err(e),
-            };
-            let sock = Sock::adopt(acc)?;
-            return crate::ip_mode::accepted(sock, peer, self.local, &self.opts);
+            }
         }
     }
 }

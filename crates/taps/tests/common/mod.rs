@@ -81,3 +81,12 @@ pub(crate) async fn udp_relay(
     });
     port
 }
+
+/// A TCP port free on 127.0.0.1 now (for a listener on every protocol, SCTP's port too).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -21,4 +21,4 @@ pub use connecting::Connecting;
 pub use message::{Message, Progress};
 
 pub(crate) use inner::{AssocInner, Link};
-pub(crate) use shared::AssocShared;
+pub(crate) use shared::{established, AssocShared};

@@ -157,3 +157,19 @@ impl ClientEvents for AssocShared {
         }
     }
 }
+
+/// The progress of an accepted association: established, with the stream counts usrsctp
+/// negotiated (`SCTP_STATUS`; zeros if it cannot say). One getsockopt.
+pub(crate) fn established(sock: &crate::sys::Sock) -> Progress {
+    let mut st = <crate::ffi::sctp_status as crate::ffi::Plain>::zeroed();
+    let (inbound, outbound) = match sock.getopt(
+        crate::ffi::IPPROTO_SCTP,
+        crate::ffi::SCTP_STATUS,
+        &mut st,
+        "SCTP_STATUS",
+    ) {
+        Ok(()) => (st.sstat_instrms, st.sstat_outstrms),
+        Err(_) => (0, 0),
+    };
+    Progress::Established { inbound, outbound }
+}

@@ -14,7 +14,7 @@ use libc::{c_int, socklen_t};
 use super::bindings as raw;
 use super::library::serial;
 use super::multihome::multihome_ready;
-use super::socket::{Accepted, Plain, SoPtr, Socket};
+use super::socket::{Accepted, Plain, Socket};
 use crate::error::{Error, Result};
 
 /// `#define SCTP_REMOTE_UDP_ENCAPS_PORT 0x00000024`
@@ -259,22 +259,8 @@ impl Socket {
     /// `usrsctp_accept` on an IP-mode listener: the next association's socket and the
     /// peer's address it came from (SCTP port). EWOULDBLOCK when none is waiting.
     pub(crate) fn accept_ip(&self) -> Result<(Accepted, Option<SocketAddr>)> {
-        self.call(|so| {
-            let mut ss = libc::sockaddr_storage::zeroed();
-            let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
-            // SAFETY: `ss` is a writable buffer of `len` bytes; `so` is live.
-            let ns = unsafe {
-                raw::usrsctp_accept(
-                    so,
-                    &mut ss as *mut libc::sockaddr_storage as *mut libc::sockaddr,
-                    &mut len,
-                )
-            };
-            if ns.is_null() {
-                return Err(Error::sys("usrsctp_accept"));
-            }
-            Ok((Accepted(SoPtr(ns)), ip_addr_of(&ss)))
-        })
+        let (acc, ss) = self.accept_raw()?;
+        Ok((acc, ip_addr_of(&ss)))
     }
 
     /// The peer's IP addresses (SCTP port), one per path (`usrsctp_getpaddrs`). usrsctp

@@ -71,7 +71,7 @@ extern "C" fn upcall(_so: *mut raw::socket, arg: *mut c_void, _flags: c_int) {
 }
 
 /// A usrsctp socket pointer that may cross threads.
-pub(super) struct SoPtr(pub(super) *mut raw::socket);
+struct SoPtr(*mut raw::socket);
 // SAFETY: usrsctp sockets may be used from any thread; the pointer is only used under the
 // RwLock in `Socket` (and the usrsctp lock, see `serial`), and freed only under its write lock.
 unsafe impl Send for SoPtr {}
@@ -114,7 +114,7 @@ pub(crate) struct Socket {
 
 /// A socket returned by [`Socket::accept`], not yet set up; dropping it aborts the
 /// association. [`Accepted::adopt`] turns it into a [`Socket`].
-pub(crate) struct Accepted(pub(super) SoPtr);
+pub(crate) struct Accepted(SoPtr);
 
 impl Accepted {
     /// Installs the upcall (reporting `arg`) and non-blocking mode. Two calls into usrsctp.
@@ -306,6 +306,16 @@ impl Socket {
     /// `usrsctp_accept`: the next established association's socket and the conn address it
     /// came from. Fails with EWOULDBLOCK when none is waiting.
     pub(crate) fn accept(&self) -> Result<(Accepted, usize)> {
+        let (acc, ss) = self.accept_raw()?;
+        // SAFETY: usrsctp wrote a sockaddr_conn (AF_CONN socket) into the storage, which is
+        // large and aligned enough for it; it is plain data, read by copy.
+        let sc = unsafe { *(&ss as *const libc::sockaddr_storage as *const raw::sockaddr_conn) };
+        Ok((acc, sc.sconn_addr as usize))
+    }
+
+    /// `usrsctp_accept`: the next association's socket and the peer address usrsctp wrote
+    /// (of the socket's family). EWOULDBLOCK when none is waiting.
+    pub(super) fn accept_raw(&self) -> Result<(Accepted, libc::sockaddr_storage)> {
         self.call(|so| {
             let mut ss = libc::sockaddr_storage::zeroed();
             let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
@@ -320,11 +330,7 @@ impl Socket {
             if ns.is_null() {
                 return Err(Error::sys("usrsctp_accept"));
             }
-            // SAFETY: usrsctp wrote a sockaddr_conn (AF_CONN socket) into the storage, which
-            // is large and aligned enough for it; it is plain data, read by copy.
-            let sc =
-                unsafe { *(&ss as *const libc::sockaddr_storage as *const raw::sockaddr_conn) };
-            Ok((Accepted(SoPtr(ns)), sc.sconn_addr as usize))
+            Ok((Accepted(SoPtr(ns)), ss))
         })
     }
 
