@@ -41,8 +41,14 @@
 //! connection attempts) and an `Arc` of the connection's information. hyper-util's pool
 //! reuses connections, so the connector runs only when the pool has none to give.
 
+mod altsvc;
+mod client;
+mod race;
 mod stream;
 
+pub use altsvc::Alternative;
+pub use client::{Client, ClientBuilder, ClientError, Established, Exchange, Protocols};
+pub use race::{Leg, ProtocolRace};
 pub use stream::{ConnectionDetails, HttpStream};
 
 use std::collections::HashMap;
@@ -228,7 +234,7 @@ impl Connector {
 
     /// The origin's preconnection: from the cache, or built (and its plan and TLS
     /// configuration prepared) and kept.
-    fn preconnection(&self, uri: &Uri) -> Result<Arc<Preconnection>, Error> {
+    pub(crate) fn preconnection(&self, uri: &Uri) -> Result<Arc<Preconnection>, Error> {
         let secure = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
