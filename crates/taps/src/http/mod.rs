@@ -44,11 +44,12 @@
 mod altsvc;
 mod client;
 mod race;
+mod report;
 mod stream;
 
 pub use altsvc::Alternative;
-pub use client::{Client, ClientBuilder, ClientError, Established, Exchange, Protocols};
-pub use race::{Leg, ProtocolRace};
+pub use client::{Client, ClientBuilder};
+pub use report::{ClientError, Established, Exchange, Leg, ProtocolRace, Protocols};
 pub use stream::{ConnectionDetails, HttpStream};
 
 use std::collections::HashMap;

@@ -7,15 +7,20 @@
 //! fixed one), or at once when QUIC fails. QUIC the CIB marks broken (5 minutes, doubling
 //! per failure in a row) is not tried; a QUIC attempt that TLS/TCP overtook is recorded
 //! there as overtaken, as taps' own race does, so the next connection skips it.
+//!
+//! Also what a client's clones share ([`Shared`]: the connector, the QUIC
+//! preconnections, the `Alt-Svc` cache, the pool) and the connections it pools
+//! ([`Conn`]).
 
-use std::fmt;
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http::Uri;
 use http_body_util::Full;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::TokioExecutor;
@@ -23,10 +28,101 @@ use taps_core::policy::AttemptRecord;
 use taps_core::properties::Protocol;
 use taps_core::{AttemptCause, Security, Stack};
 
-use super::client::{ClientError, Origin, Protocols, Shared};
-use super::{ConnectionDetails, HttpStream};
+use super::altsvc::AltSvcCache;
+use super::report::{ClientError, Established, Leg, ProtocolRace, Protocols};
+use super::{lock, ConnectionDetails, Connector, HttpStream};
 use crate::security::quic::SharedQuic;
-use crate::Preconnection;
+use crate::SecurityParameters;
+use crate::{ConfigError, Context, Error, Preconnection, Properties, RemoteEndpoint};
+
+/// QUIC's head start on first contact (HEv3's recommended minimum, as taps' own race).
+pub(crate) const HEAD_START: Duration = Duration::from_millis(100);
+
+/// The origin of a request: `(scheme, host, port)`, and a URI naming it for the
+/// connector.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Origin {
+    pub(crate) secure: bool,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) uri: Uri,
+}
+
+impl Origin {
+    pub(crate) fn of(uri: &Uri) -> Result<Origin, Error> {
+        let secure = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(Error::config(ConfigError::HttpScheme(uri.clone()))),
+        };
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.clone())))?;
+        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        Ok(Origin {
+            secure,
+            host: host.trim_matches(['[', ']']).to_owned(),
+            port,
+            uri: uri.clone(),
+        })
+    }
+
+    pub(crate) fn name(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// The pooled connections of one origin: HTTP/3, and HTTP/2 or HTTP/1.1.
+#[derive(Default)]
+pub(crate) struct Entry {
+    pub(crate) h3: Option<(Conn, Established)>,
+    pub(crate) tcp: Option<(Conn, Established)>,
+}
+
+/// What clones of a client share.
+pub(crate) struct Shared {
+    pub(crate) ctx: Context,
+    pub(crate) connector: Connector,
+    pub(crate) protocols: Protocols,
+    pub(crate) head_start: Option<Duration>,
+    pub(crate) altsvc: AltSvcCache,
+    pub(crate) quic_props: Properties,
+    pub(crate) security: SecurityParameters,
+    pub(crate) race_timeline: bool,
+    pub(crate) quic_pres: Mutex<HashMap<(String, u16, String), Arc<Preconnection>>>,
+    pub(crate) pool: Mutex<HashMap<(bool, String, u16), Entry>>,
+}
+
+impl Shared {
+    /// The preconnection of QUIC to `(host, port)` for an origin named `origin_host`
+    /// (the name verified): cached, built and prepared on first use.
+    pub(crate) fn quic_preconnection(
+        &self,
+        host: &str,
+        port: u16,
+        origin_host: &str,
+    ) -> Result<Arc<Preconnection>, Error> {
+        let key = (host.to_owned(), port, origin_host.to_owned());
+        if let Some(pre) = lock(&self.quic_pres).get(&key) {
+            return Ok(pre.clone());
+        }
+        let mut params = self.security.clone().alpn(["h3"]);
+        if host != origin_host && params.server_name.is_none() {
+            params = params.server_name(origin_host);
+        }
+        let pre = Preconnection::new(&self.ctx, self.quic_props.clone())
+            .race_timeline(self.race_timeline)
+            .remote(RemoteEndpoint::new(host, port))
+            .security(params);
+        pre.prepare()?;
+        let mut map = lock(&self.quic_pres);
+        if map.len() >= super::ORIGINS {
+            map.clear();
+        }
+        Ok(map.entry(key).or_insert_with(|| Arc::new(pre)).clone())
+    }
+}
 
 /// HTTP/3's code for a request the client gave up (RFC 9114 §8.1): the stream taps'
 /// QUIC connection opened is reset with it, unused.
@@ -35,81 +131,6 @@ const H3_REQUEST_CANCELLED: u32 = 0x10c;
 const H3_NO_ERROR: u32 = 0x100;
 /// The longest head start a QUIC connection that the CIB knows gets.
 const MAX_HEAD_START: Duration = Duration::from_secs(2);
-
-/// What happened to one leg of the protocol race.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Leg {
-    /// Not tried, and why (not allowed, or marked broken in the CIB).
-    Skipped(String),
-    /// Never started: the other leg connected first.
-    NotStarted,
-    /// Connected first, this long after the race began.
-    Won(Duration),
-    /// Failed this long after the race began, with the error in words.
-    Failed {
-        /// When, from the race's start.
-        after: Duration,
-        /// Why.
-        error: String,
-    },
-    /// Still connecting when the other leg won, this long after the race began (given
-    /// up; a QUIC leg is recorded in the CIB as overtaken).
-    Lost(Duration),
-    /// The connection already pooled for the origin stood in (HTTP/2 or HTTP/1.1 while
-    /// an `Alt-Svc` alternative was tried).
-    Reused,
-}
-
-impl fmt::Display for Leg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Leg::Skipped(why) => write!(f, "skipped: {why}"),
-            Leg::NotStarted => f.write_str("not started (the other won first)"),
-            Leg::Won(t) => write!(f, "won in {:.1} ms", ms(*t)),
-            Leg::Failed { after, error } => write!(f, "failed after {:.1} ms: {error}", ms(*after)),
-            Leg::Lost(t) => write!(f, "still connecting at {:.1} ms, given up", ms(*t)),
-            Leg::Reused => f.write_str("the pooled connection, reused"),
-        }
-    }
-}
-
-fn ms(t: Duration) -> f64 {
-    t.as_secs_f64() * 1e3
-}
-
-/// Why a connection carries the protocol it does: the two legs of the race that made it.
-/// Cost: two short strings and a few words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolRace {
-    /// Where QUIC was (or would have been) tried: host and UDP port.
-    pub quic_target: (String, u16),
-    /// Whether that target came from an `Alt-Svc` header (else it is the origin).
-    pub from_alt_svc: bool,
-    /// The head start QUIC had before TLS/TCP started (zero when QUIC was skipped).
-    pub head_start: Duration,
-    /// HTTP/3 over QUIC.
-    pub quic: Leg,
-    /// HTTP/2 or HTTP/1.1 over TLS/TCP.
-    pub tcp: Leg,
-    /// How long the race took.
-    pub took: Duration,
-}
-
-impl fmt::Display for ProtocolRace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (host, port) = &self.quic_target;
-        let via = if self.from_alt_svc {
-            ", from Alt-Svc"
-        } else {
-            ""
-        };
-        write!(f, "QUIC (h3) to {host}:{port}{via}: {}", self.quic)?;
-        if !matches!(self.quic, Leg::Skipped(_)) {
-            write!(f, " (head start {:.0} ms)", ms(self.head_start))?;
-        }
-        write!(f, "; TLS/TCP (h2, http/1.1): {}", self.tcp)
-    }
-}
 
 /// An HTTP connection: the handle requests are sent on. Cheap to clone.
 #[derive(Clone)]
@@ -195,16 +216,16 @@ type Leg3 = Pin<Box<dyn Future<Output = LegResult> + Send>>;
 
 /// What the race gives: a new connection, or `None` when the pooled one stood in; and
 /// the details and race to report.
-pub(crate) type Won = (Option<Conn>, super::Established);
+pub(crate) type Won = (Option<Conn>, Established);
 
-/// Races HTTP/3 against TLS/TCP for `origin`. `pooled`: the origin's pooled HTTP/2 or
-/// HTTP/1.1 connection, which stands in for a new TLS/TCP one. Errors: the race, both
-/// legs failed or skipped.
-pub(crate) async fn race(
-    sh: &Arc<Shared>,
-    origin: &Origin,
-    pooled: Option<super::Established>,
-) -> Result<Won, ClientError> {
+/// What [`plan`] decides: the race's record so far, the QUIC leg (if it runs) and the
+/// TLS/TCP leg's preconnection (if it may run).
+type Planned = (ProtocolRace, Option<Leg3>, Option<Arc<Preconnection>>);
+
+/// The race's start: where QUIC goes, both legs' preconnections (built before the clock
+/// starts: the first reads the trust store and CA files, and the head start is the
+/// network's, not the setup's), whether QUIC runs and with what head start.
+fn plan(sh: &Arc<Shared>, origin: &Origin) -> Result<Planned, ClientError> {
     let alt = sh.altsvc.get(&origin.host, origin.port, Instant::now());
     let from_alt_svc = alt.is_some();
     let target = alt.map_or((origin.host.clone(), origin.port), |a| (a.host, a.port));
@@ -227,8 +248,7 @@ pub(crate) async fn race(
         (false, _) | (_, Protocols::Http2) => None,
         _ => Some(sh.quic_preconnection(&target.0, target.1, &origin.host)?),
     };
-    let start = Instant::now();
-    let known = quic_known(&sh.ctx, &target.0, target.1, start);
+    let known = quic_known(&sh.ctx, &target.0, target.1, Instant::now());
     match (sh.protocols, known) {
         _ if !origin.secure => race.quic = Leg::Skipped("http:// has no HTTP/3".into()),
         (Protocols::Http2, _) => race.quic = Leg::Skipped("HTTP/3 not allowed".into()),
@@ -242,12 +262,26 @@ pub(crate) async fn race(
         (_, known) => {
             race.head_start = sh.head_start.unwrap_or(match known {
                 QuicKnown::Proven(rtt) => (2 * rtt + Duration::from_millis(10)).min(MAX_HEAD_START),
-                _ => super::client::HEAD_START,
+                _ => HEAD_START,
             });
             let pre = quic_pre.expect("prepared for a secure origin");
             quic = Some(Box::pin(connect_h3(pre)));
         }
     }
+    Ok((race, quic, tcp_pre))
+}
+
+/// Races HTTP/3 against TLS/TCP for `origin`. `pooled`: the origin's pooled HTTP/2 or
+/// HTTP/1.1 connection, which stands in for a new TLS/TCP one. Errors: the race, both
+/// legs failed or skipped.
+pub(crate) async fn race(
+    sh: &Arc<Shared>,
+    origin: &Origin,
+    pooled: Option<Established>,
+) -> Result<Won, ClientError> {
+    let (mut race, mut quic, tcp_pre) = plan(sh, origin)?;
+    let target = race.quic_target.clone();
+    let start = Instant::now();
     let mut tcp: Option<Leg3> = None;
     let mut tcp_at = match tcp_pre {
         None => {
@@ -276,7 +310,7 @@ pub(crate) async fn race(
                             race.tcp = Leg::Lost(after);
                         }
                         race.took = after;
-                        return Ok((Some(conn), super::Established::new(http::Version::HTTP_3, details, race)));
+                        return Ok((Some(conn), Established::new(http::Version::HTTP_3, details, race)));
                     }
                     Err(error) => {
                         race.quic = Leg::Failed { after, error };
@@ -296,7 +330,7 @@ pub(crate) async fn race(
                         }
                         race.took = after;
                         let version = conn.version();
-                        return Ok((Some(conn), super::Established::new(version, details, race)));
+                        return Ok((Some(conn), Established::new(version, details, race)));
                     }
                     Err(error) => race.tcp = Leg::Failed { after, error },
                 }
@@ -311,7 +345,7 @@ pub(crate) async fn race(
                             overtaken(sh, &target, est.details.remote, quic_started);
                         }
                         race.took = start.elapsed();
-                        let est = super::Established::new(est.version, est.details.clone(), race);
+                        let est = Established::new(est.version, est.details.clone(), race);
                         return Ok((None, est));
                     }
                     None => {
