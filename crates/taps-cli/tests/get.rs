@@ -38,8 +38,8 @@ fn caddy(h3: bool) -> Option<(TestPki, Caddy)> {
     let pki = TestPki::new(&["localhost"]).unwrap();
     let site = Site {
         h3,
-        alt_svc: None,
         body: "hello".into(),
+        ..Site::default()
     };
     let caddy = Caddy::start(&[site], &pki.cert, &pki.key);
     Some((pki, caddy))

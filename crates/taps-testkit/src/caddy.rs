@@ -19,9 +19,11 @@ pub fn have_caddy() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// One site of a [`Caddy`] server: `https://localhost:PORT`.
+/// One site of a [`Caddy`] server: `https://HOST:PORT`.
 #[derive(Debug, Clone, Default)]
 pub struct Site {
+    /// The site's host name (`localhost` when empty); the certificate must name it.
+    pub host: String,
     /// Serve HTTP/3 on the port's UDP side too (caddy's default); `false`: HTTP/1.1 and
     /// HTTP/2 over TCP only, nothing on UDP.
     pub h3: bool,
@@ -125,7 +127,12 @@ fn caddyfile(sites: &[Site], ports: &[u16], cert: &Path, key: &Path) -> String {
     }
     f.push_str("}\n");
     for (site, port) in sites.iter().zip(ports) {
-        let _ = writeln!(f, "https://localhost:{port} {{");
+        let host = if site.host.is_empty() {
+            "localhost"
+        } else {
+            &site.host
+        };
+        let _ = writeln!(f, "https://{host}:{port} {{");
         let _ = writeln!(f, "\ttls {} {}", cert.display(), key.display());
         if let Some(alt) = &site.alt_svc {
             let mut alt = alt.clone();

@@ -6,7 +6,9 @@
 //!   the port): HTTP/2 once QUIC's head start is over, and a new client in the same
 //!   context skips QUIC (the CIB marks it broken);
 //! - h3 only on another port, advertised in `Alt-Svc`: the first request over HTTP/2,
-//!   the second over HTTP/3 to the alternative.
+//!   the second over HTTP/3 to the alternative;
+//! - a name whose HTTPS record (RFC 9460, from a DNS server on loopback) offers h3 on
+//!   another port: the first request goes there over HTTP/3.
 //!
 //! Where QUIC must win, the head start is 10 s, so a busy machine cannot make TLS/TCP
 //! win instead; nothing here measures time against a bound.
@@ -16,17 +18,18 @@ use std::time::Duration;
 
 use http::Version;
 use taps::http::{Client, Exchange, Leg, Protocols};
+use taps::taps_core::ServiceRecord;
 use taps::{Context, SecurityParameters};
 use taps_testkit::caddy::{have_caddy, Caddy, Site};
-use taps_testkit::{skip, TestPki};
+use taps_testkit::{free_port, skip, DnsServer, TestPki};
 
 const GENEROUS: Duration = Duration::from_secs(10);
 
 fn site(h3: bool, body: &str) -> Site {
     Site {
         h3,
-        alt_svc: None,
         body: body.into(),
+        ..Site::default()
     }
 }
 
@@ -142,6 +145,7 @@ async fn h3_advertised_only_in_alt_svc_moves_the_second_request() {
         h3: false,
         alt_svc: Some(r#"h3=":{PORT1}"; ma=60"#.into()),
         body: "origin".into(),
+        ..Site::default()
     };
     let caddy = Caddy::start(&[origin, site(true, "alternative")], &pki.cert, &pki.key);
     let ctx = Context::new().unwrap();
@@ -162,4 +166,47 @@ async fn h3_advertised_only_in_alt_svc_moves_the_second_request() {
     let (v, x, _) = get(&c, caddy.ports[0]).await;
     assert_eq!(v, Version::HTTP_3);
     assert!(x.reused);
+}
+
+#[tokio::test]
+async fn an_https_record_sends_the_first_request_to_h3_on_its_port() {
+    if !have_caddy() {
+        skip(
+            "http3",
+            "caddy is not installed (scripts/deps.sh installs it)",
+        );
+        return;
+    }
+    let pki = TestPki::new(&["svc.test"]).unwrap();
+    let site = Site {
+        host: "svc.test".into(),
+        h3: true,
+        body: "by record".into(),
+        ..Site::default()
+    };
+    let caddy = Caddy::start(&[site], &pki.cert, &pki.key);
+    let dns = DnsServer::start("test.", &[("svc", Ipv4Addr::LOCALHOST.into())]);
+    let record = ServiceRecord {
+        priority: 1,
+        target: ".".into(),
+        alpn: vec!["h3".into(), "h2".into()],
+        port: Some(caddy.ports[0]),
+        ..ServiceRecord::default()
+    };
+    dns.set_https("svc", &[record]).unwrap();
+    let ctx = Context::builder()
+        .name_servers(vec![dns.addr()])
+        .build()
+        .unwrap();
+    let c = client(&ctx, &pki, Some(GENEROUS));
+    // The URL's port has nothing behind it: only the record's port answers.
+    let uri = format!("https://svc.test:{}/", free_port())
+        .parse()
+        .unwrap();
+    let res = c.get(uri).await.expect("a response");
+    let x = res.extensions().get::<Exchange>().unwrap();
+    println!("{}", x.connection.race);
+    assert_eq!(res.version(), Version::HTTP_3);
+    assert_eq!(res.body().as_ref(), b"by record");
+    assert_eq!(x.connection.details.remote.port(), caddy.ports[0]);
 }

@@ -152,12 +152,19 @@ impl Client {
         let started = Instant::now();
         let origin = Origin::of(req.uri())?;
         let (conn, connection, connect) = self.connection(&origin).await?;
-        let fail = |message: String| ClientError::Exchange {
-            origin: origin.name(),
-            version: conn.version(),
-            message,
+        let (mut res, first_byte) = match send(&conn, &origin, req).await {
+            Ok(sent) => sent,
+            Err(message) => {
+                // A connection that failed an exchange (GOAWAY, reset, closed) is not
+                // offered again: the next request races anew.
+                self.evict(&origin, &conn);
+                return Err(ClientError::Exchange {
+                    origin: origin.name(),
+                    version: conn.version(),
+                    message,
+                });
+            }
         };
-        let (mut res, first_byte) = send(&conn, &origin, req).await.map_err(fail)?;
         if let Some(v) = res
             .headers()
             .get(header::ALT_SVC)
@@ -177,6 +184,17 @@ impl Client {
         };
         res.extensions_mut().insert(exchange);
         Ok(res)
+    }
+
+    /// Forgets the pooled connection of `origin` that speaks `conn`'s version.
+    fn evict(&self, origin: &Origin, conn: &Conn) {
+        let key = (origin.secure, origin.host.clone(), origin.port);
+        if let Some(entry) = lock(&self.shared.pool).get_mut(&key) {
+            match conn {
+                Conn::H3(_) => entry.h3 = None,
+                _ => entry.tcp = None,
+            }
+        }
     }
 
     /// The connection for `origin`: pooled HTTP/3; else a race when none is pooled or an
