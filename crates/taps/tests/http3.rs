@@ -1,7 +1,7 @@
 //! `taps::http::Client` against Debian's caddy (quic-go's HTTP/3, Go's HTTP/2; installed
 //! by `scripts/deps.sh`), a server no one here wrote, on ports picked at run time:
 //! - h3 and h2 on one port: the request goes over HTTP/3, the next one on the same
-//!   connection;
+//!   connection; eight concurrent first requests make one connection;
 //! - UDP to the port blackholed (caddy on TCP only, a UDP socket that never answers on
 //!   the port): HTTP/2 once QUIC's head start is over, and a new client in the same
 //!   context skips QUIC (the CIB marks it broken);
@@ -97,6 +97,31 @@ async fn h3_and_h2_on_one_port_goes_over_http3() {
     let (v, x, _) = get(&h2, caddy.ports[0]).await;
     assert_eq!(v, Version::HTTP_2);
     assert!(matches!(x.connection.race.quic, Leg::Skipped(_)));
+}
+
+#[tokio::test]
+async fn concurrent_first_requests_share_one_http3_connection() {
+    let Some(pki) = ready() else { return };
+    let caddy = Caddy::start(&[site(true, "shared")], &pki.cert, &pki.key);
+    let ctx = Context::new().unwrap();
+    let c = client(&ctx, &pki, Some(GENEROUS));
+    let port = caddy.ports[0];
+    let gets = (0..8).map(|_| {
+        let c = c.clone();
+        tokio::spawn(async move { get(&c, port).await })
+    });
+    let mut new = 0;
+    let mut locals = Vec::new();
+    for g in gets {
+        let (v, x, _) = g.await.unwrap();
+        assert_eq!(v, Version::HTTP_3);
+        new += usize::from(!x.reused);
+        locals.push(x.connection.details.local);
+    }
+    // One race; the seven others waited for it and took its connection.
+    assert_eq!(new, 1);
+    assert!(locals.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(ctx.open_quic_connections(), 1);
 }
 
 /// UDP sockets on `port` of both loopback addresses that never read: QUIC's packets

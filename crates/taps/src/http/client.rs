@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full};
 use taps_core::properties::{Name, Preference, Protocol, TransportProperties};
 
 use super::altsvc::AltSvcCache;
-use super::race::{self, Conn, Origin, Shared};
+use super::race::{self, Conn, Origin, PoolKey, Shared};
 use super::report::{ClientError, Established, Exchange, Protocols};
 use super::{lock, Connector};
 use crate::SecurityParameters;
@@ -186,6 +186,33 @@ impl Client {
         Ok(res)
     }
 
+    /// What the pool offers `origin`: a connection to use as it is, or a race to run
+    /// (with the pooled HTTP/2 or HTTP/1.1 connection to stand in, if any); and the
+    /// origin's race gate.
+    fn pooled(&self, origin: &Origin, key: &PoolKey) -> (Pooled, Arc<tokio::sync::Mutex<()>>) {
+        let sh = &self.shared;
+        let (h3, tcp, gate) = {
+            let mut pool = lock(&sh.pool);
+            let entry = pool.entry(key.clone()).or_default();
+            entry.h3.take_if(|(c, _)| c.is_closed());
+            entry.tcp.take_if(|(c, _)| c.is_closed());
+            (entry.h3.clone(), entry.tcp.clone(), entry.racing.clone())
+        };
+        if let Some((conn, est)) = h3 {
+            return (Pooled::Use(conn, est), gate);
+        }
+        if let Some((conn, est)) = &tcp {
+            let alt = sh.altsvc.get(&origin.host, origin.port, Instant::now());
+            let try_h3 = origin.secure
+                && sh.protocols != Protocols::Http2
+                && alt.is_some_and(|a| !race::quic_broken(&sh.ctx, &a.host, a.port));
+            if !try_h3 {
+                return (Pooled::Use(conn.clone(), est.clone()), gate);
+            }
+        }
+        (Pooled::Race(tcp), gate)
+    }
+
     /// Forgets the pooled connection of `origin` that speaks `conn`'s version.
     fn evict(&self, origin: &Origin, conn: &Conn) {
         let key = (origin.secure, origin.host.clone(), origin.port);
@@ -206,25 +233,17 @@ impl Client {
     ) -> Result<(Conn, Established, Option<Duration>), ClientError> {
         let sh = &self.shared;
         let key = (origin.secure, origin.host.clone(), origin.port);
-        let (h3, tcp) = {
-            let mut pool = lock(&sh.pool);
-            let entry = pool.entry(key.clone()).or_default();
-            entry.h3.take_if(|(c, _)| c.is_closed());
-            entry.tcp.take_if(|(c, _)| c.is_closed());
-            (entry.h3.clone(), entry.tcp.clone())
+        let gate = match self.pooled(origin, &key) {
+            (Pooled::Use(conn, est), _) => return Ok((conn, est, None)),
+            (Pooled::Race(_), gate) => gate,
         };
-        if let Some((conn, est)) = h3 {
-            return Ok((conn, est, None));
-        }
-        if let Some((conn, est)) = &tcp {
-            let alt = sh.altsvc.get(&origin.host, origin.port, Instant::now());
-            let try_h3 = origin.secure
-                && sh.protocols != Protocols::Http2
-                && alt.is_some_and(|a| !race::quic_broken(&sh.ctx, &a.host, a.port));
-            if !try_h3 {
-                return Ok((conn.clone(), est.clone(), None));
-            }
-        }
+        // One race per origin at a time: requests that come meanwhile wait for it and
+        // take what it pooled (one HTTP/3 connection per origin, RFC 9114 §3.3).
+        let _turn = gate.lock().await;
+        let tcp = match self.pooled(origin, &key).0 {
+            Pooled::Use(conn, est) => return Ok((conn, est, None)),
+            Pooled::Race(tcp) => tcp,
+        };
         let started = Instant::now();
         let pooled = tcp.as_ref().map(|(_, est)| est.clone());
         let (conn, est) = race::race(sh, origin, pooled).await?;
@@ -245,6 +264,14 @@ impl Client {
         *slot = Some((conn.clone(), est.clone()));
         Ok((conn, est, took))
     }
+}
+
+/// What the pool offers a request.
+enum Pooled {
+    /// This connection, as it is.
+    Use(Conn, Established),
+    /// A race, with the pooled HTTP/2 or HTTP/1.1 connection (if any) to stand in.
+    Race(Option<(Conn, Established)>),
 }
 
 /// Sends `req` over `conn` and collects the response; also returns when its head came.

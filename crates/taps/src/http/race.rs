@@ -73,11 +73,16 @@ impl Origin {
     }
 }
 
+/// A pool's key: `(https, host, port)`.
+pub(crate) type PoolKey = (bool, String, u16);
+
 /// The pooled connections of one origin: HTTP/3, and HTTP/2 or HTTP/1.1.
 #[derive(Default)]
 pub(crate) struct Entry {
     pub(crate) h3: Option<(Conn, Established)>,
     pub(crate) tcp: Option<(Conn, Established)>,
+    /// Held while a race for the origin runs.
+    pub(crate) racing: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// What clones of a client share.
@@ -91,7 +96,7 @@ pub(crate) struct Shared {
     pub(crate) security: SecurityParameters,
     pub(crate) race_timeline: bool,
     pub(crate) quic_pres: Mutex<HashMap<(String, u16, String), Arc<Preconnection>>>,
-    pub(crate) pool: Mutex<HashMap<(bool, String, u16), Entry>>,
+    pub(crate) pool: Mutex<HashMap<PoolKey, Entry>>,
 }
 
 impl Shared {
