@@ -106,10 +106,12 @@ async fn concurrent_first_requests_share_one_http3_connection() {
     let ctx = Context::new().unwrap();
     let c = client(&ctx, &pki, Some(GENEROUS));
     let port = caddy.ports[0];
-    let gets = (0..8).map(|_| {
-        let c = c.clone();
-        tokio::spawn(async move { get(&c, port).await })
-    });
+    let gets: Vec<_> = (0..8)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { get(&c, port).await })
+        })
+        .collect();
     let mut new = 0;
     let mut locals = Vec::new();
     for g in gets {
