@@ -174,7 +174,10 @@ impl Client {
             sh.altsvc
                 .learn(&origin.host, origin.port, v, Instant::now());
         }
-        *res.version_mut() = conn.version();
+        if let Conn::H3(_) = conn {
+            // hyper reports what the server said (HTTP/1.0 stays so); h3 leaves the default.
+            *res.version_mut() = http::Version::HTTP_3;
+        }
         let exchange = Exchange {
             connection,
             reused: connect.is_none(),
