@@ -3,7 +3,8 @@
 # root, apt): pkg-config, iproute2 (netlab), libusrsctp-dev (user-space SCTP), a C
 # compiler, libuv1-dev and libjansson-dev (the NEAT C API and its C tests), python3
 # (scripts/structure.py), and the independent TLS and QUIC peers the tests talk to:
-# openssl (s_server) and ngtcp2's HTTP/3 server and client (gtlsserver, gtlsclient).
+# openssl (s_server), ngtcp2's HTTP/3 server and client (gtlsserver, gtlsclient) and
+# caddy (HTTP/3 and HTTP/2 on one port, for taps::http::Client's race).
 set -euo pipefail
 need_apt=()
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
@@ -17,6 +18,7 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v gtlsserver >/dev/null 2>&1 || need_apt+=(ngtcp2-server)
 command -v gtlsclient >/dev/null 2>&1 || need_apt+=(ngtcp2-client)
+command -v caddy >/dev/null 2>&1 || need_apt+=(caddy)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "installing: ${need_apt[*]}" >&2

@@ -33,6 +33,9 @@ enum Command {
     /// race, and --props that leave security anything but required are refused beside
     /// one. Without them, {"security":"require"} in --props asks for it.
     Connect(Deferred<cmd::connect::Args>),
+    /// An HTTP request: HTTP/3 raced against HTTP/2 for https://; prints status,
+    /// protocol, timing and the race (like curl -w).
+    Get(Deferred<cmd::get::Args>),
     /// Listen on every allowed protocol and family; echo or discard.
     Listen(Deferred<cmd::listen::Args>),
     /// Run the host-wide policy manager: one CIB for every taps program of this user.
@@ -142,7 +145,7 @@ fn main() -> ExitCode {
     // threads (futex calls, cache misses) to every flow. A listener and the policy
     // manager use two workers.
     let mut builder = match cli.command {
-        Command::Connect(_) | Command::Candidates(_) => {
+        Command::Connect(_) | Command::Candidates(_) | Command::Get(_) => {
             tokio::runtime::Builder::new_current_thread()
         }
         _ => {
@@ -166,6 +169,7 @@ fn main() -> ExitCode {
             match cli.command {
                 Command::Candidates(Deferred(args)) => cmd::candidates::run(args).await,
                 Command::Connect(Deferred(args)) => cmd::connect::run(args).await,
+                Command::Get(Deferred(args)) => cmd::get::run(args).await,
                 Command::Listen(Deferred(args)) => cmd::listen::run(args).await,
                 Command::Pm(Deferred(args)) => cmd::pm::run(args).await,
                 Command::Completions { .. } | Command::Man { .. } => Ok(()),

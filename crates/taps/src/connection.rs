@@ -528,6 +528,20 @@ impl Connection {
         }
     }
 
+    /// The QUIC connection this one is a stream of, with that stream given up (reset
+    /// with `code`): HTTP/3 opens its own streams on the connection. `None` (and the
+    /// connection kept as it was) if it is not a QUIC stream.
+    #[cfg(feature = "http")]
+    pub(crate) fn take_quic(&mut self, code: u32) -> Option<Arc<SharedQuic>> {
+        match &mut self.io {
+            Io::Stream(Stream::Quic(q)) => {
+                q.cancel(code);
+                Some(q.shared.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// A new stream of `shared` as a connection (no handshake); `None` if the QUIC
     /// connection is closing or the peer grants no stream now.
     pub(crate) async fn quic_sibling(shared: &Arc<SharedQuic>) -> io::Result<Option<Connection>> {

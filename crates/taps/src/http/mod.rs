@@ -27,7 +27,25 @@
 //!   default against the URI's host, ALPN `h2`,`http/1.1` unless set otherwise); the
 //!   stream reports the negotiated protocol, so hyper-util speaks HTTP/2 when the server
 //!   chose `h2`. **QUIC is never raced**: it carries only HTTP/3, which hyper's legacy
-//!   client does not speak. A secure race never falls back to plain text.
+//!   client does not speak (for HTTP/3, use [`Client`]). A secure race never falls back
+//!   to plain text.
+//!
+//! [`Client`] speaks HTTP/3 too: for `https://` it races HTTP/3 over QUIC (h3 and
+//! h3-quinn on taps' QUIC connections) against HTTP/2 and HTTP/1.1 over this connector's
+//! TLS/TCP, with QUIC's head start, the CIB's broken-QUIC marks, HTTPS records and
+//! `Alt-Svc`; every response says which protocol and why ([`Exchange`],
+//! [`ProtocolRace`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let ctx = taps::Context::new()?;
+//! let client = taps::http::Client::new(&ctx)?;
+//! let res = client.get("https://example.test/".parse()?).await?;
+//! if let Some(x) = res.extensions().get::<taps::http::Exchange>() {
+//!     println!("{:?}: {}", x.connection.version, x.connection.race);
+//! }
+//! # Ok(()) }
+//! ```
 //!
 //! Failures are [`crate::Error`]s (for a race: every attempt with its cause), boxed as
 //! the service error; hyper-util reports them as connect errors whose source is the taps
@@ -41,8 +59,15 @@
 //! connection attempts) and an `Arc` of the connection's information. hyper-util's pool
 //! reuses connections, so the connector runs only when the pool has none to give.
 
+mod altsvc;
+mod client;
+mod race;
+mod report;
 mod stream;
 
+pub use altsvc::Alternative;
+pub use client::{Client, ClientBuilder};
+pub use report::{ClientError, Established, Exchange, Leg, ProtocolRace, Protocols};
 pub use stream::{ConnectionDetails, HttpStream};
 
 use std::collections::HashMap;
@@ -228,7 +253,7 @@ impl Connector {
 
     /// The origin's preconnection: from the cache, or built (and its plan and TLS
     /// configuration prepared) and kept.
-    fn preconnection(&self, uri: &Uri) -> Result<Arc<Preconnection>, Error> {
+    pub(crate) fn preconnection(&self, uri: &Uri) -> Result<Arc<Preconnection>, Error> {
         let secure = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,

@@ -23,6 +23,11 @@ use crate::{Connection, ConnectionInfo};
 pub struct ConnectionDetails(Arc<ConnectionInfo>);
 
 impl ConnectionDetails {
+    /// The details of `conn` (its information copied once, behind an `Arc`).
+    pub(crate) fn of(conn: &Connection) -> ConnectionDetails {
+        ConnectionDetails(Arc::new(conn.info().clone()))
+    }
+
     /// The connection's information.
     pub fn info(&self) -> &ConnectionInfo {
         &self.0

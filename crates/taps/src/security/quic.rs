@@ -158,6 +158,17 @@ impl QuicStream {
         SocketAddr::new(addr.ip().to_canonical(), addr.port())
     }
 
+    /// Gives this stream up (reset and stopped with `code`; nothing was sent on it, so
+    /// the peer learns of it only through the reset), keeping the connection: for a
+    /// protocol that opens streams of its own (HTTP/3). Cost: two frames queued.
+    #[cfg(feature = "http")]
+    pub(crate) fn cancel(&mut self, code: u32) {
+        if let Some(mut send) = self.send.take() {
+            let _ = send.reset(code.into());
+        }
+        let _ = self.recv.stop(code.into());
+    }
+
     /// A new stream of the same connection, for a mapped or cloned flow: no handshake.
     /// `None` when the connection is closing or the peer allows no more streams now.
     pub(crate) async fn sibling(shared: &Arc<SharedQuic>) -> Option<QuicStream> {
