@@ -254,17 +254,7 @@ impl Connector {
     /// The origin's preconnection: from the cache, or built (and its plan and TLS
     /// configuration prepared) and kept.
     pub(crate) fn preconnection(&self, uri: &Uri) -> Result<Arc<Preconnection>, Error> {
-        let secure = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(Error::config(ConfigError::HttpScheme(uri.clone()))),
-        };
-        let host = uri
-            .host()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.clone())))?
-            .trim_matches(['[', ']']);
-        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        let (secure, host, port) = origin_of(uri)?;
         let key: Origin = (secure, host.into(), port);
         if let Some(pre) = lock(&self.inner.origins).get(&key) {
             return Ok(pre.clone());
@@ -286,6 +276,23 @@ impl Connector {
         }
         Ok(origins.entry(key).or_insert_with(|| Arc::new(pre)).clone())
     }
+}
+
+/// The origin of `uri`: whether it is `https`, its host (IPv6 without brackets) and port
+/// (the scheme's default when it names none). Fails for another scheme or no host.
+pub(crate) fn origin_of(uri: &Uri) -> Result<(bool, &str, u16), Error> {
+    let secure = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => return Err(Error::config(ConfigError::HttpScheme(uri.clone()))),
+    };
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.clone())))?
+        .trim_matches(['[', ']']);
+    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+    Ok((secure, host, port))
 }
 
 /// Locks `m`, also after a panic elsewhere (the map stays consistent: every change is

@@ -33,7 +33,7 @@ use super::report::{ClientError, Established, Leg, ProtocolRace, Protocols};
 use super::{lock, ConnectionDetails, Connector, HttpStream};
 use crate::security::quic::SharedQuic;
 use crate::SecurityParameters;
-use crate::{ConfigError, Context, Error, Preconnection, Properties, RemoteEndpoint};
+use crate::{Context, Error, Preconnection, Properties, RemoteEndpoint};
 
 /// QUIC's head start on first contact (HEv3's recommended minimum, as taps' own race).
 pub(crate) const HEAD_START: Duration = Duration::from_millis(100);
@@ -50,19 +50,10 @@ pub(crate) struct Origin {
 
 impl Origin {
     pub(crate) fn of(uri: &Uri) -> Result<Origin, Error> {
-        let secure = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(Error::config(ConfigError::HttpScheme(uri.clone()))),
-        };
-        let host = uri
-            .host()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| Error::config(ConfigError::HttpNoHost(uri.clone())))?;
-        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        let (secure, host, port) = super::origin_of(uri)?;
         Ok(Origin {
             secure,
-            host: host.trim_matches(['[', ']']).to_owned(),
+            host: host.to_owned(),
             port,
             uri: uri.clone(),
         })

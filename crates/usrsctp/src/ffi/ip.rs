@@ -263,41 +263,9 @@ impl Socket {
         Ok((acc, ip_addr_of(&ss)))
     }
 
-    /// The peer's IP addresses (SCTP port), one per path (`usrsctp_getpaddrs`). usrsctp
-    /// allocates the list and we free it.
+    /// The peer's IP addresses (SCTP port), one per path ([`Socket::peer_addrs`]).
     pub(crate) fn peer_ips(&self) -> Result<Vec<SocketAddr>> {
-        self.call(|so| {
-            let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
-            // SAFETY: `so` is live; usrsctp allocates the array and stores it in `addrs`.
-            let n = unsafe { raw::usrsctp_getpaddrs(so, 0, &mut addrs) };
-            if n < 0 {
-                return Err(Error::sys("usrsctp_getpaddrs"));
-            }
-            let mut out = Vec::with_capacity(n as usize);
-            let mut p = addrs as *const u8;
-            for _ in 0..n {
-                if p.is_null() {
-                    break;
-                }
-                // SAFETY: usrsctp packs `n` addresses back to back, each as long as its
-                // family's sockaddr (no sa_len on Linux); `p` points at the next one.
-                let Some(a) = (unsafe { sockaddr_to_ip(p as *const libc::sockaddr) }) else {
-                    break;
-                };
-                out.push(a);
-                let step = match a {
-                    SocketAddr::V4(_) => size_of::<libc::sockaddr_in>(),
-                    SocketAddr::V6(_) => size_of::<libc::sockaddr_in6>(),
-                };
-                // SAFETY: stays within (or one past) the array usrsctp allocated.
-                p = unsafe { p.add(step) };
-            }
-            if !addrs.is_null() {
-                // SAFETY: `addrs` came from usrsctp_getpaddrs and is freed once.
-                unsafe { raw::usrsctp_freepaddrs(addrs) };
-            }
-            Ok(out)
-        })
+        Ok(self.peer_addrs()?.iter().filter_map(ip_addr_of).collect())
     }
 
     /// The UDP port usrsctp sends the path to `peer` to (0: none set; the unspecified

@@ -297,32 +297,9 @@ impl Socket {
         Err(Error::MultihomeUnavailable(check_library().unwrap_err()))
     }
 
-    /// The conn ids of the association's peer paths (`usrsctp_getpaddrs`): one allocation
-    /// inside usrsctp, freed here.
+    /// The conn ids of the association's peer paths ([`Socket::peer_addrs`]).
     pub(crate) fn peer_conns(&self) -> Result<Vec<usize>> {
-        self.call(|so| {
-            let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
-            // SAFETY: `so` is live; usrsctp allocates the array and stores it in `addrs`.
-            let n = unsafe { raw::usrsctp_getpaddrs(so, 0, &mut addrs) };
-            if n < 0 {
-                return Err(Error::sys("usrsctp_getpaddrs"));
-            }
-            let mut out = Vec::with_capacity(n as usize);
-            if !addrs.is_null() {
-                let first = addrs as *const raw::sockaddr_conn;
-                for i in 0..n as usize {
-                    // SAFETY: for an AF_CONN association usrsctp packs `n` sockaddr_conn
-                    // entries back to back in the array it allocated.
-                    let sc = unsafe { std::ptr::read_unaligned(first.add(i)) };
-                    if i32::from(sc.sconn_family) == raw::AF_CONN {
-                        out.push(sc.sconn_addr as usize);
-                    }
-                }
-                // SAFETY: `addrs` came from usrsctp_getpaddrs and is freed once.
-                unsafe { raw::usrsctp_freepaddrs(addrs) };
-            }
-            Ok(out)
-        })
+        Ok(self.peer_addrs()?.iter().filter_map(storage_conn).collect())
     }
 
     /// One non-blocking `usrsctp_sendv` of `data` to the path `conn` (`SCTP_ADDR_OVER` is

@@ -404,29 +404,56 @@ impl Socket {
         })
     }
 
-    /// The peer's first address (`usrsctp_getpaddrs`), an AF_CONN address in a
-    /// `sockaddr_storage`; `None` when there is none. usrsctp allocates and we free a list.
+    /// The peer's first address (its primary path's is not necessarily first), as
+    /// [`Socket::peer_addrs`] gives them; `None` when there is none.
     pub(crate) fn first_peer_addr(&self) -> Result<Option<libc::sockaddr_storage>> {
+        Ok(self.peer_addrs()?.into_iter().next())
+    }
+
+    /// The peer's addresses, one per path (`usrsctp_getpaddrs`: AF_CONN, AF_INET or
+    /// AF_INET6, packed back to back, each as long as its family's sockaddr), each copied
+    /// into a `sockaddr_storage`. usrsctp allocates the list and we free it.
+    pub(crate) fn peer_addrs(&self) -> Result<Vec<libc::sockaddr_storage>> {
         self.call(|so| {
             let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
-            // SAFETY: `so` is live; usrsctp allocates the list, freed below.
+            // SAFETY: `so` is live; usrsctp allocates the array and stores it in `addrs`.
             let n = unsafe { raw::usrsctp_getpaddrs(so, 0, &mut addrs) };
-            if n <= 0 || addrs.is_null() {
-                return Ok(None);
+            if n < 0 {
+                return Err(Error::sys("usrsctp_getpaddrs"));
             }
-            let mut storage = libc::sockaddr_storage::zeroed();
-            // SAFETY: usrsctp returned at least one address in a list it allocated; AF_CONN
-            // addresses are `sockaddr_conn` sized, which fits in `sockaddr_storage`. The list
-            // is freed once, after the copy, and not used again.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    addrs as *const u8,
-                    &mut storage as *mut libc::sockaddr_storage as *mut u8,
-                    size_of::<raw::sockaddr_conn>(),
-                );
-                raw::usrsctp_freepaddrs(addrs);
+            let mut out = Vec::with_capacity(n as usize);
+            let mut p = addrs as *const u8;
+            for _ in 0..n {
+                if p.is_null() {
+                    break;
+                }
+                // SAFETY: every entry starts with its family (u16 on Linux); `p` points at
+                // the next entry of the array usrsctp allocated.
+                let family = i32::from(unsafe { std::ptr::read_unaligned(p as *const u16) });
+                let len = match family {
+                    raw::AF_CONN => size_of::<raw::sockaddr_conn>(),
+                    libc::AF_INET => size_of::<libc::sockaddr_in>(),
+                    libc::AF_INET6 => size_of::<libc::sockaddr_in6>(),
+                    _ => break,
+                };
+                let mut ss = libc::sockaddr_storage::zeroed();
+                // SAFETY: the entry is `len` bytes (its family's size, which usrsctp packs),
+                // within the array; `ss` is larger than any of them.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        p,
+                        &mut ss as *mut libc::sockaddr_storage as *mut u8,
+                        len,
+                    );
+                    p = p.add(len);
+                }
+                out.push(ss);
             }
-            Ok(Some(storage))
+            if !addrs.is_null() {
+                // SAFETY: `addrs` came from usrsctp_getpaddrs and is freed once.
+                unsafe { raw::usrsctp_freepaddrs(addrs) };
+            }
+            Ok(out)
         })
     }
 
