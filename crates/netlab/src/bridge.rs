@@ -346,6 +346,7 @@ fn pump(
                         }
                         Verdict::QueueFull => {
                             counters.queue_full.fetch_add(1, Ordering::Relaxed);
+                            record_drop(shared, dir, pkt, info.as_ref());
                         }
                     }
                 }
@@ -432,15 +433,26 @@ fn write_out(output: &OwnedFd, pkt: &[u8], counters: &Counters) {
     }
 }
 
-/// Parses `pkt` and, going to the server while the bridge keeps an SCTP ledger, hands it
-/// to the ledger.
+/// Parses `pkt` and, while the bridge keeps an SCTP ledger, hands it to the ledger.
 fn parse_and_record(shared: &Shared, dir: Direction, pkt: &[u8]) -> Option<PacketInfo> {
     let info = packet::parse(pkt)?;
-    if dir == Direction::ToServer && shared.ledger_on.load(Ordering::Relaxed) {
+    if shared.ledger_on.load(Ordering::Relaxed) {
         let ledger = crate::sink::lock(&shared.ledger).clone();
         if let Some((link, ledger)) = ledger {
-            ledger.record(link, pkt, &info);
+            ledger.record(link, dir == Direction::ToServer, pkt, &info);
         }
     }
     Some(info)
+}
+
+/// Tells the ledger, if the bridge keeps one, that the link's full queue dropped `pkt`
+/// on its way to the server.
+fn record_drop(shared: &Shared, dir: Direction, pkt: &[u8], info: Option<&PacketInfo>) {
+    if dir != Direction::ToServer || !shared.ledger_on.load(Ordering::Relaxed) {
+        return;
+    }
+    let ledger = crate::sink::lock(&shared.ledger).clone();
+    if let (Some((link, ledger)), Some(info)) = (ledger, info) {
+        ledger.record_drop(link, pkt, info);
+    }
 }

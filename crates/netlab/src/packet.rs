@@ -172,11 +172,30 @@ pub(crate) struct DataChunk {
     pub bytes: u64,
 }
 
-/// The DATA (and I-DATA) chunks of an SCTP packet carried in the UDP datagram `pkt`
-/// (RFC 6951): `None` unless `pkt` is UDP whose payload is an SCTP packet with a right
-/// CRC32c (so other UDP traffic is never mistaken for it). One CRC over the payload and
-/// one walk of its chunks.
-pub(crate) fn sctp_data(pkt: &[u8], info: &PacketInfo) -> Option<Vec<DataChunk>> {
+/// A SACK (or NR-SACK) chunk: what the receiver had in order, and its receive window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SackChunk {
+    pub vtag: u32,
+    /// Cumulative TSN ack: every TSN up to it arrived.
+    pub cum_tsn: u32,
+    /// Advertised receiver window credit (bytes).
+    pub a_rwnd: u32,
+    /// Gap ack blocks: ranges above `cum_tsn` that arrived (holes between them).
+    pub gap_blocks: u16,
+}
+
+/// The chunks [`sctp_chunks`] reads from an SCTP packet.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct SctpChunks {
+    pub data: Vec<DataChunk>,
+    pub sacks: Vec<SackChunk>,
+}
+
+/// The DATA (and I-DATA) and SACK (and NR-SACK) chunks of an SCTP packet carried in the
+/// UDP datagram `pkt` (RFC 6951): `None` unless `pkt` is UDP whose payload is an SCTP
+/// packet with a right CRC32c (so other UDP traffic is never mistaken for it). One CRC
+/// over the payload and one walk of its chunks.
+pub(crate) fn sctp_chunks(pkt: &[u8], info: &PacketInfo) -> Option<SctpChunks> {
     if info.proto != Proto::Udp {
         return None;
     }
@@ -192,7 +211,7 @@ pub(crate) fn sctp_data(pkt: &[u8], info: &PacketInfo) -> Option<Vec<DataChunk>>
     }
     let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let vtag = be32(&sctp[4..8]);
-    let mut out = Vec::new();
+    let mut out = SctpChunks::default();
     let mut at = 12;
     while let Some(h) = sctp.get(at..at + 4) {
         let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
@@ -208,11 +227,22 @@ pub(crate) fn sctp_data(pkt: &[u8], info: &PacketInfo) -> Option<Vec<DataChunk>>
         };
         if header > 0 && len >= header {
             if let Some(c) = sctp.get(at + 4..at + 10) {
-                out.push(DataChunk {
+                out.data.push(DataChunk {
                     vtag,
                     tsn: be32(&c[..4]),
                     stream: u16::from_be_bytes([c[4], c[5]]),
                     bytes: (len - header) as u64,
+                });
+            }
+        }
+        // SACK (3) and NR-SACK (16): cumulative TSN ack, a_rwnd, number of gap blocks.
+        if matches!(h[0], 3 | 16) && len >= 16 {
+            if let Some(c) = sctp.get(at + 4..at + 14) {
+                out.sacks.push(SackChunk {
+                    vtag,
+                    cum_tsn: be32(&c[..4]),
+                    a_rwnd: be32(&c[4..8]),
+                    gap_blocks: u16::from_be_bytes([c[8], c[9]]),
                 });
             }
         }
@@ -320,7 +350,7 @@ pub(crate) mod tests {
         p.truncate(28);
         p.extend_from_slice(&sctp);
         let info = parse(&p).unwrap();
-        let chunks = sctp_data(&p, &info).unwrap();
+        let chunks = sctp_chunks(&p, &info).unwrap().data;
         assert_eq!(
             chunks,
             vec![DataChunk {
@@ -331,6 +361,6 @@ pub(crate) mod tests {
             }]
         );
         p[40] ^= 1;
-        assert_eq!(sctp_data(&p, &parse(&p).unwrap()), None);
+        assert_eq!(sctp_chunks(&p, &parse(&p).unwrap()), None);
     }
 }

@@ -5,12 +5,19 @@
 //! retransmission, counted apart, on the link it took that time. This is what tells a
 //! stream pinned to a path (its first transmissions all on that path's link) from a stream
 //! whose data the sender spreads, whatever its retransmission policy does.
+//!
+//! With a timeline on ([`SctpLedger::start_timeline`]) it also keeps every DATA chunk
+//! toward the server, every SACK toward the client and every DATA chunk a full link queue
+//! dropped, with its time: enough to show why a transfer stalled (a receive window closed
+//! behind a hole, a retransmission dropped, a timeout).
 
 #![forbid(unsafe_code)]
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::packet::{self, PacketInfo};
 
@@ -31,37 +38,145 @@ struct Inner {
     first: PerLink,
     /// User data bytes of retransmissions, per link and stream.
     again: PerLink,
+    /// When the timeline started, and its events.
+    timeline: Option<(Instant, Vec<SctpEvent>)>,
+}
+
+/// One event of a ledger's timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SctpEvent {
+    /// Since the timeline started.
+    pub at: Duration,
+    /// The link it crossed (or was dropped on).
+    pub link: usize,
+    /// What it was.
+    pub what: SctpWhat,
+}
+
+/// What an [`SctpEvent`] saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SctpWhat {
+    /// A DATA chunk toward the server, sent for the first time or `again`.
+    Data {
+        /// Its TSN.
+        tsn: u32,
+        /// Its stream.
+        stream: u16,
+        /// Its user data bytes.
+        bytes: u64,
+        /// A retransmission (the TSN was seen before).
+        again: bool,
+    },
+    /// A DATA chunk toward the server that the link's full queue dropped.
+    Dropped {
+        /// Its TSN.
+        tsn: u32,
+    },
+    /// A SACK (or NR-SACK) toward the client.
+    Sack {
+        /// Cumulative TSN ack.
+        cum_tsn: u32,
+        /// Advertised receive window (bytes).
+        a_rwnd: u32,
+        /// Gap ack blocks (ranges above `cum_tsn` that arrived, holes between them).
+        gap_blocks: u16,
+    },
 }
 
 /// The shared ledger. Costs, per SCTP packet recorded: a CRC32c of it, a walk of its
-/// chunks and one lock and map lookup per DATA chunk.
+/// chunks and one lock and map lookup per DATA chunk; with a timeline on, also the
+/// packets toward the client and those dropped, and one event kept per chunk.
 #[derive(Default)]
 pub struct SctpLedger {
     inner: Mutex<Inner>,
+    timeline_on: AtomicBool,
 }
 
 impl SctpLedger {
-    /// Records the DATA chunks of `pkt` (parsed as `info`) sent over `link`.
-    pub(crate) fn record(&self, link: usize, pkt: &[u8], info: &PacketInfo) {
-        let Some(chunks) = packet::sctp_data(pkt, info) else {
+    /// Records the DATA chunks of `pkt` (parsed as `info`) sent over `link` toward the
+    /// server, or with a timeline on, the SACKs of `pkt` sent toward the client.
+    pub(crate) fn record(&self, link: usize, to_server: bool, pkt: &[u8], info: &PacketInfo) {
+        let timeline = self.timeline_on.load(Ordering::Relaxed);
+        if link >= LEDGER_LINKS || !(to_server || timeline) {
+            return;
+        }
+        let Some(chunks) = packet::sctp_chunks(pkt, info) else {
             return;
         };
-        if chunks.is_empty() || link >= LEDGER_LINKS {
+        if chunks.data.is_empty() && chunks.sacks.is_empty() {
             return;
         }
-        let mut g = crate::sink::lock(&self.inner);
-        for c in chunks {
-            let sid = usize::from(c.stream);
-            if sid >= LEDGER_STREAMS {
-                continue;
+        let mut guard = crate::sink::lock(&self.inner);
+        let g = &mut *guard;
+        let mut events = Vec::new();
+        if to_server {
+            for c in &chunks.data {
+                let again = match g.first_link.entry((c.vtag, c.tsn)) {
+                    Entry::Vacant(e) => {
+                        e.insert(link);
+                        false
+                    }
+                    Entry::Occupied(_) => true,
+                };
+                let sid = usize::from(c.stream);
+                if sid < LEDGER_STREAMS {
+                    let per = if again { &mut g.again } else { &mut g.first };
+                    per[link][sid] += c.bytes;
+                }
+                events.push(SctpWhat::Data {
+                    tsn: c.tsn,
+                    stream: c.stream,
+                    bytes: c.bytes,
+                    again,
+                });
             }
-            if let Entry::Vacant(e) = g.first_link.entry((c.vtag, c.tsn)) {
-                e.insert(link);
-                g.first[link][sid] += c.bytes;
-            } else {
-                g.again[link][sid] += c.bytes;
-            }
+        } else {
+            events.extend(chunks.sacks.iter().map(|s| SctpWhat::Sack {
+                cum_tsn: s.cum_tsn,
+                a_rwnd: s.a_rwnd,
+                gap_blocks: s.gap_blocks,
+            }));
         }
+        if let Some((start, v)) = g.timeline.as_mut() {
+            let at = start.elapsed();
+            v.extend(events.into_iter().map(|what| SctpEvent { at, link, what }));
+        }
+    }
+
+    /// With a timeline on, records the DATA chunks of `pkt` (toward the server over
+    /// `link`) as dropped by the link's full queue.
+    pub(crate) fn record_drop(&self, link: usize, pkt: &[u8], info: &PacketInfo) {
+        if !self.timeline_on.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(chunks) = packet::sctp_chunks(pkt, info) else {
+            return;
+        };
+        let mut g = crate::sink::lock(&self.inner);
+        if let Some((start, v)) = g.timeline.as_mut() {
+            let at = start.elapsed();
+            v.extend(chunks.data.iter().map(|c| SctpEvent {
+                at,
+                link,
+                what: SctpWhat::Dropped { tsn: c.tsn },
+            }));
+        }
+    }
+
+    /// Starts (or restarts, empty) the timeline: from now on every event is kept, timed
+    /// from now.
+    pub fn start_timeline(&self) {
+        crate::sink::lock(&self.inner).timeline = Some((Instant::now(), Vec::new()));
+        self.timeline_on.store(true, Ordering::Relaxed);
+    }
+
+    /// The timeline's events so far, oldest first (empty if none was started).
+    pub fn timeline(&self) -> Vec<SctpEvent> {
+        crate::sink::lock(&self.inner)
+            .timeline
+            .as_ref()
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
     }
 
     /// User data bytes of first transmissions, per link and stream.
@@ -72,5 +187,238 @@ impl SctpLedger {
     /// User data bytes of retransmissions, per link and stream.
     pub fn sent_again(&self) -> PerLink {
         crate::sink::lock(&self.inner).again
+    }
+}
+
+/// A time in a [`SctpLedger`] timeline when no new DATA crossed any link, and what the
+/// wire showed around it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// The last first transmission before it.
+    pub from: Duration,
+    /// The next first transmission.
+    pub to: Duration,
+    /// The last SACK before it: cumulative TSN ack, a_rwnd, gap blocks.
+    pub last_sack: Option<(u32, u32, u16)>,
+    /// Retransmissions during it: when, on which link, the TSN, and whether the link's
+    /// full queue dropped that copy.
+    pub resent: Vec<(Duration, usize, u32, bool)>,
+    /// DATA chunks full queues dropped in the round trip before it (one 100 ms window).
+    pub dropped_before: usize,
+    /// The first SACK during it that moved the cumulative ack, and its a_rwnd.
+    pub cum_moved: Option<(Duration, u32)>,
+    /// The hole the last SACK before it reported (the TSN after its cumulative ack): when
+    /// it was first sent, on which link, and whether a full queue dropped it.
+    pub hole: Option<(u32, Duration, usize, bool)>,
+}
+
+/// How long after a copy's DATA event its drop may be recorded and still be its own.
+const DROP_MATCH: Duration = Duration::from_millis(5);
+
+/// The stalls of `events` (a timeline, oldest first) of at least `min`.
+pub fn stalls(events: &[SctpEvent], min: Duration) -> Vec<Stall> {
+    let firsts: Vec<Duration> = events
+        .iter()
+        .filter(|e| matches!(e.what, SctpWhat::Data { again: false, .. }))
+        .map(|e| e.at)
+        .collect();
+    let mut out = Vec::new();
+    for w in firsts.windows(2) {
+        let (from, to) = (w[0], w[1]);
+        if to - from < min {
+            continue;
+        }
+        let last_sack = events
+            .iter()
+            .take_while(|e| e.at <= from)
+            .filter_map(|e| match e.what {
+                SctpWhat::Sack {
+                    cum_tsn,
+                    a_rwnd,
+                    gap_blocks,
+                } => Some((cum_tsn, a_rwnd, gap_blocks)),
+                _ => None,
+            })
+            .last();
+        let during = || events.iter().filter(|e| e.at > from && e.at < to);
+        let dropped: Vec<(usize, u32, Duration)> = events
+            .iter()
+            .filter_map(|e| match e.what {
+                SctpWhat::Dropped { tsn } => Some((e.link, tsn, e.at)),
+                _ => None,
+            })
+            .collect();
+        // A drop is recorded just after the copy it drops (same link and TSN), before any
+        // later copy of that TSN could cross the link (a round trip later).
+        let was_dropped = |link: usize, tsn: u32, at: Duration| {
+            dropped
+                .iter()
+                .any(|&(l, t, d)| l == link && t == tsn && d >= at && d - at < DROP_MATCH)
+        };
+        let resent = during()
+            .filter_map(|e| match e.what {
+                SctpWhat::Data {
+                    tsn, again: true, ..
+                } => Some((e.at, e.link, tsn, was_dropped(e.link, tsn, e.at))),
+                _ => None,
+            })
+            .collect();
+        let dropped_before = dropped
+            .iter()
+            .filter(|(_, _, at)| *at <= from && from - *at <= Duration::from_millis(100))
+            .count();
+        let cum_before = last_sack.map(|s| s.0);
+        let cum_moved = during().find_map(|e| match e.what {
+            SctpWhat::Sack {
+                cum_tsn, a_rwnd, ..
+            } if Some(cum_tsn) != cum_before => Some((e.at, a_rwnd)),
+            _ => None,
+        });
+        let hole = last_sack.and_then(|(cum, _, _)| {
+            let tsn = cum.wrapping_add(1);
+            events.iter().find_map(|e| match e.what {
+                SctpWhat::Data {
+                    tsn: t,
+                    again: false,
+                    ..
+                } if t == tsn => Some((tsn, e.at, e.link, was_dropped(e.link, tsn, e.at))),
+                _ => None,
+            })
+        });
+        out.push(Stall {
+            from,
+            to,
+            last_sack,
+            resent,
+            dropped_before,
+            cum_moved,
+            hole,
+        });
+    }
+    out
+}
+
+impl std::fmt::Display for Stall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "no new DATA on any link from {:.0} to {:.0} ms ({:.0} ms)",
+            ms(self.from),
+            ms(self.to),
+            ms(self.to - self.from)
+        )?;
+        if let Some((cum, rwnd, gaps)) = self.last_sack {
+            write!(
+                f,
+                "; the last SACK before it: cumulative TSN {cum}, a_rwnd {rwnd} bytes, {gaps} gap blocks"
+            )?;
+        }
+        if let Some((tsn, at, link, dropped)) = self.hole {
+            write!(
+                f,
+                "; the hole, TSN {tsn}, first sent at {:.0} ms on link {link}{}",
+                ms(at),
+                if dropped {
+                    " (dropped by the full queue)"
+                } else {
+                    " (not dropped by the link)"
+                }
+            )?;
+        }
+        write!(
+            f,
+            "; {} DATA chunks dropped by full queues in the 100 ms before",
+            self.dropped_before
+        )?;
+        for (at, link, tsn, dropped) in &self.resent {
+            write!(
+                f,
+                "; TSN {tsn} resent at {:.0} ms on link {link}{}",
+                ms(*at),
+                if *dropped {
+                    " (dropped by the full queue)"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        if let Some((at, rwnd)) = self.cum_moved {
+            write!(
+                f,
+                "; cumulative ack moved at {:.0} ms (a_rwnd {rwnd})",
+                ms(at)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64, link: usize, what: SctpWhat) -> SctpEvent {
+        SctpEvent {
+            at: Duration::from_millis(ms),
+            link,
+            what,
+        }
+    }
+
+    fn data(tsn: u32, again: bool) -> SctpWhat {
+        SctpWhat::Data {
+            tsn,
+            stream: 0,
+            bytes: 1000,
+            again,
+        }
+    }
+
+    fn sack(cum_tsn: u32, a_rwnd: u32, gap_blocks: u16) -> SctpWhat {
+        SctpWhat::Sack {
+            cum_tsn,
+            a_rwnd,
+            gap_blocks,
+        }
+    }
+
+    /// TSN 2 dropped by link 0's queue, TSN 3 and 4 arrive (one gap block), the window
+    /// closes, TSN 2 is resent 500 ms later and the cumulative ack moves: one stall, told
+    /// with the hole, its drop and its resend; a pause shorter than the minimum is none.
+    #[test]
+    fn a_stall_behind_a_dropped_chunk_is_explained() {
+        let events = vec![
+            at(0, 0, data(1, false)),
+            at(10, 0, data(2, false)),
+            at(10, 0, SctpWhat::Dropped { tsn: 2 }),
+            at(20, 1, data(3, false)),
+            at(30, 0, sack(1, 50_000, 0)),
+            at(40, 1, data(4, false)),
+            at(60, 1, sack(1, 900, 1)),
+            at(560, 1, data(2, true)),
+            at(580, 1, sack(4, 60_000, 0)),
+            at(590, 0, data(5, false)),
+            at(640, 0, data(6, false)),
+        ];
+        let found = stalls(&events, Duration::from_millis(100));
+        assert_eq!(
+            found,
+            vec![Stall {
+                from: Duration::from_millis(40),
+                to: Duration::from_millis(590),
+                last_sack: Some((1, 50_000, 0)),
+                resent: vec![(Duration::from_millis(560), 1, 2, false)],
+                dropped_before: 1,
+                cum_moved: Some((Duration::from_millis(580), 60_000)),
+                hole: Some((2, Duration::from_millis(10), 0, true)),
+            }]
+        );
+        let text = found[0].to_string();
+        assert!(text.contains("from 40 to 590 ms (550 ms)"), "{text}");
+        assert!(
+            text.contains("TSN 2, first sent at 10 ms on link 0 (dropped by the full queue)"),
+            "{text}"
+        );
     }
 }

@@ -269,7 +269,7 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "sctp-taps-aggregate",
-        summary: "SCTP multihoming through taps at both ends over two 10 Mbit/s 10 ms links: 12 MB with multipathPolicy handover, then aggregate (CMT, per association) in the same run: aggregate >= 1.8x handover's rate, each link >= 35% of it",
+        summary: "SCTP multihoming through taps at both ends over two 10 Mbit/s 10 ms links: 12 MB with multipathPolicy handover, then aggregate (CMT, per association), three rounds in turn in the same run: aggregate >= 1.8x handover's rate over the rounds, each link >= 35% of it; stalls explained from the wire",
         needs_taps: true,
         body: sctp_multihomed::sctp_taps_aggregate,
     },
