@@ -354,6 +354,84 @@ impl std::fmt::Display for Stall {
     }
 }
 
+/// One step of [`trace`]: what the wire showed in one interval of a timeline.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceStep {
+    /// The interval's end.
+    pub until: Duration,
+    /// User data bytes first sent, per link (0..[`LEDGER_LINKS`]).
+    pub new_bytes: [u64; LEDGER_LINKS],
+    /// DATA chunks sent again.
+    pub resent: u32,
+    /// DATA chunks full queues dropped.
+    pub dropped: u32,
+    /// The last SACK's a_rwnd by the interval's end (the receiver's free buffer).
+    pub a_rwnd: Option<u32>,
+    /// Its gap blocks (holes above the cumulative ack).
+    pub gap_blocks: u16,
+    /// TSNs sent but not cumulatively acked by the interval's end (the highest TSN first
+    /// sent minus the last cumulative ack): what the sender has outstanding, holes and
+    /// gap-acked data included.
+    pub outstanding: u32,
+}
+
+/// `events` (a timeline, oldest first) in steps of `step`: per step, what each link
+/// carried and the receiver's window and holes at its end.
+pub fn trace(events: &[SctpEvent], step: Duration) -> Vec<TraceStep> {
+    let mut out = Vec::new();
+    let mut cur = TraceStep {
+        until: step,
+        ..TraceStep::default()
+    };
+    let (mut highest, mut cum): (Option<u32>, Option<u32>) = (None, None);
+    let step_end = |cur: &mut TraceStep, highest: Option<u32>, cum: Option<u32>| {
+        if let (Some(h), Some(c)) = (highest, cum) {
+            cur.outstanding = h.wrapping_sub(c);
+        }
+    };
+    for e in events {
+        while e.at >= cur.until {
+            step_end(&mut cur, highest, cum);
+            let next = TraceStep {
+                until: cur.until + step,
+                a_rwnd: cur.a_rwnd,
+                gap_blocks: cur.gap_blocks,
+                ..TraceStep::default()
+            };
+            out.push(std::mem::replace(&mut cur, next));
+        }
+        match e.what {
+            SctpWhat::Data {
+                tsn, bytes, again, ..
+            } => {
+                if again {
+                    cur.resent += 1;
+                } else {
+                    if e.link < LEDGER_LINKS {
+                        cur.new_bytes[e.link] += bytes;
+                    }
+                    if highest.is_none_or(|h| (tsn.wrapping_sub(h) as i32) > 0) {
+                        highest = Some(tsn);
+                    }
+                }
+            }
+            SctpWhat::Dropped { .. } => cur.dropped += 1,
+            SctpWhat::Sack {
+                cum_tsn,
+                a_rwnd,
+                gap_blocks,
+            } => {
+                cum = Some(cum_tsn);
+                cur.a_rwnd = Some(a_rwnd);
+                cur.gap_blocks = gap_blocks;
+            }
+        }
+    }
+    step_end(&mut cur, highest, cum);
+    out.push(cur);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

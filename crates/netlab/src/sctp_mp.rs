@@ -224,6 +224,7 @@ pub fn run(role: &str, config: &str) -> Result<(), String> {
         } else {
             usrsctp::BufferSplitting::Off
         },
+        max_burst_per_send: true,
     })
     .map_err(|e| format!("CMT switches: {e}"))?;
     if let Some(oh) = cfg.chunk_overhead {

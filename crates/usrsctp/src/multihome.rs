@@ -114,9 +114,16 @@ pub struct CmtGlobal {
     pub dac: bool,
     /// `sctp_buffer_splitting`.
     pub buffer_splitting: BufferSplitting,
+    /// Max.Burst limits the packets of each send and leaves the congestion window alone
+    /// (`sctp_use_cwnd_based_maxburst` 0). Off (usrsctp's default), a path whose flight is
+    /// more than Max.Burst packets under its window when data is sent has its window cut
+    /// to the flight plus Max.Burst packets; a path that is often short of data for a
+    /// moment (a stream pinned to it waiting behind the other path's, CMT's normal case)
+    /// then keeps a window of a few packets for good: docs/sctp.md, "Multihoming".
+    pub max_burst_per_send: bool,
 }
 
-/// Sets the process-wide CMT sysctls (initialising usrsctp if needed). Three calls; affects
+/// Sets the process-wide CMT sysctls (initialising usrsctp if needed). Four calls; affects
 /// every socket of the process, so set [`crate::SctpOptions::cmt`] explicitly (also
 /// `Some(CmtMode::Off)`) on sockets that must not use CMT.
 pub fn set_cmt_global(g: &CmtGlobal) -> Result<()> {
@@ -127,7 +134,7 @@ pub fn set_cmt_global(g: &CmtGlobal) -> Result<()> {
         BufferSplitting::Receive => 2,
         BufferSplitting::Both => 3,
     };
-    ffi::set_cmt_sysctls(u32::from(g.cmt), g.dac, split)
+    ffi::set_cmt_sysctls(u32::from(g.cmt), g.dac, split, !g.max_burst_per_send)
 }
 
 /// Sets the process-wide sysctl `sctp_peer_chunk_oh` (initialising usrsctp if needed): the

@@ -93,6 +93,10 @@ pub struct MultipathPoint {
     pub queue_drops: Vec<u64>,
     /// Per path at the end, as the client saw it: state, cwnd, srtt, RTO.
     pub paths: Value,
+    /// Times of 200 ms or more when no new DATA crossed any link, each told from the wire
+    /// (netlab's SCTP ledger timeline: the last SACK before, the hole, its drop, its resend).
+    #[serde(default)]
+    pub stalls: Vec<String>,
     /// Why the point failed, if it did.
     pub error: Option<String>,
 }
@@ -281,7 +285,8 @@ fn knobs() -> Vec<String> {
         "SO_SNDBUF = SO_RCVBUF = σ on both ends, taps' receive budget = σ".into(),
         "NR-SACK offered by both ends in experiments 1 and 2 (as in the paper), on and off in 3".into(),
         format!("links: user-space bridge per path, rate and one-way delay as given, {QUEUE_PACKETS}-packet FIFO"),
-        "usrsctp defaults kept: RFC 4960 congestion control, delayed SACK 200 ms / every 2nd packet, max burst 4, RTO min 1 s, heartbeat 1 s".into(),
+        "Max.Burst 4 counted per send (sysctl sctp_use_cwnd_based_maxburst=0): usrsctp's default cuts a path's cwnd to its flight + 4 packets whenever it sends short of its window, which kept Fixed's paths at 5-9 packets of window for whole runs (docs/sctp.md, \"Multihoming\")".into(),
+        "usrsctp defaults kept: RFC 4960 congestion control, delayed SACK 200 ms / every 2nd packet, RTO min 1 s, heartbeat 1 s".into(),
     ]
 }
 
@@ -323,6 +328,7 @@ fn point(p: &Plan, r: Result<(Value, Value), String>, queue_drops: Vec<u64>) -> 
         out_of_order: 0,
         queue_drops,
         paths: Value::Null,
+        stalls: Vec::new(),
         error: None,
     };
     match r {
@@ -340,6 +346,38 @@ fn point(p: &Plan, r: Result<(Value, Value), String>, queue_drops: Vec<u64>) -> 
     }
     m
 }
+
+/// Set: each point's wire trace (netlab's SCTP ledger timeline in steps of
+/// [`TRACE_STEP`]) goes to stderr.
+pub(crate) const TRACE_ENV: &str = "TAPS_BENCH_MULTIPATH_TRACE";
+/// The step of a point's trace.
+const TRACE_STEP: Duration = Duration::from_millis(250);
+
+/// Prints a point's wire trace to stderr: per step, Mbit/s of new data per link, chunks
+/// resent and dropped, the receiver's window and holes, the sender's outstanding TSNs.
+fn print_trace(timeline: &[netlab::sctp_ledger::SctpEvent]) {
+    eprintln!("    t ms | new Mbit/s per link | resent | dropped | a_rwnd | gap blocks | outstanding TSNs");
+    let per_s = 1.0 / TRACE_STEP.as_secs_f64();
+    for s in netlab::sctp_ledger::trace(timeline, TRACE_STEP) {
+        eprintln!(
+            "    {:5} | {} | {} | {} | {} | {} | {}",
+            s.until.as_millis(),
+            s.new_bytes
+                .iter()
+                .map(|b| format!("{:5.2}", *b as f64 * 8.0 * per_s / 1e6))
+                .collect::<Vec<_>>()
+                .join(" "),
+            s.resent,
+            s.dropped,
+            s.a_rwnd.map_or("-".into(), |r| r.to_string()),
+            s.gap_blocks,
+            s.outstanding
+        );
+    }
+}
+
+/// Stalls this long or longer are kept with a point.
+const SHOWN_STALL: Duration = Duration::from_millis(200);
 
 /// Runs the experiment: one lab with three links, every planned point in turn.
 pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, String> {
@@ -378,13 +416,22 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
                 .collect()
         };
         let before = drops(&lab);
+        let ledger = lab.sctp_ledger();
+        ledger.start_timeline();
         let r = run_point(&lab, p, timing);
         let after = drops(&lab);
-        let m = point(
+        let mut m = point(
             p,
             r,
             after.iter().zip(&before).map(|(a, b)| a - b).collect(),
         );
+        if std::env::var_os(TRACE_ENV).is_some() {
+            print_trace(&ledger.timeline());
+        }
+        m.stalls = netlab::sctp_ledger::stalls(&ledger.timeline(), SHOWN_STALL)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         if progress {
             eprintln!(
                 "multipath {}/{}: exp {} {} σ={} KiB: {:.2} Mbit/s, {:.0} ms, per stream {:?}, queue drops {:?}{}",
@@ -404,6 +451,9 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
                     .as_deref()
                     .map_or(String::new(), |e| format!(" ERROR {e}"))
             );
+            for stall in &m.stalls {
+                eprintln!("    stall: {stall}");
+            }
         }
         points.push(m);
     }

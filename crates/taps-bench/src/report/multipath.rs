@@ -337,6 +337,7 @@ mod tests {
             out_of_order: 0,
             queue_drops: vec![0, 1],
             paths: serde_json::Value::Null,
+            stalls: Vec::new(),
             error: None,
         }
     }

@@ -112,8 +112,10 @@ fn cmt_mode(opts: &SocketOptions) -> Option<CmtMode> {
     CMT_ALLOWED.load(Ordering::Acquire).then_some(CmtMode::Off)
 }
 
-/// Allows CMT process-wide (usrsctp's `sctp_cmt_on_off`, with delayed acks for CMT), once:
-/// what CMT associations and sends pinned to a path need. One sysctl the first time, one
+/// Allows CMT process-wide (usrsctp's `sctp_cmt_on_off`, with delayed acks for CMT, and
+/// Max.Burst counted per send rather than by cutting a path's window, without which a
+/// path a pinned stream is often short of data for keeps a window of a few packets), once:
+/// what CMT associations and sends pinned to a path need. Four sysctls the first time, one
 /// atomic load after.
 pub(crate) fn allow_cmt() -> Result<(), usrsctp::Error> {
     use std::sync::atomic::Ordering;
@@ -123,6 +125,7 @@ pub(crate) fn allow_cmt() -> Result<(), usrsctp::Error> {
     usrsctp::set_cmt_global(&CmtGlobal {
         cmt: true,
         dac: true,
+        max_burst_per_send: true,
         ..CmtGlobal::default()
     })?;
     CMT_ALLOWED.store(true, Ordering::Release);

@@ -458,6 +458,7 @@ usrsctp_api! {
     fn usrsctp_sysctl_set_sctp_initial_cwnd(value: u32) -> c_int;
     fn usrsctp_sysctl_set_sctp_max_burst_default(value: u32) -> c_int;
     fn usrsctp_sysctl_set_sctp_fr_max_burst_default(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_use_cwnd_based_maxburst(value: u32) -> c_int;
     fn usrsctp_sysctl_set_sctp_delayed_sack_time_default(value: u32) -> c_int;
     fn usrsctp_sysctl_set_sctp_sack_freq_default(value: u32) -> c_int;
     fn usrsctp_sysctl_set_sctp_cmt_on_off(value: u32) -> c_int;

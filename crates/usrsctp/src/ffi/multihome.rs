@@ -318,9 +318,14 @@ impl Socket {
 }
 
 /// Process-wide CMT switches: the sysctls `sctp_cmt_on_off` (allows `SCTP_CMT_ON_OFF` per
-/// socket and is inherited by new sockets), `sctp_cmt_use_dac` and `sctp_buffer_splitting`.
-/// Fails if usrsctp is not initialised yet (the values would be overwritten by init).
-pub(crate) fn set_cmt_sysctls(cmt_on_off: u32, use_dac: bool, buffer_splitting: u32) -> Result<()> {
+/// socket and is inherited by new sockets), `sctp_cmt_use_dac`, `sctp_buffer_splitting`
+/// and `sctp_use_cwnd_based_maxburst`. Fails if usrsctp is not initialised yet (the values would be overwritten by init).
+pub(crate) fn set_cmt_sysctls(
+    cmt_on_off: u32,
+    use_dac: bool,
+    buffer_splitting: u32,
+    cwnd_based_max_burst: bool,
+) -> Result<()> {
     if hooks().is_none() {
         return Err(Error::MultihomeUnavailable(
             "usrsctp is not initialised yet (call SctpStack::global first)".into(),
@@ -334,12 +339,15 @@ pub(crate) fn set_cmt_sysctls(cmt_on_off: u32, use_dac: bool, buffer_splitting: 
                 raw::usrsctp_sysctl_set_sctp_cmt_on_off(cmt_on_off),
                 raw::usrsctp_sysctl_set_sctp_cmt_use_dac(u32::from(use_dac)),
                 raw::usrsctp_sysctl_set_sctp_buffer_splitting(buffer_splitting),
+                raw::usrsctp_sysctl_set_sctp_use_cwnd_based_maxburst(u32::from(
+                    cwnd_based_max_burst,
+                )),
             ]
         }
     });
     if rcs.iter().any(|&rc| rc != 0) {
         return Err(Error::Sys {
-            op: "usrsctp_sysctl_set_sctp_cmt_*",
+            op: "usrsctp_sysctl_set_sctp_cmt_* and sctp_use_cwnd_based_maxburst",
             source: std::sync::Arc::new(std::io::Error::from_raw_os_error(libc::EINVAL)),
         });
     }
