@@ -344,10 +344,7 @@ fn pump(
                         Verdict::Blackholed => {
                             counters.blackholed.fetch_add(1, Ordering::Relaxed);
                         }
-                        Verdict::QueueFull => {
-                            counters.queue_full.fetch_add(1, Ordering::Relaxed);
-                            record_drop(shared, dir, pkt, info.as_ref());
-                        }
+                        Verdict::QueueFull => queue_full(shared, dir, pkt, info.as_ref()),
                     }
                 }
                 counters
@@ -445,9 +442,12 @@ fn parse_and_record(shared: &Shared, dir: Direction, pkt: &[u8]) -> Option<Packe
     Some(info)
 }
 
-/// Tells the ledger, if the bridge keeps one, that the link's full queue dropped `pkt`
-/// on its way to the server.
-fn record_drop(shared: &Shared, dir: Direction, pkt: &[u8], info: Option<&PacketInfo>) {
+/// Counts `pkt` as dropped by the link's full queue and tells the ledger, if the bridge
+/// keeps one and `pkt` was on its way to the server.
+fn queue_full(shared: &Shared, dir: Direction, pkt: &[u8], info: Option<&PacketInfo>) {
+    shared.counters[dir.index()]
+        .queue_full
+        .fetch_add(1, Ordering::Relaxed);
     if dir != Direction::ToServer || !shared.ledger_on.load(Ordering::Relaxed) {
         return;
     }
