@@ -123,12 +123,14 @@ impl SctpLedger {
                     let per = if again { &mut g.again } else { &mut g.first };
                     per[link][sid] += c.bytes;
                 }
-                events.push(SctpWhat::Data {
-                    tsn: c.tsn,
-                    stream: c.stream,
-                    bytes: c.bytes,
-                    again,
-                });
+                if timeline {
+                    events.push(SctpWhat::Data {
+                        tsn: c.tsn,
+                        stream: c.stream,
+                        bytes: c.bytes,
+                        again,
+                    });
+                }
             }
         } else {
             events.extend(chunks.sacks.iter().map(|s| SctpWhat::Sack {
