@@ -224,6 +224,20 @@ pub fn stalls(events: &[SctpEvent], min: Duration) -> Vec<Stall> {
         .filter(|e| matches!(e.what, SctpWhat::Data { again: false, .. }))
         .map(|e| e.at)
         .collect();
+    let dropped: Vec<(usize, u32, Duration)> = events
+        .iter()
+        .filter_map(|e| match e.what {
+            SctpWhat::Dropped { tsn } => Some((e.link, tsn, e.at)),
+            _ => None,
+        })
+        .collect();
+    // A drop is recorded just after the copy it drops (same link and TSN), before any
+    // later copy of that TSN could cross the link (a round trip later).
+    let was_dropped = |link: usize, tsn: u32, at: Duration| {
+        dropped
+            .iter()
+            .any(|&(l, t, d)| l == link && t == tsn && d >= at && d - at < DROP_MATCH)
+    };
     let mut out = Vec::new();
     for w in firsts.windows(2) {
         let (from, to) = (w[0], w[1]);
@@ -243,20 +257,6 @@ pub fn stalls(events: &[SctpEvent], min: Duration) -> Vec<Stall> {
             })
             .last();
         let during = || events.iter().filter(|e| e.at > from && e.at < to);
-        let dropped: Vec<(usize, u32, Duration)> = events
-            .iter()
-            .filter_map(|e| match e.what {
-                SctpWhat::Dropped { tsn } => Some((e.link, tsn, e.at)),
-                _ => None,
-            })
-            .collect();
-        // A drop is recorded just after the copy it drops (same link and TSN), before any
-        // later copy of that TSN could cross the link (a round trip later).
-        let was_dropped = |link: usize, tsn: u32, at: Duration| {
-            dropped
-                .iter()
-                .any(|&(l, t, d)| l == link && t == tsn && d >= at && d - at < DROP_MATCH)
-        };
         let resent = during()
             .filter_map(|e| match e.what {
                 SctpWhat::Data {

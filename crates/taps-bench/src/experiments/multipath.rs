@@ -425,10 +425,11 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
             r,
             after.iter().zip(&before).map(|(a, b)| a - b).collect(),
         );
+        let timeline = ledger.timeline();
         if std::env::var_os(TRACE_ENV).is_some() {
-            print_trace(&ledger.timeline());
+            print_trace(&timeline);
         }
-        m.stalls = netlab::sctp_ledger::stalls(&ledger.timeline(), SHOWN_STALL)
+        m.stalls = netlab::sctp_ledger::stalls(&timeline, SHOWN_STALL)
             .iter()
             .map(ToString::to_string)
             .collect();

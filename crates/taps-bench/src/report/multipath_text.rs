@@ -7,15 +7,21 @@ use std::fmt::Write as _;
 
 use crate::experiments::{MultipathPoint, MultipathResults};
 
-/// The smallest σ at which `name` reaches `frac` of `target` Mbit/s, if any.
-fn saturates_at(r: &MultipathResults, e: u8, name: &str, target: f64, frac: f64) -> Option<u32> {
+/// The measured points of series `name` of experiment `e`, by σ.
+fn series<'a>(r: &'a MultipathResults, e: u8, name: &str) -> Vec<&'a MultipathPoint> {
     let mut v: Vec<&MultipathPoint> = r
         .points
         .iter()
         .filter(|p| p.experiment == e && p.series == name && p.error.is_none())
         .collect();
     v.sort_by_key(|p| p.buffer_kib);
-    v.iter()
+    v
+}
+
+/// The smallest σ at which `name` reaches `frac` of `target` Mbit/s, if any.
+fn saturates_at(r: &MultipathResults, e: u8, name: &str, target: f64, frac: f64) -> Option<u32> {
+    series(r, e, name)
+        .iter()
         .find(|p| p.mbit >= target * frac)
         .map(|p| p.buffer_kib)
 }
@@ -139,13 +145,8 @@ RR at {}; at δB=75 ms Fixed at {}, RR at {} (the paper: Fixed before RR, 224 ag
         kib(sat(75, "RR"))
     );
     let curve = |name: &str| -> String {
-        let mut v: Vec<&MultipathPoint> = r
-            .points
+        series(r, 1, name)
             .iter()
-            .filter(|p| p.experiment == 1 && p.series == name && p.error.is_none())
-            .collect();
-        v.sort_by_key(|p| p.buffer_kib);
-        v.iter()
             .map(|p| format!("{:.1}", p.mbit))
             .collect::<Vec<_>>()
             .join(" / ")
