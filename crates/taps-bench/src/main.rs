@@ -179,14 +179,27 @@ fn taps_binary(exe: &Path, arg: Option<PathBuf>) -> Result<Option<PathBuf>, Fail
     }
 }
 
+/// Where `taps-bench multipath` keeps its results after each round, in `--out`.
+const MULTIPATH_CHECKPOINT: &str = "multipath.partial.json";
+
 /// `taps-bench multipath`: its own lab and report (multipath.md, report.md, SVGs, JSON).
 fn multipath(opts: Options) -> Result<(), Failure> {
     let r = match std::env::var_os(taps_bench::experiments::MULTIPATH_REPLOT_ENV) {
         Some(json) => taps_bench::experiments::read_multipath(Path::new(&json)),
-        None => taps_bench::experiments::run_multipath(opts.quick, !opts.no_progress),
+        None => {
+            std::fs::create_dir_all(&opts.out)
+                .map_err(|e| Failure::Failed(format!("{}: {e}", opts.out.display())))?;
+            taps_bench::experiments::run_multipath(
+                opts.quick,
+                !opts.no_progress,
+                Some(&opts.out.join(MULTIPATH_CHECKPOINT)),
+            )
+        }
     }
     .map_err(Failure::Failed)?;
     let written = taps_bench::report::write_multipath(&r, &opts.out).map_err(Failure::Failed)?;
+    // The checkpoint is only for a run cut short; the full results are in multipath.json.
+    let _ = std::fs::remove_file(opts.out.join(MULTIPATH_CHECKPOINT));
     let failed = r.points.iter().filter(|p| p.error.is_some()).count();
     println!(
         "multipath: {} points in {:.0} s, {failed} failed; wrote {}",

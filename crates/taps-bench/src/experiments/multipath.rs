@@ -8,7 +8,9 @@
 //! 10, 10, 50 ms), seven streams, NR-SACK on and off.
 //!
 //! Each point is one association: a warm-up, then a measurement window at the receiver
-//! ([`Timing`]). Needs root (netlab) and the `netlab` binary beside `taps-bench` (or `NETLAB_BIN`).
+//! ([`Timing`]), repeated [`CLAIM_RUNS`] times where the paper's claims rest and
+//! [`OTHER_RUNS`] times elsewhere, in rounds over the grid (so a slow drift of the machine
+//! spreads over every point). Needs root (netlab) and the `netlab` binary beside `taps-bench` (or `NETLAB_BIN`).
 
 #![forbid(unsafe_code)]
 
@@ -61,9 +63,12 @@ pub struct LinkSpec {
     pub delay_ms: u64,
 }
 
-/// One measured point.
+/// One run of one point (the report groups the runs of a point).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MultipathPoint {
+    /// Which run of its point this is, from 0.
+    #[serde(default)]
+    pub run: u32,
     /// Experiment 1, 2 or 3.
     pub experiment: u8,
     /// The curve it belongs to (e.g. `Fixed, δB=75 ms`).
@@ -125,6 +130,25 @@ struct Plan {
     fill_by_queue: bool,
     nr_sack: bool,
     streams: u16,
+    runs: u32,
+}
+
+/// Runs of a point the paper's claims rest on: every σ of experiment 1 at δB = 50 and
+/// 75 ms and at σ = 64 KiB on 10/10 ms, and the three compared points of experiment 3.
+pub(crate) const CLAIM_RUNS: u32 = 10;
+/// Runs of every other point.
+pub(crate) const OTHER_RUNS: u32 = 3;
+
+/// Whether the point carries one of the paper's claims (see [`CLAIM_RUNS`]).
+fn carries_claim(experiment: u8, series: &str, sigma: u32) -> bool {
+    match experiment {
+        1 => !series.ends_with("δB=10 ms") || sigma == 64,
+        3 => matches!(
+            (series, sigma),
+            ("RR, NR-SACK on", 256) | ("Fixed, NR-SACK off", 256) | ("Fixed, NR-SACK on", 128)
+        ),
+        _ => false,
+    }
 }
 
 fn two(b_mbit: f64, b_delay: u64) -> Vec<LinkSpec> {
@@ -160,6 +184,7 @@ fn plan(quick: bool) -> Vec<Plan> {
                     fill_by_queue: false,
                     nr_sack: true,
                     streams: 2,
+                    runs: 1,
                 });
             }
         }
@@ -181,6 +206,7 @@ fn plan(quick: bool) -> Vec<Plan> {
                     fill_by_queue: q,
                     nr_sack: true,
                     streams: 2,
+                    runs: 1,
                 });
             }
         }
@@ -230,7 +256,17 @@ fn plan(quick: bool) -> Vec<Plan> {
                 fill_by_queue: by_queue,
                 nr_sack: nr,
                 streams: 7,
+                runs: 1,
             });
+        }
+    }
+    if !quick {
+        for p in &mut v {
+            p.runs = if carries_claim(p.experiment, &p.series, p.buffer_kib) {
+                CLAIM_RUNS
+            } else {
+                OTHER_RUNS
+            };
         }
     }
     v
@@ -313,8 +349,14 @@ fn run_point(lab: &Lab, p: &Plan, t: Timing) -> Result<(Value, Value), String> {
     Ok((line.value, paths))
 }
 
-fn point(p: &Plan, r: Result<(Value, Value), String>, queue_drops: Vec<u64>) -> MultipathPoint {
+fn point(
+    p: &Plan,
+    run: u32,
+    r: Result<(Value, Value), String>,
+    queue_drops: Vec<u64>,
+) -> MultipathPoint {
     let mut m = MultipathPoint {
+        run,
         experiment: p.experiment,
         series: p.series.clone(),
         buffer_kib: p.buffer_kib,
@@ -379,8 +421,14 @@ fn print_trace(timeline: &[netlab::sctp_ledger::SctpEvent]) {
 /// Stalls this long or longer are kept with a point.
 const SHOWN_STALL: Duration = Duration::from_millis(200);
 
-/// Runs the experiment: one lab with three links, every planned point in turn.
-pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, String> {
+/// Runs the experiment: one lab with three links, every planned point in turn, in rounds
+/// until each point has had its runs. After each round the results so far are written to
+/// `checkpoint` (if given), so a run cut short can still be reported (`REPLOT_ENV`).
+pub fn run_multipath(
+    quick: bool,
+    progress: bool,
+    checkpoint: Option<&std::path::Path>,
+) -> Result<MultipathResults, String> {
     if let Some(why) = netlab::unsupported_reason() {
         return Err(format!("netlab cannot run here: {why}"));
     }
@@ -408,61 +456,81 @@ pub fn run_multipath(quick: bool, progress: bool) -> Result<MultipathResults, St
         .into_iter()
         .filter(|p| format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib).contains(&only))
         .collect();
-    let mut points = Vec::new();
-    for (i, p) in plans.iter().enumerate() {
-        let drops = |lab: &Lab| -> Vec<u64> {
-            (0..p.links.len())
-                .map(|n| lab.link_stats(n).to_server.queue_full)
-                .collect()
-        };
-        let before = drops(&lab);
-        let ledger = lab.sctp_ledger();
-        ledger.start_timeline();
-        let r = run_point(&lab, p, timing);
-        let after = drops(&lab);
-        let mut m = point(
-            p,
-            r,
-            after.iter().zip(&before).map(|(a, b)| a - b).collect(),
-        );
-        let timeline = ledger.timeline();
-        if std::env::var_os(TRACE_ENV).is_some() {
-            print_trace(&timeline);
-        }
-        m.stalls = netlab::sctp_ledger::stalls(&timeline, SHOWN_STALL)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        if progress {
-            eprintln!(
-                "multipath {}/{}: exp {} {} σ={} KiB: {:.2} Mbit/s, {:.0} ms, per stream {:?}, queue drops {:?}{}",
-                i + 1,
-                plans.len(),
-                m.experiment,
-                m.series,
-                m.buffer_kib,
-                m.mbit,
-                m.delay_ms,
-                m.streams
-                    .iter()
-                    .map(|(r, d)| format!("{r:.1}/{d:.0}"))
-                    .collect::<Vec<_>>(),
-                m.queue_drops,
-                m.error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!(" ERROR {e}"))
-            );
-            for stall in &m.stalls {
-                eprintln!("    stall: {stall}");
-            }
-        }
-        points.push(m);
-    }
-    lab.teardown()?;
-    Ok(MultipathResults {
-        points,
+    let total: u32 = plans.iter().map(|p| p.runs).sum();
+    let rounds = plans.iter().map(|p| p.runs).max().unwrap_or(0);
+    let mut results = MultipathResults {
+        points: Vec::new(),
         timing,
         knobs: knobs(),
-        duration_s: started.elapsed().as_secs_f64(),
-    })
+        duration_s: 0.0,
+    };
+    for round in 0..rounds {
+        for p in plans.iter().filter(|p| p.runs > round) {
+            let m = run_once(&lab, p, round, timing);
+            if progress {
+                print_progress(&m, results.points.len() + 1, total);
+            }
+            results.points.push(m);
+        }
+        results.duration_s = started.elapsed().as_secs_f64();
+        if let Some(path) = checkpoint {
+            let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+            std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    lab.teardown()?;
+    Ok(results)
+}
+
+/// One run of one point, with its queue drops and the stalls its wire timeline shows.
+fn run_once(lab: &Lab, p: &Plan, round: u32, timing: Timing) -> MultipathPoint {
+    let drops = |lab: &Lab| -> Vec<u64> {
+        (0..p.links.len())
+            .map(|n| lab.link_stats(n).to_server.queue_full)
+            .collect()
+    };
+    let before = drops(lab);
+    let ledger = lab.sctp_ledger();
+    ledger.start_timeline();
+    let r = run_point(lab, p, timing);
+    let after = drops(lab);
+    let mut m = point(
+        p,
+        round,
+        r,
+        after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+    );
+    let timeline = ledger.timeline();
+    if std::env::var_os(TRACE_ENV).is_some() {
+        print_trace(&timeline);
+    }
+    m.stalls = netlab::sctp_ledger::stalls(&timeline, SHOWN_STALL)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    m
+}
+
+/// One line per run on stderr (and its stalls).
+fn print_progress(m: &MultipathPoint, n: usize, total: u32) {
+    eprintln!(
+        "multipath {n}/{total}: exp {} {} σ={} KiB run {}: {:.2} Mbit/s, {:.0} ms, per stream {:?}, queue drops {:?}{}",
+        m.experiment,
+        m.series,
+        m.buffer_kib,
+        m.run + 1,
+        m.mbit,
+        m.delay_ms,
+        m.streams
+            .iter()
+            .map(|(r, d)| format!("{r:.1}/{d:.0}"))
+            .collect::<Vec<_>>(),
+        m.queue_drops,
+        m.error
+            .as_deref()
+            .map_or(String::new(), |e| format!(" ERROR {e}"))
+    );
+    for stall in &m.stalls {
+        eprintln!("    stall: {stall}");
+    }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Line {
     pub(crate) dashed: bool,
     /// Points (x, y).
     pub(crate) points: Vec<(f64, f64)>,
+    /// Per point, the half-width of an interval drawn as a whisker from y - e to y + e
+    /// (empty: none; a NaN: none at that point).
+    pub(crate) errors: Vec<f64>,
 }
 
 impl Line {
@@ -40,6 +43,7 @@ impl Line {
             name: name.into(),
             dashed: false,
             points,
+            errors: Vec::new(),
         }
     }
 
@@ -49,7 +53,19 @@ impl Line {
             name: name.into(),
             dashed: true,
             points,
+            errors: Vec::new(),
         }
+    }
+
+    /// The line with a whisker of half-width `errors[i]` at point `i`.
+    pub(crate) fn with_errors(mut self, errors: Vec<f64>) -> Line {
+        self.errors = errors;
+        self
+    }
+
+    /// Point `i`'s whisker half-width, if it has one.
+    fn error(&self, i: usize) -> Option<f64> {
+        self.errors.get(i).copied().filter(|e| e.is_finite())
     }
 }
 
@@ -176,12 +192,17 @@ fn fmt_y(v: f64) -> String {
     }
 }
 
-/// The top of the y axis (from 0): 5% above the largest value, rounded up to 1, 2 or 5
-/// times a power of ten.
+/// The top of the y axis (from 0): 5% above the largest value (whiskers included),
+/// rounded up to 1, 2 or 5 times a power of ten.
 fn y_top(lines: &[Line]) -> f64 {
     let max = lines
         .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .flat_map(|l| {
+            l.points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.1 + l.error(i).unwrap_or(0.0))
+        })
         .filter(|y| y.is_finite())
         .fold(0.0, f64::max)
         * 1.05;
@@ -196,13 +217,18 @@ fn y_top(lines: &[Line]) -> f64 {
     nice * mag
 }
 
+/// A point that can be drawn, with its whisker's half-width if it has one.
+type Drawn = ((f64, f64), Option<f64>);
+
 /// The points of `line` that can be drawn on `scale` (finite, x > 0 on a log scale).
-fn drawable(scale: Scale, line: &Line) -> Vec<(f64, f64)> {
+fn drawable(scale: Scale, line: &Line) -> Vec<Drawn> {
     line.points
         .iter()
         .copied()
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
-        .filter(|(x, _)| scale == Scale::Linear || *x > 0.0)
+        .enumerate()
+        .filter(|(_, (x, y))| x.is_finite() && y.is_finite())
+        .filter(|(_, (x, _))| scale == Scale::Linear || *x > 0.0)
+        .map(|(i, p)| (p, line.error(i)))
         .collect()
 }
 
@@ -231,8 +257,8 @@ fn draw(
     root.fill(&WHITE).map_err(err)?;
     let (width, _) = root.dim_in_pixel();
     let (plot_area, legend_area) = root.split_horizontally(width.saturating_sub(legend));
-    let plotted: Vec<Vec<(f64, f64)>> = lines.iter().map(|l| drawable(chart.x_scale, l)).collect();
-    let mut xs: Vec<f64> = plotted.iter().flatten().map(|p| p.0).collect();
+    let plotted: Vec<Vec<Drawn>> = lines.iter().map(|l| drawable(chart.x_scale, l)).collect();
+    let mut xs: Vec<f64> = plotted.iter().flatten().map(|p| p.0 .0).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
     let x_axis = XAxis::new(chart.x_scale, xs);
@@ -257,9 +283,10 @@ fn draw(
         .axis_desc_style(("sans-serif", LABEL_SIZE))
         .draw()
         .map_err(err)?;
-    for (i, points) in plotted.into_iter().enumerate() {
+    for (i, drawn) in plotted.into_iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let style = color.stroke_width(2);
+        let points: Vec<(f64, f64)> = drawn.iter().map(|d| d.0).collect();
         if lines[i].dashed {
             ctx.draw_series(DashedLineSeries::new(points.clone(), 6, 4, style))
         } else {
@@ -268,6 +295,12 @@ fn draw(
         .map_err(err)?;
         ctx.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
             .map_err(err)?;
+        let whiskers = drawn.iter().filter_map(|((x, y), e)| {
+            e.map(|e| {
+                ErrorBar::new_vertical(*x, (y - e).max(0.0), *y, y + e, color.stroke_width(1), 6)
+            })
+        });
+        ctx.draw_series(whiskers).map_err(err)?;
     }
     // The legend, level with the plot's top: a sample of each line (dashed as drawn)
     // and its name.

@@ -8,6 +8,7 @@ mod chart;
 mod cli;
 mod lab;
 mod multipath;
+mod multipath_stats;
 mod multipath_text;
 mod plots;
 mod sctp;

@@ -10,50 +10,29 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::chart::{render, Chart, Line, Scale};
+use super::multipath_stats::{Group, Groups, Stat};
 use crate::experiments::{MultipathPoint, MultipathResults};
 
 fn kib_tick(x: f64) -> String {
     format!("{x:.0}")
 }
 
-/// Points of experiment `e` in series `series`, sorted by σ.
-fn series<'a>(r: &'a MultipathResults, e: u8, name: &str) -> Vec<&'a MultipathPoint> {
-    let mut v: Vec<&MultipathPoint> = r
-        .points
-        .iter()
-        .filter(|p| p.experiment == e && p.series == name)
-        .collect();
-    v.sort_by_key(|p| p.buffer_kib);
-    v
-}
-
-/// The series names of experiment `e`, in first-seen order.
-fn names(r: &MultipathResults, e: u8) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for p in r.points.iter().filter(|p| p.experiment == e) {
-        if !v.contains(&p.series) {
-            v.push(p.series.clone());
-        }
-    }
-    v
-}
-
-fn line(
-    r: &MultipathResults,
-    e: u8,
-    name: &str,
-    label: String,
-    f: impl Fn(&MultipathPoint) -> f64,
-) -> Line {
-    let pts = series(r, e, name)
+/// The line of series `name` of experiment `e`: `f` of each point by σ, with its 95 %
+/// interval as whiskers.
+fn line(g: &Groups<'_>, e: u8, name: &str, label: String, f: impl Fn(&Group<'_>) -> Stat) -> Line {
+    let stats: Vec<(f64, Stat)> = g
+        .series(e, name)
         .into_iter()
         .map(|p| (f64::from(p.buffer_kib), f(p)))
         .collect();
+    let pts = stats.iter().map(|(x, s)| (*x, s.mean)).collect();
+    let errors = stats.iter().map(|(_, s)| s.half).collect();
     if name.starts_with("RR") {
         Line::dashed(label, pts)
     } else {
         Line::solid(label, pts)
     }
+    .with_errors(errors)
 }
 
 fn chart<'a>(title: &'a str, y: &'a str) -> Chart<'a> {
@@ -66,19 +45,13 @@ fn chart<'a>(title: &'a str, y: &'a str) -> Chart<'a> {
     }
 }
 
-fn stream(p: &MultipathPoint, s: usize, delay: bool) -> f64 {
-    p.streams
-        .get(s)
-        .map_or(f64::NAN, |x| if delay { x.1 } else { x.0 })
-}
-
-/// The plots: (file name, SVG).
-fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
+/// The plots: (file name, SVG); every point is a mean with its 95 % interval.
+fn plots(g: &Groups<'_>) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
-    let n1 = names(r, 1);
+    let n1 = g.names(1);
     let lines: Vec<Line> = n1
         .iter()
-        .map(|n| line(r, 1, n, n.clone(), |p| p.mbit))
+        .map(|n| line(g, 1, n, n.to_string(), |p| p.mbit))
         .collect();
     out.push((
         "multipath-exp1-throughput.svg".into(),
@@ -93,7 +66,7 @@ fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
     for s in 0..2 {
         let lines: Vec<Line> = n1
             .iter()
-            .map(|n| line(r, 1, n, n.clone(), |p| stream(p, s, true)))
+            .map(|n| line(g, 1, n, n.to_string(), |p| p.stream(s, true)))
             .collect();
         let title = format!("1: mean message delay, stream #{s}");
         out.push((
@@ -103,14 +76,11 @@ fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
     }
     for rb in ["25", "50"] {
         let mut lines = Vec::new();
-        for n in names(r, 2)
-            .iter()
-            .filter(|n| n.contains(&format!("={rb} ")))
-        {
-            let short = n.split(',').next().unwrap_or(n).to_string();
+        for n in g.names(2).iter().filter(|n| n.contains(&format!("={rb} "))) {
+            let short = n.split(',').next().unwrap_or(n);
             for s in 0..2 {
-                lines.push(line(r, 2, n, format!("{short}: stream #{s}"), |p| {
-                    stream(p, s, false)
+                lines.push(line(g, 2, n, format!("{short}: stream #{s}"), |p| {
+                    p.stream(s, false)
                 }));
             }
         }
@@ -120,7 +90,7 @@ fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
             render(&chart(&title, "stream payload rate, Mbit/s"), &lines)?,
         ));
     }
-    let n3 = names(r, 3);
+    let n3 = g.names(3);
     for (file, title, y, delay) in [
         (
             "multipath-exp3-throughput.svg",
@@ -138,19 +108,13 @@ fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
         let lines: Vec<Line> = n3
             .iter()
             .map(|n| {
-                line(
-                    r,
-                    3,
-                    n,
-                    n.clone(),
-                    |p| {
-                        if delay {
-                            p.delay_ms
-                        } else {
-                            p.mbit
-                        }
-                    },
-                )
+                line(g, 3, n, n.to_string(), |p| {
+                    if delay {
+                        p.delay_ms
+                    } else {
+                        p.mbit
+                    }
+                })
             })
             .collect();
         out.push((file.into(), render(&chart(title, y), &lines)?));
@@ -158,32 +122,10 @@ fn plots(r: &MultipathResults) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-fn f1(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.1}")
-    } else {
-        "–".into()
-    }
-}
-
-fn f0(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.0}")
-    } else {
-        "–".into()
-    }
-}
-
-/// A table of experiment `e`: one row per series, one column per σ, `cell` per point.
-fn table(md: &mut String, r: &MultipathResults, e: u8, cell: impl Fn(&MultipathPoint) -> String) {
-    let mut sigmas: Vec<u32> = r
-        .points
-        .iter()
-        .filter(|p| p.experiment == e)
-        .map(|p| p.buffer_kib)
-        .collect();
-    sigmas.sort_unstable();
-    sigmas.dedup();
+/// A table of experiment `e`: one row per series, one column per σ, `cell` per point
+/// (`failed` where every run failed).
+fn table(md: &mut String, g: &Groups<'_>, e: u8, cell: impl Fn(&Group<'_>) -> String) {
+    let sigmas = g.sigmas(e);
     let _ = write!(md, "| series |");
     for s in &sigmas {
         let _ = write!(md, " σ={s} KiB |");
@@ -193,16 +135,19 @@ fn table(md: &mut String, r: &MultipathResults, e: u8, cell: impl Fn(&MultipathP
         let _ = write!(md, "---|");
     }
     md.push('\n');
-    for n in names(r, e) {
+    for n in g.names(e) {
         let _ = write!(md, "| {n} |");
-        let pts = series(r, e, &n);
         for s in &sigmas {
-            let c = pts
+            let c = g
+                .all
                 .iter()
-                .find(|p| p.buffer_kib == *s)
-                .map_or("".into(), |p| match &p.error {
-                    Some(_) => "failed".into(),
-                    None => cell(p),
+                .find(|p| p.experiment == e && p.series == n && p.buffer_kib == *s)
+                .map_or(String::new(), |p| {
+                    if p.all_failed() {
+                        "failed".into()
+                    } else {
+                        cell(p)
+                    }
                 });
             let _ = write!(md, " {c} |");
         }
@@ -212,56 +157,60 @@ fn table(md: &mut String, r: &MultipathResults, e: u8, cell: impl Fn(&MultipathP
 }
 
 /// The markdown section (our tables; the paper's numbers and the comparison are in
-/// [`super::multipath_text`]).
+/// [`super::multipath_text`]). Every figure is a mean over the point's runs ± the half-width
+/// of its 95 % confidence interval.
 pub(crate) fn section(r: &MultipathResults) -> String {
+    let g = Groups::of(r);
     let mut md =
         String::from("## Multipath: CMT-SCTP stream scheduling (the seed's experiments)\n\n");
-    super::multipath_text::intro(&mut md, r);
-    md.push_str("### 1. Delay dissimilarity\n\nPayload throughput, Mbit/s (association):\n\n");
-    table(&mut md, r, 1, |p| f1(p.mbit));
+    super::multipath_text::intro(&mut md, r, &g);
+    md.push_str("### 1. Delay dissimilarity\n\nPayload throughput, Mbit/s (association), mean ± 95 % interval:\n\n");
+    table(&mut md, &g, 1, |p| p.mbit.show(1));
     md.push_str("Mean message delay, ms, stream #0 / stream #1:\n\n");
-    table(&mut md, r, 1, |p| {
-        format!("{} / {}", f0(stream(p, 0, true)), f0(stream(p, 1, true)))
+    table(&mut md, &g, 1, |p| {
+        format!(
+            "{} / {}",
+            p.stream(0, true).show(0),
+            p.stream(1, true).show(0)
+        )
     });
-    md.push_str("Bottleneck queue drops during the point (link A / link B, packets):\n\n");
-    table(&mut md, r, 1, |p| {
-        p.queue_drops
-            .iter()
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join(" / ")
+    md.push_str("Bottleneck queue drops per run, mean (link A / link B, packets); runs with a stall of 200 ms or more, of the runs made:\n\n");
+    table(&mut md, &g, 1, |p| {
+        let drops: Vec<String> = p.queue_drops.iter().map(|d| format!("{d:.0}")).collect();
+        format!("{}; {} of {}", drops.join(" / "), p.stalled_runs, p.runs)
     });
     md.push_str("![exp 1 throughput](multipath-exp1-throughput.svg)\n![exp 1 delay stream 0](multipath-exp1-delay-stream0.svg)\n![exp 1 delay stream 1](multipath-exp1-delay-stream1.svg)\n\n");
-    super::multipath_text::exp1(&mut md, r);
+    super::multipath_text::exp1(&mut md, r, &g);
     md.push_str("### 2. Bandwidth dissimilarity\n\nPer-stream payload rate, Mbit/s, stream #0 / stream #1 (sum):\n\n");
-    table(&mut md, r, 2, |p| {
+    table(&mut md, &g, 2, |p| {
         format!(
             "{} / {} ({})",
-            f1(stream(p, 0, false)),
-            f1(stream(p, 1, false)),
-            f1(p.mbit)
+            p.stream(0, false),
+            p.stream(1, false),
+            p.mbit
         )
     });
     md.push_str(
         "![exp 2 rho 25](multipath-exp2-rho25.svg)\n![exp 2 rho 50](multipath-exp2-rho50.svg)\n\n",
     );
-    super::multipath_text::exp2(&mut md, r);
+    super::multipath_text::exp2(&mut md, &g);
     md.push_str("### 3. Three paths, seven streams\n\nPayload throughput, Mbit/s / mean message delay over all streams, ms:\n\n");
-    table(&mut md, r, 3, |p| {
-        format!("{} / {}", f1(p.mbit), f0(p.delay_ms))
+    table(&mut md, &g, 3, |p| {
+        format!("{} / {}", p.mbit, p.delay_ms.show(0))
     });
     md.push_str("![exp 3 throughput](multipath-exp3-throughput.svg)\n![exp 3 delay](multipath-exp3-delay.svg)\n\n");
-    super::multipath_text::exp3(&mut md, r);
+    super::multipath_text::exp3(&mut md, &g);
     let failed: Vec<&MultipathPoint> = r.points.iter().filter(|p| p.error.is_some()).collect();
     if !failed.is_empty() {
-        md.push_str("### Points that failed\n\n");
+        md.push_str("### Runs that failed\n\n");
         for p in failed {
             let _ = writeln!(
                 md,
-                "- exp {} {} σ={} KiB: {}",
+                "- exp {} {} σ={} KiB, run {}: {}",
                 p.experiment,
                 p.series,
                 p.buffer_kib,
+                p.run + 1,
                 p.error.as_deref().unwrap_or("")
             );
         }
@@ -308,7 +257,7 @@ pub fn write_multipath(r: &MultipathResults, dir: &Path) -> Result<Vec<PathBuf>,
     put("report.md", &merge_section(existing.as_deref(), &md))?;
     let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
     put("multipath.json", &json)?;
-    for (name, svg) in plots(r)? {
+    for (name, svg) in plots(&Groups::of(r))? {
         put(&name, &svg)?;
     }
     Ok(written)
@@ -321,6 +270,7 @@ mod tests {
 
     fn point(e: u8, series: &str, sigma: u32, mbit: f64) -> MultipathPoint {
         MultipathPoint {
+            run: 0,
             experiment: e,
             series: series.into(),
             buffer_kib: sigma,
@@ -378,9 +328,10 @@ mod tests {
         assert!(md.contains("| Fixed, δB=75 ms |  | 18.5 | 18.6 |"), "{md}");
         assert!(md.contains("| RR, δB=75 ms |  | 15.0 | failed |"));
         assert!(md.contains("Fixed 224 KiB, RR not within the grid"));
-        assert!(md.contains("exp 1 RR, δB=75 ms σ=288 KiB: boom"));
+        assert!(md.contains("exp 1 RR, δB=75 ms σ=288 KiB, run 1: boom"));
+        assert!(md.contains("no intervals (one run)"), "{md}");
         assert!(md.contains("19.5 Mbit/s, 20 ms"));
-        let svgs = plots(&r).unwrap();
+        let svgs = plots(&Groups::of(&r)).unwrap();
         assert_eq!(svgs.len(), 7);
         assert!(svgs
             .iter()
@@ -405,5 +356,37 @@ mod tests {
         assert!(report.starts_with("# taps-bench\n\n## Transfer\n\nx\n\n## Multipath"));
         assert_eq!(report.matches(HEADING).count(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn runs_of_a_point_are_one_mean_with_its_interval() {
+        let mut points = Vec::new();
+        for (run, mbit) in [17.0, 18.0, 19.0].into_iter().enumerate() {
+            for (series, m) in [("Fixed, δB=75 ms", mbit), ("RR, δB=75 ms", mbit - 5.0)] {
+                let mut p = point(1, series, 224, m);
+                p.run = run as u32;
+                points.push(p);
+            }
+        }
+        points.push(point(1, "RR, δB=10 ms", 64, 18.0));
+        let r = MultipathResults {
+            points,
+            timing: Timing {
+                warmup_ms: 2000,
+                measure_ms: 4000,
+            },
+            knobs: Vec::new(),
+            duration_s: 1.0,
+        };
+        let md = section(&r);
+        // Mean 18, s = 1, t(2) = 4.303: half-width 4.303 / √3 = 2.5.
+        assert!(md.contains("| Fixed, δB=75 ms |  | 18.0 ± 2.5 |"), "{md}");
+        assert!(md.contains("| RR, δB=75 ms |  | 13.0 ± 2.5 |"), "{md}");
+        assert!(md.contains("intervals apart"), "{md}");
+        assert!(md.contains("ran 1 or 3 times"), "{md}");
+        let svgs = plots(&Groups::of(&r)).unwrap();
+        // The throughput plot draws whiskers (plotters' error bars are polylines).
+        let throughput = &svgs[0].1;
+        assert!(throughput.matches("<polyline").count() > 2, "{throughput}");
     }
 }

@@ -5,50 +5,71 @@
 
 use std::fmt::Write as _;
 
-use crate::experiments::{MultipathPoint, MultipathResults};
+use super::multipath_stats::{Group, Groups, Stat};
+use crate::experiments::MultipathResults;
 
-/// The measured points of series `name` of experiment `e`, by σ.
-fn series<'a>(r: &'a MultipathResults, e: u8, name: &str) -> Vec<&'a MultipathPoint> {
-    let mut v: Vec<&MultipathPoint> = r
-        .points
-        .iter()
-        .filter(|p| p.experiment == e && p.series == name && p.error.is_none())
-        .collect();
-    v.sort_by_key(|p| p.buffer_kib);
-    v
-}
-
-/// The smallest σ at which `name` reaches `frac` of `target` Mbit/s, if any.
-fn saturates_at(r: &MultipathResults, e: u8, name: &str, target: f64, frac: f64) -> Option<u32> {
-    series(r, e, name)
-        .iter()
-        .find(|p| p.mbit >= target * frac)
-        .map(|p| p.buffer_kib)
-}
-
-/// The point of `name` at σ, if measured.
-fn at<'a>(r: &'a MultipathResults, e: u8, name: &str, sigma: u32) -> Option<&'a MultipathPoint> {
-    r.points.iter().find(|p| {
-        p.experiment == e && p.series == name && p.buffer_kib == sigma && p.error.is_none()
+fn kib(g: Option<&Group<'_>>) -> String {
+    g.map_or("not within the grid".into(), |g| {
+        format!("{} KiB", g.buffer_kib)
     })
 }
 
-/// The largest σ measured in experiment `e`.
-fn max_sigma(r: &MultipathResults, e: u8) -> u32 {
-    r.points
+/// The means of series `name` by σ, as `a / b / c`.
+fn curve(g: &Groups<'_>, e: u8, name: &str, f: impl Fn(&Group<'_>) -> Stat) -> String {
+    g.series(e, name)
         .iter()
-        .filter(|p| p.experiment == e)
-        .map(|p| p.buffer_kib)
-        .max()
-        .unwrap_or(0)
+        .map(|p| format!("{:.1}", f(p).mean))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
-fn kib(s: Option<u32>) -> String {
-    s.map_or("not within the grid".into(), |s| format!("{s} KiB"))
+/// The lowest and highest mean of `f` over the points of `name` whose σ passes `keep`.
+fn span(
+    g: &Groups<'_>,
+    e: u8,
+    name: &str,
+    keep: impl Fn(u32) -> bool,
+    f: impl Fn(&Group<'_>) -> Stat,
+    digits: usize,
+) -> String {
+    let v: Vec<f64> = g
+        .series(e, name)
+        .into_iter()
+        .filter(|p| keep(p.buffer_kib))
+        .map(|p| f(p).mean)
+        .filter(|m| m.is_finite())
+        .collect();
+    if v.is_empty() {
+        return "–".into();
+    }
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if (hi - lo).abs() < 0.5 * 10f64.powi(-(digits as i32)) {
+        format!("{lo:.digits$}")
+    } else {
+        format!("{lo:.digits$}-{hi:.digits$}")
+    }
 }
 
-/// Setup, knobs and timing.
-pub(crate) fn intro(md: &mut String, r: &MultipathResults) {
+/// Payload per byte of IP packet: a 1,444-byte message in a 1,500-byte packet.
+const MESSAGE_SHARE: f64 = 1444.0 / 1500.0;
+
+/// The best mean on 10/10 ms: our full rate (the paper's is 19.2 Mbit/s).
+fn full_rate(g: &Groups<'_>) -> f64 {
+    g.all
+        .iter()
+        .filter(|p| p.experiment == 1 && p.series.ends_with("δB=10 ms"))
+        .map(|p| p.mbit.mean)
+        .filter(|m| m.is_finite())
+        .fold(0.0, f64::max)
+}
+
+/// Setup, knobs, timing, runs and the width of the intervals.
+pub(crate) fn intro(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
+    let mut runs: Vec<usize> = g.all.iter().map(|p| p.runs).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    let runs: Vec<String> = runs.iter().map(ToString::to_string).collect();
     let _ = writeln!(
         md,
         "The three experiments of the CMT-SCTP scheduling paper (the seed cmt-sctp-scheduling), \
@@ -57,20 +78,45 @@ pub(crate) fn intro(md: &mut String, r: &MultipathResults) {
          saturated: it keeps every stream supplied, one message per stream in turn (or, where \
          said, the stream with the fewest unsent bytes next). RR = no pinning, CMT spreads the \
          data over the paths; Fixed = each stream pinned to one path (`send_on_path`, \
-         SCTP_ADDR_OVER). Each point is one association: {:.1} s of warm-up, then a {:.1} s \
-         window at the receiver (the paper: 19 s settling, 300 s measured, 24 runs with \
-         confidence intervals; ours: one run per point, so single points can be off by the \
-         noise of a shared 2-CPU machine). The whole run took {:.0} s.\n",
+         SCTP_ADDR_OVER). Each run is one association: {:.1} s of warm-up, then a {:.1} s \
+         window at the receiver (the paper: 19 s settling, 300 s measured, 24 runs). Each point \
+         ran {} times ({} times where the paper's claims rest: every σ of experiment 1 at \
+         δB=50 and 75 ms, σ=64 KiB at 10 ms, and the three compared points of experiment 3), \
+         in rounds over the whole grid; every figure below is the mean over a point's runs ± \
+         the half-width of its 95 % confidence interval (Student's t), and the plots draw \
+         those intervals. The whole run took {:.0} s.\n",
         r.timing.warmup_ms as f64 / 1e3,
         r.timing.measure_ms as f64 / 1e3,
+        runs.join(" or "),
+        runs.last().map_or("–", String::as_str),
         r.duration_s
     );
+    let mut halves: Vec<(f64, &Group<'_>)> = g
+        .all
+        .iter()
+        .filter(|p| p.mbit.half.is_finite())
+        .map(|p| (p.mbit.half, p))
+        .collect();
+    halves.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if let (Some(mid), Some(widest)) = (halves.get(halves.len() / 2), halves.last()) {
+        let _ = writeln!(
+            md,
+            "Width of the throughput intervals: half-width {:.2} Mbit/s at the median point, \
+             {:.2} at the widest (exp {} {} σ={} KiB, {} runs).\n",
+            mid.0,
+            widest.0,
+            widest.1.experiment,
+            widest.1.series,
+            widest.1.buffer_kib,
+            widest.1.mbit.n
+        );
+    }
     md.push_str("Settings:\n\n");
     for k in &r.knobs {
         let _ = writeln!(md, "- {k}");
     }
     md.push('\n');
-    let bad: u64 = r.points.iter().map(|p| p.out_of_order).sum();
+    let bad: u64 = g.all.iter().map(|p| p.out_of_order).sum();
     let _ = writeln!(
         md,
         "Every stream's messages were checked for order at the receiver: {bad} out of order.\n"
@@ -78,23 +124,19 @@ pub(crate) fn intro(md: &mut String, r: &MultipathResults) {
 }
 
 /// Experiment 1: where each curve saturates, against the paper.
-pub(crate) fn exp1(md: &mut String, r: &MultipathResults) {
-    // The paper's full rate: 19.2 Mbit/s; ours is the best any point reached on 10/10.
-    let best = r
-        .points
-        .iter()
-        .filter(|p| p.experiment == 1 && p.series.ends_with("δB=10 ms"))
-        .map(|p| p.mbit)
-        .fold(0.0, f64::max);
+pub(crate) fn exp1(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
+    let best = full_rate(g);
+    let at64 = |name: &str| g.at(1, name, 64).map_or("–".into(), |p| p.mbit.to_string());
     let _ = writeln!(
         md,
-        "| | paper | ours |\n|---|---|---|\n| full rate (10/10 ms) | 19.2 Mbit/s at σ=64 KiB, either scheduler | {best:.1} Mbit/s (best 10/10 point); RR at 64 KiB {}, Fixed at 64 KiB {} |",
-        at(r, 1, "RR, δB=10 ms", 64).map_or("–".into(), |p| format!("{:.1}", p.mbit)),
-        at(r, 1, "Fixed, δB=10 ms", 64).map_or("–".into(), |p| format!("{:.1}", p.mbit)),
+        "| | paper | ours |\n|---|---|---|\n| full rate (10/10 ms) | 19.2 Mbit/s at σ=64 KiB, either scheduler | {best:.1} Mbit/s (best 10/10 mean); at 64 KiB RR {}, Fixed {} |",
+        at64("RR, δB=10 ms"),
+        at64("Fixed, δB=10 ms"),
     );
     for db in [50, 75] {
-        let f = saturates_at(r, 1, &format!("Fixed, δB={db} ms"), best, 0.95);
-        let rr = saturates_at(r, 1, &format!("RR, δB={db} ms"), best, 0.95);
+        let fixed = format!("Fixed, δB={db} ms");
+        let rr = format!("RR, δB={db} ms");
+        let f = g.saturates_at(1, &fixed, 0.95 * best);
         let paper = if db == 75 {
             "Fixed 224 KiB, RR 288 KiB"
         } else {
@@ -102,55 +144,72 @@ pub(crate) fn exp1(md: &mut String, r: &MultipathResults) {
         };
         let _ = writeln!(
             md,
-            "| σ for 95 % of full rate, δB={db} ms | {paper} | Fixed {}, RR {} |",
+            "| σ for 95 % of full rate ({:.1} Mbit/s), δB={db} ms | {paper} | Fixed {}, RR {}{} |",
+            0.95 * best,
             kib(f),
-            kib(rr)
+            kib(g.saturates_at(1, &rr, 0.95 * best)),
+            f.map_or(String::new(), |f| compare_at(g, f, &rr)),
         );
     }
-    let s = max_sigma(r, 1);
-    if let (Some(f), Some(rr)) = (at(r, 1, "Fixed, δB=75 ms", s), at(r, 1, "RR, δB=75 ms", s)) {
+    let s = g.sigmas(1).last().copied().unwrap_or(0);
+    if let (Some(f), Some(rr)) = (g.at(1, "Fixed, δB=75 ms", s), g.at(1, "RR, δB=75 ms", s)) {
         let _ = writeln!(
             md,
-            "| message delay at σ={s} KiB, δB=75 ms, stream #0 / #1 | Fixed: #0 well below #1; RR: #0 ≈ #1 | Fixed {:.0} / {:.0} ms; RR {:.0} / {:.0} ms |",
-            f.streams.first().map_or(f64::NAN, |x| x.1),
-            f.streams.get(1).map_or(f64::NAN, |x| x.1),
-            rr.streams.first().map_or(f64::NAN, |x| x.1),
-            rr.streams.get(1).map_or(f64::NAN, |x| x.1),
+            "| message delay at σ={s} KiB, δB=75 ms, stream #0 / #1 | Fixed: #0 well below #1; RR: #0 ≈ #1 | Fixed {} / {} ms; RR {} / {} ms |",
+            f.stream(0, true).show(0),
+            f.stream(1, true).show(0),
+            rr.stream(0, true).show(0),
+            rr.stream(1, true).show(0),
         );
     }
     md.push('\n');
-    exp1_notes(md, r, best);
+    exp1_notes(md, r, g, best);
+}
+
+/// `; at σ=S RR m ± h: the intervals are apart` — the other scheduler at the σ where
+/// `fixed` first reached the level, and whether the two 95 % intervals overlap.
+fn compare_at(g: &Groups<'_>, fixed: &Group<'_>, rr: &str) -> String {
+    let Some(other) = g.at(1, rr, fixed.buffer_kib) else {
+        return String::new();
+    };
+    let (a, b) = (fixed.mbit, other.mbit);
+    let verdict = if !(a.half.is_finite() && b.half.is_finite()) {
+        "no intervals (one run)"
+    } else if a.low() > b.high() || b.low() > a.high() {
+        "intervals apart"
+    } else {
+        "intervals overlapping"
+    };
+    format!(
+        "; at σ={} KiB Fixed {a} against RR {b} Mbit/s, {verdict}",
+        fixed.buffer_kib
+    )
 }
 
 /// Why experiment 1 differs from the paper: the figures are this run's.
-fn exp1_notes(md: &mut String, r: &MultipathResults, best: f64) {
+fn exp1_notes(md: &mut String, r: &MultipathResults, g: &Groups<'_>, best: f64) {
     md.push_str("Differences and agreements, one by one (figures from this run):\n\n");
     let _ = writeln!(
         md,
-        "- **Full rate.** Our ceiling is 2 × 9.28 Mbit/s of payload, not 19.2: each 1,444-byte \
+        "- **Full rate.** Our ceiling is {:.2} Mbit/s of payload, not 19.2: each 1,444-byte \
 message travels in a 1,500-byte IP packet (UDP encapsulation costs 8 bytes of the \
-paper's 1,452), which predicts 19.25; the rest is what the user-space bridge's token \
-bucket charges per packet beyond the IP length (not traced further). Best 10/10 ms \
-point: {best:.2} Mbit/s."
+paper's 1,452). Best 10/10 ms mean: {best:.2} Mbit/s.",
+        20.0 * MESSAGE_SHARE
     );
-    let sat = |db: u64, kind: &str| saturates_at(r, 1, &format!("{kind}, δB={db} ms"), best, 0.95);
+    let sat =
+        |db: u64, kind: &str| kib(g.saturates_at(1, &format!("{kind}, δB={db} ms"), 0.95 * best));
     let _ = writeln!(
         md,
-        "- **Which scheduler saturates first.** 95 % of full rate: at δB=50 ms Fixed at {}, \
-RR at {}; at δB=75 ms Fixed at {}, RR at {} (the paper: Fixed before RR, 224 against \
-288 KiB at 75 ms).",
-        kib(sat(50, "Fixed")),
-        kib(sat(50, "RR")),
-        kib(sat(75, "Fixed")),
-        kib(sat(75, "RR"))
+        "- **Which scheduler saturates first.** 95 % of full rate, by the means: at δB=50 ms \
+Fixed at {}, RR at {}; at δB=75 ms Fixed at {}, RR at {} (the paper: Fixed before RR, \
+224 against 288 KiB at 75 ms). The table above says whether the intervals at Fixed's σ \
+are apart.",
+        sat(50, "Fixed"),
+        sat(50, "RR"),
+        sat(75, "Fixed"),
+        sat(75, "RR")
     );
-    let curve = |name: &str| -> String {
-        series(r, 1, name)
-            .iter()
-            .map(|p| format!("{:.1}", p.mbit))
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
+    let mbit = |p: &Group<'_>| p.mbit;
     let _ = writeln!(
         md,
         "- **No collapse, no dip.** Earlier runs had Fixed at about 3 Mbit/s at some buffer \
@@ -160,61 +219,82 @@ it sent short of its window (`sctp_use_cwnd_based_maxburst`), and with CMT its s
 scheduler serves streams in turn whatever path asks, so a path with a pinned stream \
 often sent short and kept a window of 5-9 packets for the whole run, without a single \
 loss (docs/sctp.md, \"Multihoming\", has the trace). With Max.Burst counted per send \
-instead (the settings above), this run's curves by σ: Fixed δB=50 ms {}; RR δB=50 ms \
-{}; Fixed δB=75 ms {}; RR δB=75 ms {} Mbit/s.",
-        curve("Fixed, δB=50 ms"),
-        curve("RR, δB=50 ms"),
-        curve("Fixed, δB=75 ms"),
-        curve("RR, δB=75 ms")
+instead (the settings above), this run's mean curves by σ: Fixed δB=50 ms {}; RR δB=50 \
+ms {}; Fixed δB=75 ms {}; RR δB=75 ms {} Mbit/s.",
+        curve(g, 1, "Fixed, δB=50 ms", mbit),
+        curve(g, 1, "RR, δB=50 ms", mbit),
+        curve(g, 1, "Fixed, δB=75 ms", mbit),
+        curve(g, 1, "RR, δB=75 ms", mbit)
     );
     // Delays where the rate is full.
-    let full: Vec<&MultipathPoint> = r
-        .points
-        .iter()
-        .filter(|p| p.experiment == 1 && p.error.is_none() && p.mbit >= 0.95 * best)
-        .filter(|p| !p.series.ends_with("δB=10 ms"))
-        .collect();
+    let full = |p: u32, name: &str| g.at(1, name, p).is_some_and(|p| p.mbit.mean >= 0.95 * best);
     let range = |fixed: bool, stream: usize| -> String {
-        let v: Vec<f64> = full
+        let v: Vec<String> = [50, 75]
             .iter()
-            .filter(|p| p.fixed == fixed)
-            .filter_map(|p| p.streams.get(stream).map(|s| s.1))
-            .filter(|d| d.is_finite())
+            .map(|db| {
+                let name = format!("{}, δB={db} ms", if fixed { "Fixed" } else { "RR" });
+                let d = span(
+                    g,
+                    1,
+                    &name,
+                    |s| full(s, &name),
+                    |p| p.stream(stream, true),
+                    0,
+                );
+                format!("{d} ms at δB={db} ms")
+            })
             .collect();
-        if v.is_empty() {
-            return "–".into();
-        }
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        format!("{lo:.0}-{hi:.0} ms")
+        v.join(", ")
     };
     let _ = writeln!(
         md,
-        "- **Delays** behave as in figure 5: where the rate is full on 10/50 and 10/75 ms, \
-Fixed gives stream #0 (path A) {} and stream #1 (path B) {}; RR gives both the same \
-({} / {}), growing with σ (the send buffer's queue).",
+        "- **Delays** behave as in figure 5, where the rate is full: Fixed gives stream #0 \
+(path A) {} and stream #1 (path B) {}; RR gives stream #0 {} and stream #1 {}, the two \
+alike and growing with σ (the send buffer's queue).",
         range(true, 0),
         range(true, 1),
         range(false, 0),
         range(false, 1)
     );
+    let stalled: usize = g
+        .all
+        .iter()
+        .filter(|p| p.experiment == 1)
+        .map(|p| p.stalled_runs)
+        .sum();
+    let runs: usize = g
+        .all
+        .iter()
+        .filter(|p| p.experiment == 1)
+        .map(|p| p.runs)
+        .sum();
     let _ = writeln!(
         md,
         "- **Run length.** {:.0} s of warm-up and {:.0} s measured against the paper's 19 s and \
-300 s, one run per point against 24: a single retransmission timeout (RTO min 1 s) costs \
-a quarter of our window, so single points scatter more than the paper's means; the \
-intervals the paper gives are not reproduced yet.\n",
+300 s: a single retransmission timeout (RTO min 1 s) costs a quarter of our window, which \
+is what widens an interval. {stalled} of experiment 1's {runs} runs had a stall of 200 ms \
+or more on the wire (the stalls table); the run's JSON tells each one.\n",
         r.timing.warmup_ms as f64 / 1e3,
         r.timing.measure_ms as f64 / 1e3
     );
 }
 
 /// Experiment 2: stream #1 with and without filling by queue.
-pub(crate) fn exp2(md: &mut String, r: &MultipathResults) {
-    let s = max_sigma(r, 2);
+pub(crate) fn exp2(md: &mut String, g: &Groups<'_>) {
+    let s = g.sigmas(2).last().copied().unwrap_or(0);
     md.push_str(
         "| at the largest σ | paper | ours: stream #0 / stream #1 (sum), Mbit/s |\n|---|---|---|\n",
     );
+    let show = |series: &str, sigma: u32| {
+        g.at(2, series, sigma).map_or("–".into(), |p| {
+            format!(
+                "{} / {} ({})",
+                p.stream(0, false),
+                p.stream(1, false),
+                p.mbit
+            )
+        })
+    };
     for rb in [25, 50] {
         for (name, paper) in [
             ("RR", "about (ρA+ρB)/2 per stream"),
@@ -225,38 +305,54 @@ pub(crate) fn exp2(md: &mut String, r: &MultipathResults) {
             ),
         ] {
             let series = format!("{name}, ρB={rb} Mbit/s");
-            let ours = at(r, 2, &series, s).map_or("–".into(), |p| {
-                format!(
-                    "{:.1} / {:.1} ({:.1})",
-                    p.streams.first().map_or(f64::NAN, |x| x.0),
-                    p.streams.get(1).map_or(f64::NAN, |x| x.0),
-                    p.mbit
-                )
-            });
-            let _ = writeln!(md, "| {series}, σ={s} KiB | {paper} | {ours} |");
+            let _ = writeln!(
+                md,
+                "| {series}, σ={s} KiB | {paper} | {} |",
+                show(&series, s)
+            );
         }
     }
     md.push('\n');
-    md.push_str(EXP2_NOTES);
+    // Payload per Mbit/s of link: our full rate over the 20 Mbit/s of experiment 1.
+    let eff = full_rate(g) / 20.0;
+    let low = g.sigmas(2).first().copied().unwrap_or(0);
+    let rr_stream = |rb: u32| {
+        g.at(2, &format!("RR, ρB={rb} Mbit/s"), s)
+            .map_or("–".into(), |p| {
+                format!("{} and {}", p.stream(0, false), p.stream(1, false))
+            })
+    };
+    let _ = writeln!(
+        md,
+        "Differences and agreements, one by one (figures from this run):\n\n\
+- **Fixed without the queue information** reproduces the paper: the application hands \
+over one message per stream in turn, each send waits for buffer space, so stream #1 gets \
+no more than stream #0: {} at ρB=25 and {} at ρB=50 Mbit/s (σ={s} KiB).\n\
+- **Fixed filling by unsent bytes** (`Association::unsent_bytes`, read by the multihoming \
+shim from usrsctp's stream and send queues: the paper's sender queue info) lets stream #1 \
+use path B: at σ={s} KiB {} at ρB=25 (ceiling {:.1}) and {} at ρB=50 (ceiling {:.1}), the \
+ceilings being ρA + ρB times this run's payload share of the link rate ({eff:.3}, from \
+experiment 1). At σ={low} KiB the window, not the rate, limits stream #1: {} and {}.\n\
+- **RR** splits the rate equally between the streams, as in the paper: per stream {} at \
+ρB=25 (half the ceiling: {:.1}) and {} at ρB=50 ({:.1}); with 50 Mbit/s it needs more than \
+{s} KiB (usrsctp gives path B its share of σ; the paper's figure 6 uses larger σ).\n",
+        show("Fixed, ρB=25 Mbit/s", s),
+        show("Fixed, ρB=50 Mbit/s", s),
+        show("Fixed + fill by queue, ρB=25 Mbit/s", s),
+        35.0 * eff,
+        show("Fixed + fill by queue, ρB=50 Mbit/s", s),
+        60.0 * eff,
+        show("Fixed + fill by queue, ρB=25 Mbit/s", low),
+        show("Fixed + fill by queue, ρB=50 Mbit/s", low),
+        rr_stream(25),
+        17.5 * eff,
+        rr_stream(50),
+        30.0 * eff,
+    );
 }
 
-/// Why experiment 2 differs from the paper.
-const EXP2_NOTES: &str =
-    "Differences, one by one (written from the development runs of 2026-11-24: the figures \
-quoted in these notes are from those runs and can differ from this run's tables above):\n\n\
-- **Fixed without the queue information** reproduces the paper exactly: the application \
-hands over one message per stream in turn, each send waits for buffer space, so stream \
-#1 gets no more than stream #0: 9.3 / 9.3 Mbit/s whatever ρB.\n\
-- **Fixed filling by unsent bytes** (`Association::unsent_bytes`, read by the \
-multihoming shim from usrsctp's stream and send queues: the paper's sender queue info) \
-lets stream #1 use path B: the sum approaches ρA + ρB (our ceiling is 0.928 of the \
-link rates, see experiment 1). At σ=96 KiB the window, not the rate, limits stream #1.\n\
-- **RR** splits the rate equally between the streams, as in the paper, but reaches \
-(ρA + ρB)/2 per stream only with ρB = 25 Mbit/s; with 50 Mbit/s it needs more than 288 \
-KiB (usrsctp's per-path half of σ on path B; the paper's figure 6 uses larger σ).\n\n";
-
 /// Experiment 3: RR against Fixed + NR-SACK.
-pub(crate) fn exp3(md: &mut String, r: &MultipathResults) {
+pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
     md.push_str("| | paper | ours |\n|---|---|---|\n");
     let rows = [
         (
@@ -275,33 +371,56 @@ pub(crate) fn exp3(md: &mut String, r: &MultipathResults) {
             "about 20 Mbit/s at about 60 ms from σ=128 KiB",
         ),
     ];
+    let show = |series: &str, s: u32| {
+        g.at(3, series, s).map_or("–".into(), |p| {
+            format!("{} Mbit/s, {} ms", p.mbit, p.delay_ms.show(0))
+        })
+    };
     for (series, s, paper) in rows {
-        let ours = at(r, 3, series, s).map_or("–".into(), |p| {
-            format!("{:.1} Mbit/s, {:.0} ms", p.mbit, p.delay_ms)
-        });
-        let _ = writeln!(md, "| {series}, σ={s} KiB | {paper} | {ours} |");
+        let _ = writeln!(
+            md,
+            "| {series}, σ={s} KiB | {paper} | {} |",
+            show(series, s)
+        );
     }
     md.push('\n');
-    md.push_str(EXP3_NOTES);
+    let top = g.sigmas(3).last().copied().unwrap_or(0);
+    let drops = g.at(3, "Fixed, NR-SACK on", top).map_or("–".into(), |p| {
+        p.queue_drops
+            .iter()
+            .map(|d| format!("{d:.0}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    });
+    let mbit = |p: &Group<'_>| p.mbit;
+    let delay = |p: &Group<'_>| p.delay_ms;
+    let any = |_: u32| true;
+    let _ = writeln!(
+        md,
+        "Differences and agreements, one by one (figures from this run):\n\n\
+- **The sender fills streams by their unsent bytes here** (the paper's saturated sender \
+keeps every stream supplied). Filling in turn instead (the extra curve) caps the \
+association at seven times stream #0's rate on the 1 Mbit/s path C: {} Mbit/s over the σ \
+measured.\n\
+- **Fixed + NR-SACK**: {} from σ=128 KiB (paper: about 20 Mbit/s at about 60 ms; our \
+ceiling for 21 Mbit/s of links is lower, see experiment 1). Stream #0 alone, on path C, \
+waits hundreds of ms: the mean is over all messages. At σ={top} KiB: {} (queue drops per \
+run, paths A / B / C: {drops}).\n\
+- **Fixed without NR-SACK**: {} Mbit/s below σ=256 KiB and {} at 256 (paper: slightly \
+above 5 Mbit/s at about 150 ms): without non-renegable acknowledgements usrsctp frees the \
+send buffer only up to the cumulative TSN, which path C's slow chunks hold back, so the \
+buffer fills with data already received.\n\
+- **RR** with NR-SACK: {} Mbit/s at {} ms over the σ measured (paper: below 3 Mbit/s, \
+above 600 ms): usrsctp's buffer splitting limits what path C (1 Mbit/s, 100 ms RTT) may \
+hold to its share of σ, so fewer chunks wait behind path C than in the paper's model. \
+Without NR-SACK RR gives {} Mbit/s.\n",
+        span(g, 3, "Fixed, NR-SACK on, fill in turn", any, mbit, 1),
+        show("Fixed, NR-SACK on", 128),
+        show("Fixed, NR-SACK on", top),
+        span(g, 3, "Fixed, NR-SACK off", |s| s < 256, mbit, 1),
+        show("Fixed, NR-SACK off", 256),
+        span(g, 3, "RR, NR-SACK on", any, mbit, 1),
+        span(g, 3, "RR, NR-SACK on", any, delay, 0),
+        span(g, 3, "RR, NR-SACK off", any, mbit, 1),
+    );
 }
-
-/// Why experiment 3 differs from the paper.
-const EXP3_NOTES: &str =
-    "Differences, one by one (written from the development runs of 2026-11-24: the figures \
-quoted in these notes are from those runs and can differ from this run's tables above):\n\n\
-- **The sender fills streams by their unsent bytes here** (the paper's saturated \
-sender keeps every stream supplied). Filling in turn instead (the extra curve) caps the \
-association at seven times stream #0's rate on the 1 Mbit/s path C: 6.5 Mbit/s at any σ.\n\
-- **Fixed + NR-SACK** matches the paper: about 19.5 Mbit/s (our ceiling for 21 Mbit/s \
-of links) from σ=128 KiB at 43 ms mean delay (paper: about 20 Mbit/s at about 60 ms). \
-Stream #0 alone, on path C, waits hundreds of ms: the mean is over all messages. At 256 \
-KiB the windows overflow the 100-packet queues of paths B and C (drops table) and the \
-rate falls.\n\
-- **Fixed without NR-SACK** is worse than in the paper (about 2.8 Mbit/s against slightly \
-above 5 up to 192 KiB): without non-renegable acknowledgements usrsctp frees the send \
-buffer only up to the cumulative TSN, which path C's slow chunks hold back, so the \
-buffer fills with data already received; at 256 KiB it reached about 8 Mbit/s.\n\
-- **RR** is better than in the paper (about 5-9.5 Mbit/s at 130-350 ms against below 3 \
-Mbit/s above 600 ms): usrsctp's buffer splitting limits what path C (1 Mbit/s, 100 ms \
-RTT) may hold to a third of σ, so fewer chunks wait behind path C than in the paper's \
-model. As in the paper, NR-SACK changes RR little.\n\n";
