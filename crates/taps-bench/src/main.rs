@@ -216,6 +216,16 @@ fn multipath(opts: Options) -> Result<(), Failure> {
             "{failed} multipath point(s) failed (see the report)"
         )));
     }
+    let crossed = r
+        .points
+        .iter()
+        .filter(|p| p.pinning.is_some_and(|p| p.crossed > 0))
+        .count();
+    if crossed > 0 {
+        return Err(Failure::Failed(format!(
+            "{crossed} Fixed run(s) sent new data of a pinned stream over another path (see the report)"
+        )));
+    }
     Ok(())
 }
 

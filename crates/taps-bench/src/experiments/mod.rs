@@ -26,7 +26,7 @@ pub use he_variant::HeVariant;
 pub use http::HttpPoint;
 pub use lab::{FirstContact, LabResults, LossTimes, PATH_1500};
 pub use multipath::{
-    read_multipath, run_multipath, LinkSpec, MultipathPoint, MultipathResults, Timing,
+    read_multipath, run_multipath, LinkSpec, MultipathPoint, MultipathResults, Pinning, Timing,
     FILTER_ENV as MULTIPATH_FILTER_ENV, REPLOT_ENV as MULTIPATH_REPLOT_ENV,
 };
 pub use runner::Crash;

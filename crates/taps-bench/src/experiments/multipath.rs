@@ -98,12 +98,77 @@ pub struct MultipathPoint {
     pub queue_drops: Vec<u64>,
     /// Per path at the end, as the client saw it: state, cwnd, srtt, RTO.
     pub paths: Value,
+    /// Per link, per stream: user data bytes (first sent, resent) over it toward the
+    /// server during the run, counted by netlab's SCTP ledger from the DATA chunks.
+    #[serde(default)]
+    pub wire: Vec<Vec<[u64; 2]>>,
+    /// Fixed runs: how well each stream kept to its path, from `wire`.
+    #[serde(default)]
+    pub pinning: Option<Pinning>,
     /// Times of 200 ms or more when no new DATA crossed any link, each told from the wire
     /// (netlab's SCTP ledger timeline: the last SACK before, the hole, its drop, its resend).
     #[serde(default)]
     pub stalls: Vec<String>,
     /// Why the point failed, if it did.
     pub error: Option<String>,
+}
+
+/// Where a Fixed run's data went, from the wire (CMT on).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pinning {
+    /// User data bytes first sent, all streams.
+    pub new_bytes: u64,
+    /// Of those, bytes first sent over a link that is not their stream's path (must be 0).
+    pub crossed: u64,
+    /// User data bytes resent, all streams.
+    pub resent: u64,
+    /// Of those, bytes resent over another link than their stream's path (usrsctp's CMT
+    /// sends retransmissions to the path with the largest ssthresh).
+    pub resent_elsewhere: u64,
+}
+
+/// Per link and stream, the (first sent, resent) user data bytes of `timeline`'s DATA
+/// chunks, for `links` links and `streams` streams.
+fn wire_bytes(
+    timeline: &[netlab::sctp_ledger::SctpEvent],
+    links: usize,
+    streams: usize,
+) -> Vec<Vec<[u64; 2]>> {
+    let mut wire = vec![vec![[0u64; 2]; streams]; links];
+    for e in timeline {
+        if let netlab::sctp_ledger::SctpWhat::Data {
+            stream,
+            bytes,
+            again,
+            ..
+        } = e.what
+        {
+            if let Some(cell) = wire
+                .get_mut(e.link)
+                .and_then(|l| l.get_mut(usize::from(stream)))
+            {
+                cell[usize::from(again)] += bytes;
+            }
+        }
+    }
+    wire
+}
+
+/// How the streams kept to the paths `map` pins them to (stream s on path `map[s]`).
+fn pinning(wire: &[Vec<[u64; 2]>], map: &[usize]) -> Pinning {
+    let mut p = Pinning::default();
+    for (link, per_stream) in wire.iter().enumerate() {
+        for (s, [first, again]) in per_stream.iter().enumerate() {
+            let own = map.get(s) == Some(&link);
+            p.new_bytes += first;
+            p.resent += again;
+            if !own {
+                p.crossed += first;
+                p.resent_elsewhere += again;
+            }
+        }
+    }
+    p
 }
 
 /// JSON writes a NaN (not measured) as null: read it back as NaN.
@@ -370,6 +435,8 @@ fn point(
         out_of_order: 0,
         queue_drops,
         paths: Value::Null,
+        wire: Vec::new(),
+        pinning: None,
         stalls: Vec::new(),
         error: None,
     };
@@ -504,6 +571,8 @@ fn run_once(lab: &Lab, p: &Plan, round: u32, timing: Timing) -> MultipathPoint {
     if std::env::var_os(TRACE_ENV).is_some() {
         print_trace(&timeline);
     }
+    m.wire = wire_bytes(&timeline, p.links.len(), usize::from(p.streams));
+    m.pinning = p.map.as_deref().map(|map| pinning(&m.wire, map));
     m.stalls = netlab::sctp_ledger::stalls(&timeline, SHOWN_STALL)
         .iter()
         .map(ToString::to_string)
@@ -530,7 +599,59 @@ fn print_progress(m: &MultipathPoint, n: usize, total: u32) {
             .as_deref()
             .map_or(String::new(), |e| format!(" ERROR {e}"))
     );
+    if let Some(pin) = m.pinning {
+        eprintln!(
+            "    pinning: {} of {} new bytes off their path; {} of {} resent bytes elsewhere",
+            pin.crossed, pin.new_bytes, pin.resent_elsewhere, pin.resent
+        );
+    }
     for stall in &m.stalls {
         eprintln!("    stall: {stall}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netlab::sctp_ledger::{SctpEvent, SctpWhat};
+
+    fn data(link: usize, stream: u16, bytes: u64, again: bool) -> SctpEvent {
+        SctpEvent {
+            at: Duration::ZERO,
+            link,
+            what: SctpWhat::Data {
+                tsn: 1,
+                stream,
+                bytes,
+                again,
+            },
+        }
+    }
+
+    #[test]
+    fn wire_bytes_and_pinning() {
+        let timeline = [
+            data(0, 0, 100, false),
+            data(1, 1, 200, false),
+            data(1, 0, 100, true),
+            data(0, 1, 7, false),
+            SctpEvent {
+                at: Duration::ZERO,
+                link: 1,
+                what: SctpWhat::Dropped { tsn: 2 },
+            },
+            data(2, 9, 5, false),
+        ];
+        let wire = wire_bytes(&timeline, 2, 2);
+        assert_eq!(wire, vec![vec![[100, 0], [7, 0]], vec![[0, 100], [200, 0]]]);
+        assert_eq!(
+            pinning(&wire, &[0, 1]),
+            Pinning {
+                new_bytes: 307,
+                crossed: 7,
+                resent: 100,
+                resent_elsewhere: 100,
+            }
+        );
     }
 }

@@ -287,6 +287,8 @@ mod tests {
             out_of_order: 0,
             queue_drops: vec![0, 1],
             paths: serde_json::Value::Null,
+            wire: Vec::new(),
+            pinning: None,
             stalls: Vec::new(),
             error: None,
         }

@@ -121,6 +121,32 @@ pub(crate) fn intro(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
         md,
         "Every stream's messages were checked for order at the receiver: {bad} out of order.\n"
     );
+    pinning(md, r);
+}
+
+/// Fixed's pinning as the wire saw it, over every Fixed run.
+fn pinning(md: &mut String, r: &MultipathResults) {
+    let runs: Vec<_> = r.points.iter().filter_map(|p| p.pinning).collect();
+    if runs.is_empty() {
+        md.push_str("Fixed's pinning was not counted on the wire in this run.\n\n");
+        return;
+    }
+    let sum = |f: fn(&crate::experiments::Pinning) -> u64| runs.iter().map(f).sum::<u64>();
+    let off = runs.iter().filter(|p| p.crossed > 0).count();
+    let _ = writeln!(
+        md,
+        "Fixed's pinning, checked on the wire with CMT on (netlab's SCTP ledger counts the \
+         user data of every DATA chunk toward the server per link and stream): over the {} \
+         Fixed runs, {} of {} bytes of new data went over a link other than their stream's \
+         path ({off} runs with any); of {} bytes resent, {} went over another link \
+         (usrsctp's CMT sends every retransmission to the path with the largest ssthresh, \
+         whatever path the chunk was pinned to).\n",
+        runs.len(),
+        sum(|p| p.crossed),
+        sum(|p| p.new_bytes),
+        sum(|p| p.resent),
+        sum(|p| p.resent_elsewhere),
+    );
 }
 
 /// Experiment 1: where each curve saturates, against the paper.
