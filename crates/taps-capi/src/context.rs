@@ -43,6 +43,7 @@ pub unsafe extern "C" fn neat_start_event_loop(nc: *mut NeatCtx, run_mode: c_int
                 crate::event_loop::run_inline(ctx);
                 uv::uv_loop_close((*ctx).uv);
             } else {
+                crate::runtime::start_background();
                 crate::core::mark_all(ctx);
                 uv::uv_run((*ctx).uv, run_mode);
             }
@@ -71,6 +72,8 @@ pub unsafe extern "C" fn neat_stop_event_loop(nc: *mut NeatCtx) {
 #[no_mangle]
 pub unsafe extern "C" fn neat_get_event_loop(nc: *mut NeatCtx) -> *mut c_void {
     guard(std::ptr::null_mut(), || {
+        // The application may run this loop itself: flows need a driver meanwhile.
+        crate::runtime::start_background();
         boundary::context(nc).map_or(std::ptr::null_mut(), |ctx| ctx.uv.cast())
     })
 }
@@ -82,6 +85,8 @@ pub unsafe extern "C" fn neat_get_event_loop(nc: *mut NeatCtx) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn neat_get_backend_fd(nc: *mut NeatCtx) -> c_int {
     guard(-1, || {
+        // The application polls this fd in a loop of its own: flows need a driver.
+        crate::runtime::start_background();
         boundary::context(nc).map_or(-1, |ctx| ctx.backend_fd())
     })
 }

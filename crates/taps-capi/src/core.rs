@@ -5,7 +5,7 @@
 //! reference to either is alive while a C callback runs (a callback may call any NEAT
 //! function on the same flow or context). After a callback, state is looked up again.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ pub(crate) struct Ctx {
     /// Flows the next dispatch looks at (in id order): those with news from their task,
     /// those an API call touched, those that wanted a callback at the last dispatch.
     /// A dispatch costs what is ready, not every flow of the context.
-    ready: BTreeSet<u64>,
+    ready: Ready,
     /// Property texts given to `neat_set_property`, parsed and checked once (programs
     /// give every flow the same text). At most [`CACHE_SIZE`] entries.
     pub(crate) prop_sets: rustc_hash::FxHashMap<Box<str>, Arc<PropSet>>,
@@ -175,6 +175,37 @@ pub(crate) struct Peer {
     pub(crate) port: u16,
 }
 
+/// Flow ids waiting for a dispatch: a push per mark (duplicates allowed), taken in id
+/// order, once each, by the dispatch. Cheaper than an ordered set, whose nodes were
+/// allocated and freed on every mark and dispatch.
+#[derive(Default)]
+struct Ready(Vec<u64>);
+
+impl Ready {
+    /// Adds `id` (sorting out duplicates now and then, so that marks between two
+    /// dispatches cannot grow it without bound).
+    fn insert(&mut self, id: u64) {
+        self.0.push(id);
+        let n = self.0.len();
+        if n >= 64 && n.is_power_of_two() {
+            self.0.sort_unstable();
+            self.0.dedup();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every id marked, ascending, once each; leaves the set empty.
+    fn take(&mut self) -> Vec<u64> {
+        let mut ids = std::mem::take(&mut self.0);
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
 impl Ctx {
     /// A context with its own uv loop (None if libuv fails).
     pub(crate) fn new() -> Option<*mut Ctx> {
@@ -209,7 +240,7 @@ impl Ctx {
                 shared: Arc::new(CtxShared::new(ah)),
                 taps,
                 flows: rustc_hash::FxHashMap::default(),
-                ready: BTreeSet::new(),
+                ready: Ready::default(),
                 prop_sets: rustc_hash::FxHashMap::default(),
                 preconnections: rustc_hash::FxHashMap::default(),
                 graveyard: Vec::new(),
@@ -531,7 +562,7 @@ pub(crate) unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
                 apply(ctx, id, ev);
             }
         }
-        let ids = std::mem::take(&mut (*ctx).ready);
+        let ids = (*ctx).ready.take();
         for &id in &ids {
             level(ctx, id);
         }
@@ -563,8 +594,7 @@ pub(crate) unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
 pub(crate) unsafe fn mark_all(ctx: *mut Ctx) {
     // SAFETY: ctx is live; short borrows.
     unsafe {
-        let mut ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
-        ids.sort_unstable();
+        let ids: Vec<u64> = (*ctx).flows.keys().copied().collect();
         for id in ids {
             (*ctx).mark(id);
         }

@@ -5,19 +5,24 @@
 //!   thread drives it *inline*: the flows' tasks, their events and the C callbacks run
 //!   on the application's thread, turn by turn (`event_loop.rs`), as in NEAT, with no
 //!   hop between threads (each hop cost a wake-up of the other thread).
-//! - At any other time — before and after that loop, and for programs that drive
-//!   libuv themselves with `NEAT_RUN_ONCE`/`NEAT_RUN_NOWAIT` and the backend fd — a
-//!   background thread ("taps-neat") drives it, and events reach the application's
-//!   loop through `uv_async_send` (which makes the backend fd readable).
+//! - Programs that drive libuv themselves (`NEAT_RUN_ONCE`/`NEAT_RUN_NOWAIT`, the
+//!   backend fd or the uv loop asked for) get a background thread ("taps-neat") that
+//!   drives it, and events reach the application's loop through `uv_async_send` (which
+//!   makes the backend fd readable). So does a process that exits with closes in
+//!   progress (they need a driver then).
+//! - Until then there is no such thread: as in NEAT, flows make progress while the
+//!   application runs the loop, and a call that must wait for the runtime
+//!   ([`block_on`]) drives it on the caller's thread. A program that only ever runs
+//!   `NEAT_RUN_DEFAULT` never pays for the thread (its creation, its stack's first
+//!   touch, a wake-up per hand-over).
 //!
-//! The background thread hands the runtime over when an inline loop starts (it parks
-//! until none runs) and takes it back when the last one ends, or when the process
-//! exits (closes in progress need a driver then).
+//! Once started, the background thread hands the runtime over when an inline loop
+//! starts (it parks until none runs) and takes it back when the last one ends.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, Once, OnceLock};
 
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
@@ -33,6 +38,8 @@ struct Shared {
     yield_now: Notify,
     /// The process is exiting: the background thread drives whatever else runs.
     exiting: AtomicBool,
+    /// The background thread has been started.
+    background: Once,
 }
 
 thread_local! {
@@ -55,13 +62,23 @@ fn shared() -> &'static Shared {
             resumed: Condvar::new(),
             yield_now: Notify::new(),
             exiting: AtomicBool::new(false),
+            background: Once::new(),
         }));
+        s
+    })
+}
+
+/// Starts the background driver, once per process: for programs that run libuv
+/// themselves, and at exit. Costs a thread (2 MiB of reserved stack) for the process's
+/// life.
+pub(crate) fn start_background() {
+    let s = shared();
+    s.background.call_once(|| {
         std::thread::Builder::new()
             .name("taps-neat".into())
             .spawn(move || background(s))
             .expect("the NEAT C API's runtime thread");
-        s
-    })
+    });
 }
 
 /// The background driver: drives the runtime while no inline loop does.
@@ -86,7 +103,7 @@ fn background(s: &'static Shared) {
     }
 }
 
-/// The process-wide runtime (made, with its background thread, on first use).
+/// The process-wide runtime (made on first use).
 pub(crate) fn runtime() -> &'static Runtime {
     &shared().rt
 }
@@ -117,15 +134,18 @@ impl Drop for Inline {
     }
 }
 
-/// Runs `fut` to completion from outside the runtime: on an inline loop's thread by
-/// driving the runtime, else by waiting while the background thread drives it. Must
-/// not be called from inside a task.
+/// Runs `fut` to completion from outside the runtime: on an inline loop's thread, or
+/// while there is no background thread, by driving the runtime on this thread (tokio
+/// lets one thread at a time drive it; another one waiting meanwhile still polls `fut`);
+/// else by waiting while the background thread drives it. Must not be called from
+/// inside a task.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
     let s = shared();
-    if INLINE.with(Cell::get) && !IN_BLOCK_ON.with(Cell::get) {
-        IN_BLOCK_ON.with(|b| b.set(true));
+    let inline = INLINE.with(Cell::get) && !IN_BLOCK_ON.with(Cell::get);
+    if inline || !s.background.is_completed() {
+        let was = IN_BLOCK_ON.with(|b| b.replace(true));
         let out = s.rt.block_on(fut);
-        IN_BLOCK_ON.with(|b| b.set(false));
+        IN_BLOCK_ON.with(|b| b.set(was));
         out
     } else {
         s.rt.handle().block_on(fut)
@@ -137,6 +157,7 @@ pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
 /// the exiting thread cannot enter the runtime), so closes in progress and the stack's
 /// exit work (SCTP's shutdowns) make progress.
 pub(crate) fn hand_over_for_exit() {
+    start_background();
     let s = shared();
     s.exiting.store(true, Ordering::Release);
     let _n = s.inline_loops.lock().unwrap_or_else(|e| e.into_inner());
