@@ -137,15 +137,15 @@ fn pinning(md: &mut String, r: &MultipathResults) {
         md,
         "Fixed's pinning, checked on the wire with CMT on (netlab's SCTP ledger counts the \
          user data of every DATA chunk toward the server per link and stream): over the {} \
-         Fixed runs, {} of {} bytes of new data went over a link other than their stream's \
-         path ({off} runs with any); of {} bytes resent, {} went over another link \
-         (usrsctp's CMT sends every retransmission to the path with the largest ssthresh, \
-         whatever path the chunk was pinned to).\n",
+         Fixed runs, {} bytes of {:.1} MB of new data went over a link other than their \
+         stream's path ({off} runs with any); of {:.1} kB resent, {:.1} kB went over another \
+         link (usrsctp's CMT sends every retransmission to the path with the largest \
+         ssthresh, whatever path the chunk was pinned to).\n",
         runs.len(),
         sum(|p| p.crossed),
-        sum(|p| p.new_bytes),
-        sum(|p| p.resent),
-        sum(|p| p.resent_elsewhere),
+        sum(|p| p.new_bytes) as f64 / 1e6,
+        sum(|p| p.resent) as f64 / 1e3,
+        sum(|p| p.resent_elsewhere) as f64 / 1e3,
     );
 }
 
