@@ -74,6 +74,15 @@ impl GetReport {
         Self::won_ms(&self.quic).or_else(|| Self::won_ms(&self.tcp))
     }
 
+    /// How long the winning attempt took from its own start to its win, in ms: the
+    /// address race's `#N connected in X ms: won` (without the leg's DNS).
+    pub fn handshake_ms(&self) -> Option<f64> {
+        self.trace.iter().find_map(|(_, e)| {
+            let (_, rest) = e.split_once(" connected in ")?;
+            rest.strip_suffix(" ms: won")?.parse().ok()
+        })
+    }
+
     /// Whether it exited 0 with status 200.
     pub fn ok(&self) -> bool {
         self.exit_code == Some(0) && self.status == Some(200)
