@@ -46,6 +46,9 @@ pub struct GetReport {
     pub tcp: String,
     /// QUIC's head start in ms, when QUIC ran.
     pub head_start_ms: Option<f64>,
+    /// When QUIC's first attempt started, in ms from the race's start (the head start
+    /// counts from then).
+    pub quic_began_ms: Option<f64>,
     /// Connect time (preconnections built, then the race), in ms.
     pub connect_ms: Option<f64>,
     /// From the call to the response's head, in ms.
@@ -129,14 +132,19 @@ impl GetReport {
         r
     }
 
-    /// `QUIC (h3) to HOST:PORT[, from Alt-Svc]: LEG[ (head start N ms)]; TLS/TCP (h2,
-    /// http/1.1): LEG`.
+    /// `QUIC (h3) to HOST:PORT[, from Alt-Svc]: LEG[ (head start N ms)][ [first attempt
+    /// at X ms]]; TLS/TCP (h2, http/1.1): LEG`.
     fn read_race(&mut self, v: &str) {
         let (quic, tcp) = v.rsplit_once(TCP_LEG).unwrap_or((v, ""));
         self.tcp = tcp.trim().to_string();
         let quic = quic.strip_prefix("QUIC (h3) to ").unwrap_or(quic);
         let (target, leg) = quic.split_once(": ").unwrap_or((quic, ""));
         self.quic_target = Some(target.to_string());
+        let (leg, began) = match leg.rsplit_once(" [first attempt at ") {
+            Some((l, b)) => (l, b.strip_suffix(" ms]").and_then(|b| b.parse().ok())),
+            None => (leg, None),
+        };
+        self.quic_began_ms = began;
         let (leg, head) = match leg.rsplit_once(" (head start ") {
             Some((l, h)) => (l, h.strip_suffix(" ms)").and_then(|h| h.parse().ok())),
             None => (leg, None),
@@ -193,7 +201,7 @@ mod tests {
     const FALLBACK: &str = "status: 200
 protocol: HTTP/2.0
 connection: TLS/TCP 198.51.100.2:42476 -> 192.0.2.91:443 (new)
-race: QUIC (h3) to rq.netlab.test:443: still connecting at 206.3 ms, given up (head start 100 ms); TLS/TCP (h2, http/1.1): won in 206.3 ms
+race: QUIC (h3) to rq.netlab.test:443: still connecting at 206.3 ms, given up (head start 100 ms) [first attempt at 3.2 ms]; TLS/TCP (h2, http/1.1): won in 206.3 ms
 time: connect 240.5 ms, first byte 292.3 ms, total 292.4 ms
 size: 8 bytes
 alt-svc: h3=\":443\"; ma=2592000
@@ -214,6 +222,7 @@ port 443
         assert_eq!(r.quic_target.as_deref(), Some("rq.netlab.test:443"));
         assert_eq!(r.quic, "still connecting at 206.3 ms, given up");
         assert_eq!(r.head_start_ms, Some(100.0));
+        assert_eq!(r.quic_began_ms, Some(3.2));
         assert_eq!(r.tcp, "won in 206.3 ms");
         assert_eq!(r.race_ms(), Some(206.3));
         assert_eq!((r.connect_ms, r.first_byte_ms), (Some(240.5), Some(292.3)));
