@@ -7,9 +7,13 @@
 //!   handshake, TLS 1.3's), and the next `taps get` process with the same CIB file skips
 //!   QUIC, which the CIB marks broken.
 //! - `h3-https-rr`: `rgh`'s HTTPS record says `alpn=h3 port=8443`; caddy serves HTTP/2
-//!   only on the URL's port 443 and h3 on 8443. The first request to
-//!   `https://rgh.netlab.test:443/` goes to 8443 over HTTP/3; with the record gone, the
-//!   same request gets port 443's HTTP/2 (the control).
+//!   only on the URL's port 443 and h3 on 8443; the DNS server is one RTT away. The first
+//!   request to `https://rgh.netlab.test:443/` goes to 8443 over HTTP/3, before TLS/TCP
+//!   starts (the head start counts from QUIC's first attempt, after the lookups); with
+//!   the record gone, the same request gets port 443's HTTP/2 (the control).
+//!
+//! The times come from `taps get`'s race line: the head start, when QUIC's first attempt
+//! began, each leg's outcome.
 //!
 //! Without caddy both say "skipped" (and fail where a skip must fail: as root with
 //! `TAPS_REQUIRE_ROOT_TESTS` or `CI` set).
