@@ -66,6 +66,12 @@ pub const HTTPS_RR_HOST: &str = "rh";
 /// The port https-rr's HTTPS record names and its secure server listens on (the
 /// origin's port, [`TLS_PORT`], serves nothing there).
 pub const HTTPS_RR_PORT: u16 = 8443;
+/// The zone name (IPv4 only) where `h3-blackhole` runs caddy (HTTP/3 and HTTP/2 on
+/// [`TLS_PORT`]) and blackholes its UDP port.
+pub const H3_BLACKHOLE_HOST: &str = "rgx";
+/// The zone name (IPv4 only) whose HTTPS record `h3-https-rr` sets to `alpn=h3` and
+/// [`HTTPS_RR_PORT`], where it runs caddy's HTTP/3 (HTTP/2 only on [`TLS_PORT`]).
+pub const H3_HTTPS_RR_HOST: &str = "rgh";
 /// The TCP port of the MPTCP sink: an MPTCP listener on the server's IPv4 addresses
 /// (every one, including each link's own) that reads like the TCP sink and records into
 /// the same list. Plain TCP clients are served too (MPTCP falls back).
@@ -153,6 +159,12 @@ pub const ZONE_RECORDS: &[ZoneRecord] = &[
     // rh (HTTPS_RR_HOST): IPv4 only; its HTTPS record (set by https-rr) sends clients to
     // the secure server on HTTPS_RR_PORT, which https-rr starts there.
     rec("rh", v4(93), true),
+    // rgx (H3_BLACKHOLE_HOST): IPv4 only; caddy (h3 and h2 on port 443) when h3-blackhole
+    // starts it, which blackholes its UDP port 443.
+    rec("rgx", v4(94), true),
+    // rgh (H3_HTTPS_RR_HOST): IPv4 only; its HTTPS record (set by h3-https-rr) sends
+    // HTTP clients to caddy's HTTP/3 on HTTPS_RR_PORT; caddy's port 443 has HTTP/2 only.
+    rec("rgh", v4(95), true),
 ];
 
 /// The fully qualified name of a zone record name (`"rx"` → `"rx.netlab.test"`, without

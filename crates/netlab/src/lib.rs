@@ -26,6 +26,7 @@
 //! ```
 
 pub mod bridge;
+pub mod caddy;
 pub mod dns;
 pub mod lab;
 pub mod links;
@@ -42,6 +43,7 @@ mod sctp_mp_sat;
 pub mod sctp_server;
 pub mod sink;
 pub mod taps;
+pub mod taps_get;
 pub mod tls_server;
 pub mod tun;
 

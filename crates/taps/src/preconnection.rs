@@ -278,6 +278,15 @@ impl Preconnection {
     /// winner. Every losing attempt is closed before this returns; every outcome is
     /// recorded in the CIB.
     pub async fn initiate(&self) -> Result<Connection, Error> {
+        self.initiate_telling(None).await
+    }
+
+    /// [`initiate`](Self::initiate), telling `began` (once) when the race starts its
+    /// first attempt, after the lookups it waited for.
+    pub(crate) async fn initiate_telling(
+        &self,
+        began: Option<&tokio::sync::Notify>,
+    ) -> Result<Connection, Error> {
         let remote = self
             .remote
             .as_ref()
@@ -288,7 +297,7 @@ impl Preconnection {
         });
         let maps = self.ctx.flow_mapping() && streams;
         if !maps {
-            return self.race(remote, &plan).await;
+            return self.race(remote, &plan, began).await;
         }
         // Flow mapping: one race per remote endpoint and property set at a time; while it
         // runs, other flows to the same key wait, then become streams of its SCTP
@@ -331,9 +340,9 @@ impl Preconnection {
         }
         if slot.unmappable {
             drop(slot);
-            return self.race(remote, &plan).await;
+            return self.race(remote, &plan, began).await;
         }
-        let conn = match self.race(remote, &plan).await {
+        let conn = match self.race(remote, &plan, began).await {
             Ok(conn) => conn,
             Err(e) => {
                 // Only the race's own failures: a setup or socket error is not news about
@@ -353,7 +362,12 @@ impl Preconnection {
     }
 
     /// One race, and the connection its winner makes.
-    async fn race(&self, remote: &RemoteEndpoint, plan: &Arc<Plan>) -> Result<Connection, Error> {
+    async fn race(
+        &self,
+        remote: &RemoteEndpoint,
+        plan: &Arc<Plan>,
+        began: Option<&tokio::sync::Notify>,
+    ) -> Result<Connection, Error> {
         let opts = self.socket_options();
         let mut config = racing::race_config(&self.props);
         config.timeline = self.race_timeline;
@@ -371,6 +385,7 @@ impl Preconnection {
             scored: &self.scored,
             opts: &opts,
             security,
+            began,
         };
         let won = Box::pin(racing::race(input, config)).await?;
         Ok(Connection::from_established(

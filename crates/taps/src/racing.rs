@@ -104,6 +104,8 @@ pub(crate) struct RaceInput<'a> {
     pub(crate) opts: &'a Arc<SocketOptions>,
     /// The TLS configuration, when the plan has secure stacks.
     pub(crate) security: Option<Arc<ClientSecurity>>,
+    /// Told when the first attempt starts.
+    pub(crate) began: Option<&'a tokio::sync::Notify>,
 }
 
 /// Numbers races for the logs (taken only when the race's span is enabled).

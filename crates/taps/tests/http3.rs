@@ -8,7 +8,9 @@
 //! - h3 only on another port, advertised in `Alt-Svc`: the first request over HTTP/2,
 //!   the second over HTTP/3 to the alternative;
 //! - a name whose HTTPS record (RFC 9460, from a DNS server on loopback) offers h3 on
-//!   another port: the first request goes there over HTTP/3.
+//!   another port: the first request goes there over HTTP/3;
+//! - lookups held back 300 ms with UDP blackholed: TLS/TCP starts QUIC's head start after
+//!   QUIC's first attempt, not while QUIC still waits for its answers.
 //!
 //! Where QUIC must win, the head start is 10 s, so a busy machine cannot make TLS/TCP
 //! win instead; nothing here measures time against a bound.
@@ -21,7 +23,7 @@ use taps::http::{Client, Exchange, Leg, Protocols};
 use taps::taps_core::ServiceRecord;
 use taps::{Context, SecurityParameters};
 use taps_testkit::caddy::{have_caddy, Caddy, Site};
-use taps_testkit::{free_port, skip, DnsServer, TestPki};
+use taps_testkit::{free_port, skip, DnsServer, RecordType, TestPki};
 
 const GENEROUS: Duration = Duration::from_secs(10);
 
@@ -163,6 +165,44 @@ async fn udp_blackholed_falls_back_to_http2_and_the_next_client_skips_quic() {
         other => panic!("QUIC tried again: {other:?}"),
     }
     assert_eq!(race.head_start, Duration::ZERO);
+}
+
+#[tokio::test]
+async fn the_head_start_counts_from_quics_first_attempt_not_from_its_lookups() {
+    if ready().is_none() {
+        return;
+    }
+    let pki = TestPki::new(&["slow.test"]).unwrap();
+    let site = Site {
+        host: "slow.test".into(),
+        ..site(false, "tcp only")
+    };
+    let caddy = Caddy::start(&[site], &pki.cert, &pki.key);
+    let port = caddy.ports[0];
+    let _hole = udp_blackhole(port);
+    // Every answer held back 300 ms: QUIC's first attempt starts after them.
+    let dns = DnsServer::start("test.", &[("slow", Ipv4Addr::LOCALHOST.into())]);
+    let lookup = Duration::from_millis(300);
+    for qtype in [RecordType::A, RecordType::AAAA, RecordType::HTTPS] {
+        dns.set_delay(qtype, lookup);
+    }
+    let ctx = Context::builder()
+        .name_servers(vec![dns.addr()])
+        .build()
+        .unwrap();
+    let c = client(&ctx, &pki, None);
+    let uri = format!("https://slow.test:{port}/").parse().unwrap();
+    let res = c.get(uri).await.expect("a response");
+    let x = res.extensions().get::<Exchange>().unwrap();
+    let race = &x.connection.race;
+    println!("{race}");
+    assert_eq!(res.version(), Version::HTTP_2);
+    assert!(matches!(race.quic, Leg::Lost(_)), "{race:?}");
+    let began = race.quic_began.expect("QUIC started an attempt");
+    assert!(began >= lookup, "{race:?}");
+    // TLS/TCP started a full head start after QUIC's first attempt, not 100 ms into the
+    // race while QUIC still waited for its answers.
+    assert!(race.took >= began + race.head_start, "{race:?}");
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ mod dead_addresses;
 mod faults;
 mod first_contact;
 mod http;
+mod http3;
 mod https_rr;
 mod interfaces;
 mod load;
@@ -222,6 +223,20 @@ const ALL: &[Scenario] = &[
         summary: "HTTP GET to rx (dead IPv6, RTT 50 ms), two requests, new client each: taps' connector within attempt delay + RTT + first DNS 70 + 30, then RTT + 30 (CIB); hyper-util's HttpConnector after its 300 ms fallback both times",
         needs_taps: true,
         body: http::http_rx,
+    },
+    // taps' HTTP client (`taps get`: HTTP/3 raced against HTTP/2) against caddy, a real
+    // HTTP/3 server, in the server namespace.
+    Scenario {
+        name: "h3-blackhole",
+        summary: "taps get against caddy (h3+h2 on port 443), RTT 50 ms: UDP open gives HTTP/3 within the head start; UDP 443 blackholed: HTTP/2 within the head start taps reports + 2 RTT + 30 ms; the next taps get (same CIB file) skips QUIC as broken and does not wait for it",
+        needs_taps: true,
+        body: http3::h3_blackhole,
+    },
+    Scenario {
+        name: "h3-https-rr",
+        summary: "taps get https://rgh.netlab.test:443/ with an HTTPS record alpn=h3 port=8443, caddy h3 on 8443 and HTTP/2 only on 443, RTT 50 ms: HTTP/3 to 8443 within the head start, QUIC's handshake within RTT + 30 ms; without the record, HTTP/2 from 443",
+        needs_taps: true,
+        body: http3::h3_https_rr,
     },
     // Several paths: a second link (its own bridge, rules and counters); interface racing.
     Scenario {

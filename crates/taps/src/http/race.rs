@@ -2,11 +2,12 @@
 //! origin or its `Alt-Svc` alternative) against HTTP/2 or HTTP/1.1 over TLS/TCP (ALPN
 //! `h2`,`http/1.1`), each leg itself a taps race over addresses and families.
 //!
-//! QUIC starts first; TLS/TCP starts after QUIC's head start (`2 × its connect time +
-//! 10 ms` when the CIB saw QUIC connect there, 100 ms on first contact, or the client's
-//! fixed one), or at once when QUIC fails. QUIC the CIB marks broken (5 minutes, doubling
-//! per failure in a row) is not tried; a QUIC attempt that TLS/TCP overtook is recorded
-//! there as overtaken, as taps' own race does, so the next connection skips it.
+//! QUIC starts first; TLS/TCP starts QUIC's head start (`2 × its connect time + 10 ms`
+//! when the CIB saw QUIC connect there, 100 ms on first contact, or the client's fixed
+//! one) after QUIC's first attempt (its lookups take none of it), or at once when QUIC
+//! fails. QUIC the CIB marks broken (5 minutes, doubling per failure in a row) is not
+//! tried; a QUIC attempt that TLS/TCP overtook is recorded there as overtaken, as taps'
+//! own race does, so the next connection skips it.
 //!
 //! Also what a client's clones share ([`Shared`]: the connector, the QUIC
 //! preconnections, the `Alt-Svc` cache, the pool) and the connections it pools
@@ -214,9 +215,13 @@ type Leg3 = Pin<Box<dyn Future<Output = LegResult> + Send>>;
 /// the details and race to report.
 pub(crate) type Won = (Option<Conn>, Established);
 
-/// What [`plan`] decides: the race's record so far, the QUIC leg (if it runs) and the
-/// TLS/TCP leg's preconnection (if it may run).
-type Planned = (ProtocolRace, Option<Leg3>, Option<Arc<Preconnection>>);
+/// What [`plan`] decides: the race's record so far, the QUIC leg's preconnection (if it
+/// runs) and the TLS/TCP leg's (if it may run).
+type Planned = (
+    ProtocolRace,
+    Option<Arc<Preconnection>>,
+    Option<Arc<Preconnection>>,
+);
 
 /// The race's start: where QUIC goes, both legs' preconnections (built before the clock
 /// starts: the first reads the trust store and CA files, and the head start is the
@@ -229,11 +234,12 @@ fn plan(sh: &Arc<Shared>, origin: &Origin) -> Result<Planned, ClientError> {
         quic_target: target.clone(),
         from_alt_svc,
         head_start: Duration::ZERO,
+        quic_began: None,
         quic: Leg::NotStarted,
         tcp: Leg::NotStarted,
         took: Duration::ZERO,
     };
-    let mut quic: Option<Leg3> = None;
+    let mut quic = None;
     // Both legs' preconnections are built before the clock starts (the first reads the
     // trust store and CA files): the head start is the network's, not the setup's.
     let tcp_pre = match sh.protocols {
@@ -260,9 +266,11 @@ fn plan(sh: &Arc<Shared>, origin: &Origin) -> Result<Planned, ClientError> {
                 QuicKnown::Proven(rtt) => (2 * rtt + Duration::from_millis(10)).min(MAX_HEAD_START),
                 _ => HEAD_START,
             });
-            let pre = quic_pre.expect("prepared for a secure origin");
-            quic = Some(Box::pin(connect_h3(pre)));
+            quic = Some(quic_pre.expect("prepared for a secure origin"));
         }
+    }
+    if tcp_pre.is_none() {
+        race.tcp = Leg::Skipped("HTTP/2 and HTTP/1.1 not allowed".into());
     }
     Ok((race, quic, tcp_pre))
 }
@@ -275,20 +283,22 @@ pub(crate) async fn race(
     origin: &Origin,
     pooled: Option<Established>,
 ) -> Result<Won, ClientError> {
-    let (mut race, mut quic, tcp_pre) = plan(sh, origin)?;
+    let (mut race, quic_pre, tcp_pre) = plan(sh, origin)?;
     let target = race.quic_target.clone();
     let start = Instant::now();
+    // Told when QUIC's race starts its first attempt: the head start counts from then.
+    let began = Arc::new(tokio::sync::Notify::new());
+    let mut quic: Option<Leg3> =
+        quic_pre.map(|pre| -> Leg3 { Box::pin(connect_h3(pre, began.clone())) });
     let mut tcp: Option<Leg3> = None;
-    let mut tcp_at = match tcp_pre {
-        None => {
-            race.tcp = Leg::Skipped("HTTP/2 and HTTP/1.1 not allowed".into());
-            None
-        }
-        _ => Some(start + race.head_start),
-    };
-    let quic_started = Instant::now();
+    // TLS/TCP's start: due at `tcp_at`, or (`tcp_after_quic`) once QUIC's attempt began.
+    let mut tcp_after_quic = tcp_pre.is_some() && quic.is_some();
+    let mut tcp_at = (tcp_pre.is_some() && !tcp_after_quic).then_some(start);
+    let quic_began = began.notified();
+    tokio::pin!(quic_began);
+    let mut quic_started = start;
     loop {
-        if quic.is_none() && tcp.is_none() && tcp_at.is_none() {
+        if quic.is_none() && tcp.is_none() && tcp_at.is_none() && !tcp_after_quic {
             race.took = start.elapsed();
             return Err(ClientError::Connect {
                 origin: format!("{}:{}", origin.host, origin.port),
@@ -310,7 +320,10 @@ pub(crate) async fn race(
                     }
                     Err(error) => {
                         race.quic = Leg::Failed { after, error };
-                        tcp_at = tcp_at.map(|_| Instant::now());
+                        if tcp_after_quic || tcp_at.is_some() {
+                            tcp_at = Some(Instant::now());
+                        }
+                        tcp_after_quic = false;
                     }
                 }
             }
@@ -329,6 +342,14 @@ pub(crate) async fn race(
                         return Ok((Some(conn), Established::new(version, details, race)));
                     }
                     Err(error) => race.tcp = Leg::Failed { after, error },
+                }
+            }
+            () = &mut quic_began, if race.quic_began.is_none() => {
+                quic_started = Instant::now();
+                race.quic_began = Some(quic_started - start);
+                if tcp_after_quic {
+                    tcp_after_quic = false;
+                    tcp_at = Some(quic_started + race.head_start);
                 }
             }
             () = sleep_until(tcp_at) => {
@@ -388,9 +409,13 @@ fn overtaken(sh: &Shared, target: &(String, u16), tls_remote: SocketAddr, since:
 }
 
 /// The QUIC leg: a taps race of QUIC alone (ALPN `h3`, the certificate verified for the
-/// origin's host) with `pre`, then HTTP/3's control streams set up on the connection.
-async fn connect_h3(pre: Arc<Preconnection>) -> LegResult {
-    let mut conn = pre.initiate().await.map_err(|e| e.to_string())?;
+/// origin's host) with `pre`, telling `began` when its first attempt starts, then
+/// HTTP/3's control streams set up on the connection.
+async fn connect_h3(pre: Arc<Preconnection>, began: Arc<tokio::sync::Notify>) -> LegResult {
+    let mut conn = pre
+        .initiate_telling(Some(&began))
+        .await
+        .map_err(|e| e.to_string())?;
     if conn.info().race.is_none() {
         // A stream of a QUIC connection some other flow holds: HTTP/3 needs its own.
         return Err("the QUIC connection there is in use by another flow".into());

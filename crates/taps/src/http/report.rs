@@ -57,8 +57,12 @@ pub struct ProtocolRace {
     pub quic_target: (String, u16),
     /// Whether that target came from an `Alt-Svc` header (else it is the origin).
     pub from_alt_svc: bool,
-    /// The head start QUIC had before TLS/TCP started (zero when QUIC was skipped).
+    /// The head start QUIC had before TLS/TCP started (zero when QUIC was skipped),
+    /// counted from QUIC's first attempt.
     pub head_start: Duration,
+    /// When QUIC's first attempt started (after its lookups), from the race's start;
+    /// `None`: it started none.
+    pub quic_began: Option<Duration>,
     /// HTTP/3 over QUIC.
     pub quic: Leg,
     /// HTTP/2 or HTTP/1.1 over TLS/TCP.
@@ -78,6 +82,9 @@ impl fmt::Display for ProtocolRace {
         write!(f, "QUIC (h3) to {host}:{port}{via}: {}", self.quic)?;
         if !matches!(self.quic, Leg::Skipped(_)) {
             write!(f, " (head start {:.0} ms)", ms(self.head_start))?;
+        }
+        if let Some(t) = self.quic_began {
+            write!(f, " [first attempt at {:.1} ms]", ms(t))?;
         }
         write!(f, "; TLS/TCP (h2, http/1.1): {}", self.tcp)
     }

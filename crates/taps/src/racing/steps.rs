@@ -283,6 +283,11 @@ impl Driver<'_> {
         } else {
             self.attempts.push((id, Box::pin(attempt)));
         }
+        if !self.started {
+            if let Some(began) = self.input.began {
+                began.notify_one();
+            }
+        }
         self.started = true;
     }
 
