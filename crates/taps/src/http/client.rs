@@ -336,10 +336,18 @@ async fn send_h3(
         .send_request(Request::from_parts(parts, ()))
         .await
         .map_err(|e| e.to_string())?;
+    let mut sent = Ok(());
     if !body.is_empty() {
-        stream.send_data(body).await.map_err(|e| e.to_string())?;
+        sent = stream.send_data(body).await;
     }
-    stream.finish().await.map_err(|e| e.to_string())?;
+    if sent.is_ok() {
+        sent = stream.finish().await;
+    }
+    if let Err(e) = sent.as_ref() {
+        if !stopped_without_error(e) {
+            return Err(e.to_string());
+        }
+    }
     let res = stream.recv_response().await.map_err(|e| e.to_string())?;
     let head = Instant::now();
     let mut buf = BytesMut::new();
@@ -349,4 +357,11 @@ async fn send_h3(
     }
     let (parts, ()) = res.into_parts();
     Ok((Response::from_parts(parts, buf.freeze()), head))
+}
+
+/// Whether the server stopped the request's sending side with `H3_NO_ERROR`: it needs no
+/// more of the request and its response still comes, which the client must read (RFC
+/// 9114 §4.1).
+fn stopped_without_error(e: &h3::error::StreamError) -> bool {
+    matches!(e, h3::error::StreamError::RemoteTerminate { code, .. } if *code == h3::error::Code::H3_NO_ERROR)
 }
