@@ -283,26 +283,22 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
     }
     if sel.he {
         phase("he".into(), &mut |p| {
-            c.he = experiments::run_he(cfg, launcher, p)?;
-            Ok(())
+            experiments::run_he(cfg, launcher, p).map(|r| c.he = r)
         });
     }
     if sel.http {
         phase("http".into(), &mut |p| {
-            c.http = experiments::run_http(cfg, launcher, p)?;
-            Ok(())
+            experiments::run_http(cfg, launcher, p).map(|r| c.http = r)
         });
     }
     if sel.http3 {
         phase("http3".into(), &mut |p| {
-            c.http3 = Some(experiments::run_http3(cfg, launcher, p)?);
-            Ok(())
+            experiments::run_http3(cfg, launcher, p).map(|r| c.http3 = Some(r))
         });
     }
     if sel.secure {
         phase("secure".into(), &mut |p| {
-            c.secure = experiments::run_secure(cfg, launcher, p)?;
-            Ok(())
+            experiments::run_secure(cfg, launcher, p).map(|r| c.secure = r)
         });
     }
     if sel.connect_cli {

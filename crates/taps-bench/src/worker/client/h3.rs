@@ -10,55 +10,35 @@ use http::{Uri, Version};
 use taps::http::{Client, Exchange, Protocols};
 use taps::{Context, SecurityParameters};
 
-use super::h3_raw::{RawH2, RawH3};
+use super::h3_raw::{Fetched, RawH2, RawH3};
 use super::{note_failure, ready, send_result, Window};
 use crate::worker::protocol::{ClientResult, H3Client, H3Load};
 
-/// What one request got.
-pub(super) struct Fetched {
-    /// The response's status code.
-    pub(super) status: u16,
-    /// The body's length, bytes.
-    pub(super) bytes: usize,
-    /// Whether it came over HTTP/3.
-    pub(super) h3: bool,
-    /// Whether the request opened a new connection.
-    pub(super) new_connection: bool,
-}
-
-/// A taps client: the context its races run in, and the [`Client`] (its pool) while a
-/// connection is kept.
-struct Taps {
-    ctx: Context,
-    security: SecurityParameters,
-    protocols: Protocols,
-    head_start: Option<Duration>,
-    client: Option<Client>,
-}
+/// A taps client, as the baselines keep their endpoint or connector: one [`Client`]
+/// (its prepared preconnections and TLS sessions), its connections closed by
+/// [`Client::close_connections`] when each request is to open its own.
+struct Taps(Client);
 
 impl Taps {
-    fn client(&mut self) -> Result<Client, String> {
-        if let Some(c) = &self.client {
-            return Ok(c.clone());
+    fn new(load: &H3Load, protocols: Protocols) -> Result<Taps, String> {
+        let ctx = Context::new().map_err(|e| format!("context: {e}"))?;
+        let security = SecurityParameters::new()
+            .ca_file(&load.ca)
+            .without_system_roots();
+        let mut b = Client::builder(&ctx)
+            .security(security)
+            .protocols(protocols);
+        if let Some(ms) = load.head_start_ms {
+            b = b.quic_head_start(Duration::from_millis(ms));
         }
-        let mut b = Client::builder(&self.ctx)
-            .security(self.security.clone())
-            .protocols(self.protocols);
-        if let Some(h) = self.head_start {
-            b = b.quic_head_start(h);
-        }
-        let c = b.build().map_err(|e| format!("taps client: {e}"))?;
-        self.client = Some(c.clone());
-        Ok(c)
+        Ok(Taps(b.build().map_err(|e| format!("taps client: {e}"))?))
     }
 
-    /// One GET; `close`: the client (its pool, so its connection) is dropped after it.
+    /// One GET; `close`: the client's connections are closed after it.
     async fn fetch(&mut self, uri: &Uri, close: bool) -> Result<Fetched, String> {
-        let client = self.client()?;
-        let got = client.get(uri.clone()).await;
-        drop(client);
+        let got = self.0.get(uri.clone()).await;
         if close {
-            self.client = None;
+            self.0.close_connections();
         }
         let res = got.map_err(|e| e.to_string())?;
         let reused = res.extensions().get::<Exchange>().map(|x| x.reused);
@@ -80,21 +60,10 @@ enum Fetcher {
 
 impl Fetcher {
     fn new(load: &H3Load) -> Result<Fetcher, String> {
-        let taps = |protocols| {
-            Ok::<_, String>(Fetcher::Taps(Taps {
-                ctx: Context::new().map_err(|e| format!("context: {e}"))?,
-                security: SecurityParameters::new()
-                    .ca_file(&load.ca)
-                    .without_system_roots(),
-                protocols,
-                head_start: load.head_start_ms.map(Duration::from_millis),
-                client: None,
-            }))
-        };
         Ok(match load.client {
-            H3Client::TapsH3 => taps(Protocols::Http3)?,
-            H3Client::TapsRace => taps(Protocols::Any)?,
-            H3Client::TapsH2 => taps(Protocols::Http2)?,
+            H3Client::TapsH3 => Fetcher::Taps(Taps::new(load, Protocols::Http3)?),
+            H3Client::TapsRace => Fetcher::Taps(Taps::new(load, Protocols::Any)?),
+            H3Client::TapsH2 => Fetcher::Taps(Taps::new(load, Protocols::Http2)?),
             H3Client::RawH3 => Fetcher::RawH3(RawH3::new(&load.ca)?),
             H3Client::RawH2 => Fetcher::RawH2(RawH2::new(&load.ca)?),
         })

@@ -20,8 +20,19 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
-use super::h3::Fetched;
 use crate::worker::secure;
+
+/// What one request got (from any variant of the HTTP/3 experiment's client).
+pub(super) struct Fetched {
+    /// The response's status code.
+    pub(super) status: u16,
+    /// The body's length, bytes.
+    pub(super) bytes: usize,
+    /// Whether it came over HTTP/3.
+    pub(super) h3: bool,
+    /// Whether the request opened a new connection.
+    pub(super) new_connection: bool,
+}
 
 /// HTTP/3's "no error" code, which closes a connection that is done with.
 const H3_NO_ERROR: u32 = 0x100;
