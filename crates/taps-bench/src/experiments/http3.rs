@@ -318,3 +318,41 @@ fn h3_points(new_connections: bool, requests: usize, trials: &[Vec<ClientTrial>]
     }
     group
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::ClientResult;
+
+    #[test]
+    fn a_trial_counts_only_with_the_work_of_its_shape() {
+        let done = |ok: usize, conns: usize, quic: usize| ClientResult {
+            ok,
+            bytes: (ok * OBJECT) as u64,
+            attempts: conns,
+            quic,
+            ..ClientResult::default()
+        };
+        assert_eq!(
+            work_problem(H3Variant::TapsRace, false, 10, &done(10, 0, 10)),
+            None
+        );
+        assert_eq!(
+            work_problem(H3Variant::RawH2, true, 10, &done(10, 10, 0)),
+            None
+        );
+        // A response missing, a connection opened where the shape keeps one, a race that
+        // ended on HTTP/2, a short body.
+        for (v, new, r) in [
+            (H3Variant::TapsH3, false, done(9, 0, 9)),
+            (H3Variant::RawH3, false, done(10, 1, 10)),
+            (H3Variant::TapsRace, true, done(10, 10, 9)),
+            (H3Variant::TapsH2, true, done(10, 9, 0)),
+        ] {
+            assert!(work_problem(v, new, 10, &r).is_some(), "{v:?}");
+        }
+        let mut short = done(10, 0, 0);
+        short.bytes -= 1;
+        assert!(work_problem(H3Variant::TapsH2, false, 10, &short).is_some());
+    }
+}

@@ -89,8 +89,9 @@ fn intro(s: &mut String, h: &H3Results) {
          and the body's size, it opened the connections its shape says (none, or one per \
          request) and every response came over the expected protocol. taps' clients are \
          `taps::http::Client` (HTTP/3 only; every version, QUIC raced against TLS/TCP with \
-         QUIC's head start {}; HTTP/2 only); a new connection there is a new `Client` in \
-         the same `Context`. Baselines: h3 + h3-quinn on one quinn `Endpoint`, hyper's \
+         QUIC's head start {}; HTTP/2 only), one `Client` whose connections \
+         `Client::close_connections` closes after each request that is to have its own. \
+         Baselines: h3 + h3-quinn on one quinn `Endpoint`, hyper's \
          HTTP/2 client connection over tokio-rustls over tokio TCP.\n",
         if h.server.is_empty() { "?" } else { &h.server },
         h.head_start_ms.map_or(

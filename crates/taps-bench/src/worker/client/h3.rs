@@ -54,7 +54,7 @@ impl Taps {
 /// The client variant, set up before the window.
 enum Fetcher {
     Taps(Taps),
-    RawH3(RawH3),
+    RawH3(Box<RawH3>),
     RawH2(RawH2),
 }
 
@@ -64,7 +64,7 @@ impl Fetcher {
             H3Client::TapsH3 => Fetcher::Taps(Taps::new(load, Protocols::Http3)?),
             H3Client::TapsRace => Fetcher::Taps(Taps::new(load, Protocols::Any)?),
             H3Client::TapsH2 => Fetcher::Taps(Taps::new(load, Protocols::Http2)?),
-            H3Client::RawH3 => Fetcher::RawH3(RawH3::new(&load.ca)?),
+            H3Client::RawH3 => Fetcher::RawH3(Box::new(RawH3::new(&load.ca)?)),
             H3Client::RawH2 => Fetcher::RawH2(RawH2::new(&load.ca)?),
         })
     }
