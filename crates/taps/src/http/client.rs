@@ -155,7 +155,7 @@ impl Client {
     /// Sends `req` (an absolute `http` or `https` URI) and reads the whole response, over
     /// the origin's pooled connection or a new one raced for it. The response carries an
     /// [`Exchange`]; its `Alt-Svc` header, if any, is learned for the origin's next
-    /// connection. Errors: [`ClientError`].
+    /// connection (unless the client may not use HTTP/3). Errors: [`ClientError`].
     pub async fn request(&self, req: Request<Bytes>) -> Result<Response<Bytes>, ClientError> {
         let started = Instant::now();
         let origin = Origin::of(req.uri())?;
@@ -173,11 +173,12 @@ impl Client {
                 });
             }
         };
-        if let Some(v) = res
-            .headers()
-            .get(header::ALT_SVC)
-            .and_then(|v| v.to_str().ok())
-        {
+        // An HTTP/2-only client has no use for HTTP/3 alternatives: nothing to learn.
+        let alt_svc = (self.shared.protocols != Protocols::Http2)
+            .then(|| res.headers().get(header::ALT_SVC))
+            .flatten()
+            .and_then(|v| v.to_str().ok());
+        if let Some(v) = alt_svc {
             let sh = &self.shared;
             sh.altsvc
                 .learn(&origin.host, origin.port, v, Instant::now());
