@@ -13,6 +13,9 @@
 //! 4. [`Experiment::Http`]: an HTTP/1.0 keep-alive server on taps listening on TCP and
 //!    SCTP under Poisson load, 100–1000 requests/s, 1 KiB and 35 KiB objects, clients
 //!    racing or not: server CPU load.
+//!    With it, [`Experiment::Http3`]: client CPU per request of taps' HTTP client
+//!    (HTTP/3 only, raced, HTTP/2 only) against h3 + h3-quinn and hyper over
+//!    tokio-rustls used directly, against caddy serving HTTP/3 and HTTP/2 on one port.
 //! 6. [`Experiment::Secure`]: experiment 3 over TLS: QUIC raced against TLS/TCP vs a
 //!    single secure protocol at CIB hit ratios 0 … 100 %, each connection fetching a
 //!    1 KiB or 35 KiB object; and taps' TLS and QUIC against tokio-rustls and quinn used
@@ -38,6 +41,7 @@
 
 pub mod experiments;
 mod goals;
+mod goals_http3;
 mod goals_secure;
 mod measure;
 mod native;
@@ -57,8 +61,8 @@ pub use process::Launcher;
 pub use worker::worker_main;
 
 use experiments::{
-    CliPoint, ConnectPoint, Crash, HePoint, HttpPoint, LabResults, Progress, SecurePoint,
-    SpeedPoint, TransferPoint,
+    CliPoint, ConnectPoint, Crash, H3Results, HePoint, HttpPoint, LabResults, Progress,
+    SecurePoint, SpeedPoint, TransferPoint,
 };
 
 /// Which experiment(s) to run; also the subcommands of `taps-bench`, whose help is these
@@ -75,6 +79,11 @@ pub enum Experiment {
     /// 4: HTTP/1.0 keep-alive server on taps (TCP and SCTP) under Poisson load: server
     /// CPU load.
     Http,
+    /// 4 (with `http`): client CPU per request of taps' HTTP client (HTTP/3 only, raced,
+    /// HTTP/2 only) against h3 + h3-quinn and hyper over tokio-rustls used directly, one
+    /// connection and a new connection per request, against caddy (h3 + h2 on one port;
+    /// skipped without caddy).
+    Http3,
     /// 3 over TLS: QUIC raced against TLS/TCP vs one secure protocol at CIB hit ratios
     /// 0 … 100 % (1 KiB and 35 KiB objects), and taps' TLS and QUIC vs tokio-rustls and
     /// quinn used directly. Also `he --tls`.
@@ -148,6 +157,9 @@ pub struct Results {
     pub he: Vec<HePoint>,
     /// Experiment 4.
     pub http: Vec<HttpPoint>,
+    /// The HTTP/3 experiment (with experiment 4), when it was planned.
+    #[serde(default)]
+    pub http3: Option<H3Results>,
     /// The secure experiment.
     pub secure: Vec<SecurePoint>,
     /// The whole-process comparison of the `taps` command with a C epoll client.
@@ -173,6 +185,7 @@ impl Meta {
         Meta {
             experiment: match experiment {
                 Experiment::ConnectCli => "connect-cli".into(),
+                Experiment::Http3 => "http3".into(),
                 e => format!("{e:?}").to_lowercase(),
             },
             quick: cfg.quick,
@@ -196,6 +209,7 @@ fn selection(experiment: Experiment, cfg: &Config) -> experiments::Selection {
         transfer: experiment.includes(Experiment::Transfer),
         he: experiment.includes(Experiment::He),
         http: experiment.includes(Experiment::Http),
+        http3: experiment.includes(Experiment::Http) || experiment == Experiment::Http3,
         secure: experiment.includes(Experiment::Secure),
         connect_cli: experiment == Experiment::ConnectCli
             || (experiment == Experiment::All && cfg.cli.is_some()),
@@ -211,6 +225,7 @@ struct Collected {
     sctp_speed: Vec<SpeedPoint>,
     he: Vec<HePoint>,
     http: Vec<HttpPoint>,
+    http3: Option<H3Results>,
     secure: Vec<SecurePoint>,
     connect_cli: Vec<CliPoint>,
     lab: Option<LabResults>,
@@ -268,20 +283,22 @@ pub fn run(experiment: Experiment, cfg: &Config, launcher: &Launcher) -> Result<
     }
     if sel.he {
         phase("he".into(), &mut |p| {
-            c.he = experiments::run_he(cfg, launcher, p)?;
-            Ok(())
+            experiments::run_he(cfg, launcher, p).map(|r| c.he = r)
         });
     }
     if sel.http {
         phase("http".into(), &mut |p| {
-            c.http = experiments::run_http(cfg, launcher, p)?;
-            Ok(())
+            experiments::run_http(cfg, launcher, p).map(|r| c.http = r)
+        });
+    }
+    if sel.http3 {
+        phase("http3".into(), &mut |p| {
+            experiments::run_http3(cfg, launcher, p).map(|r| c.http3 = Some(r))
         });
     }
     if sel.secure {
         phase("secure".into(), &mut |p| {
-            c.secure = experiments::run_secure(cfg, launcher, p)?;
-            Ok(())
+            experiments::run_secure(cfg, launcher, p).map(|r| c.secure = r)
         });
     }
     if sel.connect_cli {
@@ -333,6 +350,7 @@ fn assemble(
         sctp_speed: c.sctp_speed,
         he: c.he,
         http: c.http,
+        http3: c.http3,
         secure: c.secure,
         connect_cli: c.connect_cli,
         lab: c.lab,
@@ -344,6 +362,11 @@ fn assemble(
     if sel.secure {
         let mut g = Vec::new();
         goals_secure::secure_goals(&results, &mut g);
+        results.goals.extend(g);
+    }
+    if sel.http3 {
+        let mut g = Vec::new();
+        goals_http3::http3_goals(results.http3.as_ref(), &mut g);
         results.goals.extend(g);
     }
     results

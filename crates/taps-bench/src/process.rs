@@ -311,6 +311,50 @@ pub(crate) struct Trial {
     pub(crate) teardown_error: Option<String>,
 }
 
+/// The result of a client trial with no server worker (see [`client_trial`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientTrial {
+    /// What the client measured.
+    pub(crate) client: ClientResult,
+    /// As [`Trial::teardown_error`].
+    pub(crate) teardown_error: Option<String>,
+}
+
+/// Runs one client trial whose server is no worker (a program the experiment started,
+/// e.g. caddy): client setup, window, result, teardown. Errors as [`trial`]'s.
+pub(crate) fn client_trial(
+    launcher: &Launcher,
+    spec: &ClientSpec,
+) -> Result<ClientTrial, WorkerError> {
+    let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+    let mut client = Worker::spawn(launcher, "client", json, "client worker".into())?;
+    client.expect("READY")?;
+    client.send("go")?;
+    let result = client.expect("RESULT")?;
+    let result: ClientResult =
+        serde_json::from_str(&result).map_err(|e| format!("client result: {e}"))?;
+    if let Some(e) = &result.measure_error {
+        return Err(WorkerError::Other(format!("client could not measure: {e}")));
+    }
+    let _ = client.send("end");
+    Ok(ClientTrial {
+        client: result,
+        teardown_error: teardown(&mut client),
+    })
+}
+
+/// Waits for a client's exit after its result; what went wrong, if anything.
+fn teardown(client: &mut Worker) -> Option<String> {
+    match client.finish() {
+        Some(status) if status.success() => None,
+        Some(status) => Some(format!(
+            "client worker exited ({status}) after its result: {}",
+            client.stderr_tail()
+        )),
+        None => Some("client worker did not exit after its result; killed".into()),
+    }
+}
+
 /// Runs one client trial against `server`: client setup, server snapshot (once the
 /// server has seen `setup` more connections than at its last snapshot), window,
 /// server snapshot once it has seen what `expect` derives from the client's result,
@@ -341,14 +385,7 @@ pub(crate) fn trial(
         before.closed + expect.closed,
     )?;
     let _ = client.send("end");
-    let teardown_error = match client.finish() {
-        Some(status) if status.success() => None,
-        Some(status) => Some(format!(
-            "client worker exited ({status}) after its result: {}",
-            client.stderr_tail()
-        )),
-        None => Some("client worker did not exit after its result; killed".into()),
-    };
+    let teardown_error = teardown(&mut client);
     Ok(Trial {
         client: result,
         server_cpu_us: after.cpu.since(&before.cpu).total_us(),

@@ -90,6 +90,11 @@ async fn h3_and_h2_on_one_port_goes_over_http3() {
     assert_eq!(v, Version::HTTP_3);
     assert!(x2.reused && x2.connect.is_none());
     assert_eq!(x2.connection.details.local, x.connection.details.local);
+    // Its connections closed: the next request opens a new one.
+    c.close_connections();
+    let (v, x3, _) = get(&c, caddy.ports[0]).await;
+    assert_eq!(v, Version::HTTP_3);
+    assert!(!x3.reused && x3.connect.is_some());
     // HTTP/2 only: the same server over TLS/TCP, QUIC not tried.
     let h2 = Client::builder(&ctx)
         .security(SecurityParameters::new().ca_file(&pki.ca))

@@ -9,6 +9,7 @@ mod connect_cli;
 mod he;
 mod he_variant;
 mod http;
+mod http3;
 mod lab;
 mod multipath;
 mod runner;
@@ -24,6 +25,7 @@ pub use connect_cli::{CliPoint, CliSide, TokioSide, TAPS_PROPS, TOKIO_CLIENT};
 pub use he::HePoint;
 pub use he_variant::HeVariant;
 pub use http::HttpPoint;
+pub use http3::{H3Point, H3Results, H3Variant, HEAD_START_ENV};
 pub use lab::{FirstContact, LabResults, LossTimes, PATH_1500};
 pub use multipath::{
     read_multipath, run_multipath, LinkSpec, MultipathPoint, MultipathResults, Pinning, Timing,
@@ -40,6 +42,7 @@ pub(crate) use connect_cli::{cli_flows, run_connect_cli};
 pub(crate) use he::race_variants_at;
 pub(crate) use he::run_he;
 pub(crate) use http::run_http;
+pub(crate) use http3::run_http3;
 pub(crate) use lab::{run_path_speed, run_scenarios};
 pub(crate) use runner::Progress;
 pub(crate) use sctp_speed::run_sctp_speed;
@@ -111,6 +114,8 @@ pub(crate) struct Selection {
     pub(crate) he: bool,
     /// Experiment 4.
     pub(crate) http: bool,
+    /// The HTTP/3 experiment (client CPU per request against caddy).
+    pub(crate) http3: bool,
     /// The secure experiment (the TLS variant of 3).
     pub(crate) secure: bool,
     /// The whole-process comparison of the `taps` command with a C epoll client.
@@ -138,6 +143,9 @@ pub(crate) fn planned_trials(cfg: &Config, sel: Selection) -> usize {
     }
     if sel.http {
         n += http::http_trials(cfg);
+    }
+    if sel.http3 {
+        n += http3::http3_trials(cfg);
     }
     if sel.secure {
         n += secure::secure_trials(cfg);

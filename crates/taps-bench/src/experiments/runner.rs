@@ -10,7 +10,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use serde::Serialize;
 
-use crate::process::{trial, Expect, Launcher, Server, Trial, WorkerError};
+use crate::process::{
+    client_trial, trial, ClientTrial, Expect, Launcher, Server, Trial, WorkerError,
+};
 use crate::worker::{ClientResult, ClientSpec};
 
 /// A worker that died or hung during a trial: recorded in the results and the report (a
@@ -130,6 +132,35 @@ pub(super) fn run_trial(
                 tries += 1;
                 progress.crash(e, "retried");
                 server.resync()?;
+            }
+            Err(WorkerError::Died(e)) => {
+                progress.crash(e.clone(), "gave up");
+                return Err(format!("{}: {e}", progress.label));
+            }
+            Err(WorkerError::Other(e)) => return Err(format!("{}: {e}", progress.label)),
+        }
+    }
+}
+
+/// One client trial with no server worker (see [`client_trial`]), retried as
+/// [`run_trial`]'s.
+pub(super) fn run_client_trial(
+    progress: &mut Progress,
+    launcher: &Launcher,
+    spec: &ClientSpec,
+) -> Result<ClientTrial, String> {
+    let mut tries = 0;
+    loop {
+        match client_trial(launcher, spec) {
+            Ok(t) => {
+                if let Some(e) = &t.teardown_error {
+                    progress.crash(e.clone(), "kept");
+                }
+                return Ok(t);
+            }
+            Err(WorkerError::Died(e)) if tries < CRASH_RETRIES => {
+                tries += 1;
+                progress.crash(e, "retried");
             }
             Err(WorkerError::Died(e)) => {
                 progress.crash(e.clone(), "gave up");

@@ -28,6 +28,7 @@ pub(super) fn results() -> Results {
         sctp_speed: Vec::new(),
         he: Vec::new(),
         http: Vec::new(),
+        http3: None,
         secure: Vec::new(),
         connect_cli: Vec::new(),
         lab: None,

@@ -6,6 +6,7 @@
 
 mod chart;
 mod cli;
+mod http3;
 mod lab;
 mod multipath;
 mod multipath_stats;
@@ -133,6 +134,7 @@ pub(crate) fn markdown(r: &Results, plots: &[&str]) -> String {
     if !r.http.is_empty() {
         tables::http_section(&mut s, r, plots);
     }
+    http3::http3_section(&mut s, r);
     if !r.secure.is_empty() {
         secure::secure_section(&mut s, r, plots);
     }

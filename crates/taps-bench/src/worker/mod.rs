@@ -31,8 +31,8 @@ use std::io::Write;
 
 pub use protocol::Proto;
 pub(crate) use protocol::{
-    ClientKind, ClientResult, ClientSpec, Impl, Listen, SecureClient, SecureListen, SecureServe,
-    ServeMode, ServerSpec, ServerStats, Target,
+    ClientKind, ClientResult, ClientSpec, H3Client, H3Load, Impl, Listen, SecureClient,
+    SecureListen, SecureServe, ServeMode, ServerSpec, ServerStats, Target,
 };
 pub(crate) use secure::{Pki, SERVER_NAME};
 pub(crate) use setup::dead_udp_port;

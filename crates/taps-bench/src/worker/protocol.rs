@@ -173,6 +173,23 @@ pub(crate) enum SecureClient {
     TapsRace,
 }
 
+/// How a client of the HTTP/3 experiment (`taps-bench http3`) sends its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum H3Client {
+    /// h3 + h3-quinn on a plain quinn `Endpoint` (no taps).
+    RawH3,
+    /// hyper's HTTP/2 client connection over tokio-rustls over a tokio `TcpStream` (no
+    /// taps).
+    RawH2,
+    /// `taps::http::Client` with HTTP/3 only.
+    TapsH3,
+    /// `taps::http::Client` with every version: QUIC raced against TLS/TCP.
+    TapsRace,
+    /// `taps::http::Client` with HTTP/2 and HTTP/1.1 only (TLS/TCP).
+    TapsH2,
+}
+
 fn default_true() -> bool {
     true
 }
@@ -257,6 +274,32 @@ pub(crate) enum ClientSpec {
         /// PRNG seed of the arrival process.
         seed: u64,
     },
+    /// The HTTP/3 experiment: one warm-up request before the window, then `requests`
+    /// GETs one after the other, on the warm-up's connection or each on a new one. The
+    /// result counts a response as `ok` only with status 200 and `object` bytes; `attempts`
+    /// is the connections opened in the window, `quic` the responses over HTTP/3.
+    H3(H3Load),
+}
+
+/// What a client of the HTTP/3 experiment does (see [`ClientSpec::H3`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct H3Load {
+    /// How it sends requests.
+    pub(crate) client: H3Client,
+    /// The server's port (TCP and UDP) on `localhost`.
+    pub(crate) port: u16,
+    /// Requests in the window, one after the other.
+    pub(crate) requests: usize,
+    /// The body size every response must have, bytes.
+    pub(crate) object: usize,
+    /// Each request on a new connection (closed after it), instead of all on the one
+    /// connection the warm-up request opened.
+    pub(crate) new_connections: bool,
+    /// The CA certificate the client trusts (alone).
+    pub(crate) ca: std::path::PathBuf,
+    /// QUIC's head start in the taps race, ms (`None`: taps' default).
+    #[serde(default)]
+    pub(crate) head_start_ms: Option<u64>,
 }
 
 /// What the clients of experiments 1 and 2 connect to, and how.

@@ -82,8 +82,15 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 
 /// The raw TLS client's configuration (also the base of the raw QUIC client's).
 pub(crate) fn raw_client(pki: &Pki) -> Result<ClientConfig, String> {
+    client_config(&pki.ca, &[ALPN])
+}
+
+/// A client configuration with the choices above: `ca` the only trust anchor, `alpn`
+/// offered. Also what the HTTP/3 experiment's baselines use (ALPN `h3`, or `h2` and
+/// `http/1.1`, as taps' HTTP client offers).
+pub(crate) fn client_config(ca: &Path, alpn: &[&[u8]]) -> Result<ClientConfig, String> {
     let mut roots = RootCertStore::empty();
-    for c in certificates(&pki.ca)? {
+    for c in certificates(ca)? {
         roots.add(c).map_err(|e| format!("CA: {e}"))?;
     }
     let mut config = ClientConfig::builder_with_provider(provider())
@@ -91,7 +98,7 @@ pub(crate) fn raw_client(pki: &Pki) -> Result<ClientConfig, String> {
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![ALPN.to_vec()];
+    config.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     config.resumption = if RESUMPTION {
         Resumption::store(Arc::new(ClientSessionMemoryCache::new(SESSIONS)))
     } else {
@@ -102,7 +109,11 @@ pub(crate) fn raw_client(pki: &Pki) -> Result<ClientConfig, String> {
 
 /// The raw QUIC client's configuration: the TLS one, no early data (as taps).
 pub(crate) fn raw_quic_client(pki: &Pki) -> Result<quinn::ClientConfig, String> {
-    let mut tls = raw_client(pki)?;
+    quic_client(raw_client(pki)?)
+}
+
+/// A quinn client configuration on `tls`, no early data (as taps).
+pub(crate) fn quic_client(mut tls: ClientConfig) -> Result<quinn::ClientConfig, String> {
     tls.enable_early_data = false;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| format!("QUIC client: {e}"))?;

@@ -137,6 +137,14 @@ impl Client {
         &self.shared.ctx
     }
 
+    /// Closes every pooled connection (each as its last in-flight request ends): the
+    /// next request to an origin races for a new one. What the client learned is kept
+    /// (prepared preconnections, TLS sessions to resume, `Alt-Svc` alternatives, the
+    /// CIB). Cost: one lock and the pool's entries dropped.
+    pub fn close_connections(&self) {
+        lock(&self.shared.pool).clear();
+    }
+
     /// `GET uri` ([`Client::request`]).
     pub async fn get(&self, uri: Uri) -> Result<Response<Bytes>, ClientError> {
         let mut req = Request::new(Bytes::new());
@@ -147,7 +155,7 @@ impl Client {
     /// Sends `req` (an absolute `http` or `https` URI) and reads the whole response, over
     /// the origin's pooled connection or a new one raced for it. The response carries an
     /// [`Exchange`]; its `Alt-Svc` header, if any, is learned for the origin's next
-    /// connection. Errors: [`ClientError`].
+    /// connection (unless the client may not use HTTP/3). Errors: [`ClientError`].
     pub async fn request(&self, req: Request<Bytes>) -> Result<Response<Bytes>, ClientError> {
         let started = Instant::now();
         let origin = Origin::of(req.uri())?;
@@ -165,11 +173,12 @@ impl Client {
                 });
             }
         };
-        if let Some(v) = res
-            .headers()
-            .get(header::ALT_SVC)
-            .and_then(|v| v.to_str().ok())
-        {
+        // An HTTP/2-only client has no use for HTTP/3 alternatives: nothing to learn.
+        let alt_svc = (self.shared.protocols != Protocols::Http2)
+            .then(|| res.headers().get(header::ALT_SVC))
+            .flatten()
+            .and_then(|v| v.to_str().ok());
+        if let Some(v) = alt_svc {
             let sh = &self.shared;
             sh.altsvc
                 .learn(&origin.host, origin.port, v, Instant::now());
@@ -336,10 +345,18 @@ async fn send_h3(
         .send_request(Request::from_parts(parts, ()))
         .await
         .map_err(|e| e.to_string())?;
+    let mut sent = Ok(());
     if !body.is_empty() {
-        stream.send_data(body).await.map_err(|e| e.to_string())?;
+        sent = stream.send_data(body).await;
     }
-    stream.finish().await.map_err(|e| e.to_string())?;
+    if sent.is_ok() {
+        sent = stream.finish().await;
+    }
+    if let Err(e) = sent.as_ref() {
+        if !stopped_without_error(e) {
+            return Err(e.to_string());
+        }
+    }
     let res = stream.recv_response().await.map_err(|e| e.to_string())?;
     let head = Instant::now();
     let mut buf = BytesMut::new();
@@ -349,4 +366,11 @@ async fn send_h3(
     }
     let (parts, ()) = res.into_parts();
     Ok((Response::from_parts(parts, buf.freeze()), head))
+}
+
+/// Whether the server stopped the request's sending side with `H3_NO_ERROR`: it needs no
+/// more of the request and its response still comes, which the client must read (RFC
+/// 9114 §4.1).
+fn stopped_without_error(e: &h3::error::StreamError) -> bool {
+    matches!(e, h3::error::StreamError::RemoteTerminate { code, .. } if *code == h3::error::Code::H3_NO_ERROR)
 }

@@ -383,9 +383,12 @@ async fn opt<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
     }
 }
 
-/// Sleeps until `at`; never completes for `None`.
+/// Sleeps until `at`; never completes for `None`. A time already come completes at once,
+/// with no timer registered (which would wake the runtime's timer driver and fire on its
+/// next millisecond tick).
 async fn sleep_until(at: Option<Instant>) {
     match at {
+        Some(at) if at <= Instant::now() => {}
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }

@@ -230,6 +230,7 @@ fn results() -> Results {
         connect_cli: Vec::new(),
         he: he(),
         http: http(),
+        http3: None,
         secure: secure(),
         lab: None,
         unavailable: Vec::new(),

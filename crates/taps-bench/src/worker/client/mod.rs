@@ -6,6 +6,8 @@
 mod connect;
 mod connector;
 mod flow;
+mod h3;
+mod h3_raw;
 mod handshakes;
 mod http;
 mod secure;
@@ -76,6 +78,7 @@ pub(super) fn client_main(spec: ClientSpec) -> Result<(), String> {
                 };
                 http::http_client(client, port, udp_port, hit_percent, load).await
             }
+            ClientSpec::H3(load) => h3::h3_client(load).await,
         }
     });
     rt.shutdown_timeout(Duration::from_millis(100));
