@@ -174,7 +174,7 @@ pub(crate) fn section(r: &MultipathResults) -> String {
             p.stream(1, true).show(0)
         )
     });
-    md.push_str("Bottleneck queue drops per run, mean (link A / link B, packets); runs with a stall of 200 ms or more, of the runs made:\n\n");
+    md.push_str("Bottleneck queue drops per run, mean (link A / link B, packets); runs with a stall of 200 ms or more after their start-up, of the runs made:\n\n");
     table(&mut md, &g, 1, |p| {
         let drops: Vec<String> = p.queue_drops.iter().map(|d| format!("{d:.0}")).collect();
         format!("{}; {} of {}", drops.join(" / "), p.stalled_runs, p.runs)

@@ -112,8 +112,11 @@ pub(crate) struct Group<'a> {
     pub(crate) streams: Vec<(Stat, Stat)>,
     /// Per link: queue drops per run, mean.
     pub(crate) queue_drops: Vec<f64>,
-    /// Runs with a stall of 200 ms or more.
+    /// Runs with a stall of 200 ms or more that began after [`START_UP`] (the receiver
+    /// reading by then).
     pub(crate) stalled_runs: usize,
+    /// Stalls of 200 ms or more that began within [`START_UP`], over all runs.
+    pub(crate) start_up_stalls: usize,
     /// Messages out of order within their stream, over all runs.
     pub(crate) out_of_order: u64,
 }
@@ -130,6 +133,23 @@ impl Group<'_> {
     pub(crate) fn all_failed(&self) -> bool {
         self.failed == self.runs
     }
+}
+
+/// The first part of a run's wire timeline (from the lab's start of the run) in which
+/// the receiving peer may not read yet: it reads once it has confirmed every path
+/// itself (heartbeats 1 s apart), while the sender starts as soon as its own are; its
+/// window closes meanwhile. The measured window starts 2 s after the receiver's first
+/// read, so stalls in this part fall outside it.
+pub(crate) const START_UP: u64 = 1500;
+
+/// Whether a stall, as the run's JSON tells it ("no new DATA on any link from A to B
+/// ms ..."), began within [`START_UP`].
+fn in_start_up(stall: &str) -> bool {
+    stall
+        .split_once(" from ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|a| a.parse::<u64>().ok())
+        .is_some_and(|a| a < START_UP)
 }
 
 fn group<'a>(runs: &[&'a MultipathPoint]) -> Group<'a> {
@@ -166,7 +186,15 @@ fn group<'a>(runs: &[&'a MultipathPoint]) -> Group<'a> {
                     / ok.len().max(1) as f64
             })
             .collect(),
-        stalled_runs: ok.iter().filter(|p| !p.stalls.is_empty()).count(),
+        stalled_runs: ok
+            .iter()
+            .filter(|p| p.stalls.iter().any(|s| !in_start_up(s)))
+            .count(),
+        start_up_stalls: ok
+            .iter()
+            .flat_map(|p| &p.stalls)
+            .filter(|s| in_start_up(s))
+            .count(),
         out_of_order: runs.iter().map(|p| p.out_of_order).sum(),
     }
 }
@@ -268,5 +296,16 @@ mod tests {
         assert_eq!(Stat::of([3.0]).show(1), "3.0");
         assert_eq!(Stat::of([]).show(0), "–");
         assert_eq!(Stat::of([3.0]).low(), 3.0);
+    }
+
+    #[test]
+    fn start_up_stalls_are_told_by_their_start() {
+        assert!(in_start_up(
+            "no new DATA on any link from 484 to 707 ms (223 ms); x"
+        ));
+        assert!(!in_start_up(
+            "no new DATA on any link from 5861 to 6070 ms (210 ms)"
+        ));
+        assert!(!in_start_up("something else"));
     }
 }
