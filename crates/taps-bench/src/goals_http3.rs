@@ -55,14 +55,12 @@ fn goal(r: Option<&H3Results>, taps: H3Variant, new_connections: bool) -> Goal {
         }) => Some(s.clone()),
         Some(_) => unusable(p).or_else(|| unusable(b).map(|w| format!("baseline: {w}"))),
     };
-    match (p, b, why) {
+    let figure = match (p, b, why) {
         (Some(p), Some(b), None) => {
             let v = p.vs_baseline;
-            let ok = v.is_finite() && v > 0.0;
-            Goal {
-                name,
-                target,
-                measured: format!(
+            Ok((
+                v,
+                format!(
                     "{v:.3} × ({:.1} µs vs {:.1} µs per request; ratios {:.3}–{:.3} over {} reps)",
                     p.cpu_per_request_us.median,
                     b.cpu_per_request_us.median,
@@ -70,22 +68,11 @@ fn goal(r: Option<&H3Results>, taps: H3Variant, new_connections: bool) -> Goal {
                     max_ratio(p, b),
                     p.cpu_per_request_us.samples.len()
                 ),
-                value: v,
-                limit: LIMIT,
-                met: ok && v <= LIMIT,
-                problem: (!ok).then(|| "no figure (a baseline sample is 0 or missing)".into()),
-            }
+            ))
         }
-        (_, _, why) => Goal {
-            name,
-            target,
-            measured: format!("**not counted**: {}", why.clone().unwrap_or_default()),
-            value: f64::NAN,
-            limit: LIMIT,
-            met: false,
-            problem: why.or(Some("not measured".into())),
-        },
-    }
+        (_, _, why) => Err(why.unwrap_or_else(|| "not measured".into())),
+    };
+    Goal::at_most(name, target, LIMIT, figure)
 }
 
 /// The per-repetition ratios of `p` to `b`.

@@ -37,30 +37,11 @@ fn goal(
     words: impl Fn(&SecurePoint, &SecurePoint) -> String,
 ) -> Goal {
     let why = unusable(p).or_else(|| unusable(base).map(|w| format!("baseline: {w}")));
-    match (p, base, why) {
-        (Some(p), Some(b), None) => {
-            let v = value(p);
-            let ok = v.is_finite() && v > 0.0;
-            Goal {
-                name,
-                target,
-                measured: words(p, b),
-                value: v,
-                limit,
-                met: ok && v <= limit,
-                problem: (!ok).then(|| "no figure (a baseline sample is 0 or missing)".into()),
-            }
-        }
-        (_, _, why) => Goal {
-            name,
-            target,
-            measured: format!("**not counted**: {}", why.clone().unwrap_or_default()),
-            value: f64::NAN,
-            limit,
-            met: false,
-            problem: why,
-        },
-    }
+    let figure = match (p, base, why) {
+        (Some(p), Some(b), None) => Ok((value(p), words(p, b))),
+        (_, _, why) => Err(why.unwrap_or_default()),
+    };
+    Goal::at_most(name, target, limit, figure)
 }
 
 /// The race at 80 % hits against the single secure protocol it ends on (client and

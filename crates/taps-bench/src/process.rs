@@ -330,17 +330,23 @@ pub(crate) fn client_trial(
     let mut client = Worker::spawn(launcher, "client", json, "client worker".into())?;
     client.expect("READY")?;
     client.send("go")?;
-    let result = client.expect("RESULT")?;
-    let result: ClientResult =
-        serde_json::from_str(&result).map_err(|e| format!("client result: {e}"))?;
-    if let Some(e) = &result.measure_error {
-        return Err(WorkerError::Other(format!("client could not measure: {e}")));
-    }
+    let result = client_result(&mut client)?;
     let _ = client.send("end");
     Ok(ClientTrial {
         client: result,
         teardown_error: teardown(&mut client),
     })
+}
+
+/// The client's `RESULT` line, read: an error if it could not measure.
+fn client_result(client: &mut Worker) -> Result<ClientResult, WorkerError> {
+    let result = client.expect("RESULT")?;
+    let result: ClientResult =
+        serde_json::from_str(&result).map_err(|e| format!("client result: {e}"))?;
+    match &result.measure_error {
+        Some(e) => Err(WorkerError::Other(format!("client could not measure: {e}"))),
+        None => Ok(result),
+    }
 }
 
 /// Waits for a client's exit after its result; what went wrong, if anything.
@@ -373,12 +379,7 @@ pub(crate) fn trial(
     let (a, c) = (server.last_stats.accepted, server.last_stats.closed);
     let before = server.stats(a + setup.accepted, c + setup.closed)?;
     client.send("go")?;
-    let result = client.expect("RESULT")?;
-    let result: ClientResult =
-        serde_json::from_str(&result).map_err(|e| format!("client result: {e}"))?;
-    if let Some(e) = &result.measure_error {
-        return Err(WorkerError::Other(format!("client could not measure: {e}")));
-    }
+    let result = client_result(&mut client)?;
     let expect = expect(&result);
     let after = server.stats(
         before.accepted + expect.accepted,

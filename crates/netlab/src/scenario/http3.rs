@@ -23,10 +23,10 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use taps::taps_core::ServiceRecord;
 use taps_testkit::TestPki;
 
 use super::checks::{millis_f64, millis_u64};
+use super::https_rr::record;
 use super::quic::addr_of;
 use super::runner::{Ctx, Outcome};
 use super::setup::rtt_rules;
@@ -338,18 +338,6 @@ fn first_falls_back(out: &mut Outcome, r: &GetReport) {
             3.0 * rtt
         ),
     );
-}
-
-/// `rgh`'s HTTPS record: `alpn`, the port, the address as a hint.
-fn record(ip: IpAddr, alpn: &[&str]) -> ServiceRecord {
-    ServiceRecord {
-        priority: 1,
-        target: ".".into(),
-        alpn: alpn.iter().map(|a| a.to_string()).collect(),
-        port: Some(HTTPS_RR_PORT),
-        hints: vec![ip],
-        ..ServiceRecord::default()
-    }
 }
 
 /// `h3-https-rr` (see the module docs).

@@ -29,8 +29,9 @@ const RTT: Duration = Duration::from_millis(50);
 /// How long the A answer is held back: the race must not wait for it.
 const A_DELAY: Duration = Duration::from_millis(300);
 
-/// The record `rh` serves: `alpn`, the secure server's port, the address as a hint.
-fn record(ip: IpAddr, alpn: &[&str]) -> ServiceRecord {
+/// The record `rh` serves (and `rgh`, the HTTP/3 scenario's): `alpn`, the secure
+/// server's port, the address as a hint.
+pub(super) fn record(ip: IpAddr, alpn: &[&str]) -> ServiceRecord {
     ServiceRecord {
         priority: 1,
         target: ".".into(),

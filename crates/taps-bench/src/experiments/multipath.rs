@@ -326,15 +326,18 @@ fn plan(quick: bool) -> Vec<Plan> {
         }
     }
     if !quick {
-        for p in &mut v {
-            p.runs = if carries_claim(p.experiment, &p.series, p.buffer_kib) {
-                CLAIM_RUNS
-            } else {
-                OTHER_RUNS
-            };
-        }
+        v.iter_mut().for_each(set_runs);
     }
     v
+}
+
+/// [`CLAIM_RUNS`] for a point that carries a claim, [`OTHER_RUNS`] for the others.
+fn set_runs(p: &mut Plan) {
+    p.runs = if carries_claim(p.experiment, &p.series, p.buffer_kib) {
+        CLAIM_RUNS
+    } else {
+        OTHER_RUNS
+    };
 }
 
 /// What a run of the experiment produced.

@@ -119,27 +119,13 @@ pub(super) fn run_trial(
     setup: Expect,
     expect: impl Fn(&ClientResult) -> Expect,
 ) -> Result<Trial, String> {
-    let mut tries = 0;
-    loop {
-        match trial(launcher, server, spec, setup, &expect) {
-            Ok(t) => {
-                if let Some(e) = &t.teardown_error {
-                    progress.crash(e.clone(), "kept");
-                }
-                return Ok(t);
-            }
-            Err(WorkerError::Died(e)) if tries < CRASH_RETRIES => {
-                tries += 1;
-                progress.crash(e, "retried");
-                server.resync()?;
-            }
-            Err(WorkerError::Died(e)) => {
-                progress.crash(e.clone(), "gave up");
-                return Err(format!("{}: {e}", progress.label));
-            }
-            Err(WorkerError::Other(e)) => return Err(format!("{}: {e}", progress.label)),
-        }
-    }
+    retried(
+        progress,
+        server,
+        |server| trial(launcher, server, spec, setup, &expect),
+        |t| t.teardown_error.as_ref(),
+        Server::resync,
+    )
 }
 
 /// One client trial with no server worker (see [`client_trial`]), retried as
@@ -149,11 +135,31 @@ pub(super) fn run_client_trial(
     launcher: &Launcher,
     spec: &ClientSpec,
 ) -> Result<ClientTrial, String> {
+    retried(
+        progress,
+        &mut (),
+        |()| client_trial(launcher, spec),
+        |t| t.teardown_error.as_ref(),
+        |()| Ok::<(), String>(()),
+    )
+}
+
+/// Runs `attempt` on `state` until it gives a result: a client that dies is recorded as
+/// a [`Crash`] and tried again (at most [`CRASH_RETRIES`] times, `resync` first); an
+/// error at the client's teardown is recorded and the result kept. Any other error
+/// names the trial.
+fn retried<S, T, E: Into<String>>(
+    progress: &mut Progress,
+    state: &mut S,
+    mut attempt: impl FnMut(&mut S) -> Result<T, WorkerError>,
+    teardown_error: impl Fn(&T) -> Option<&String>,
+    mut resync: impl FnMut(&mut S) -> Result<(), E>,
+) -> Result<T, String> {
     let mut tries = 0;
     loop {
-        match client_trial(launcher, spec) {
+        match attempt(state) {
             Ok(t) => {
-                if let Some(e) = &t.teardown_error {
+                if let Some(e) = teardown_error(&t) {
                     progress.crash(e.clone(), "kept");
                 }
                 return Ok(t);
@@ -161,6 +167,7 @@ pub(super) fn run_client_trial(
             Err(WorkerError::Died(e)) if tries < CRASH_RETRIES => {
                 tries += 1;
                 progress.crash(e, "retried");
+                resync(state).map_err(Into::into)?;
             }
             Err(WorkerError::Died(e)) => {
                 progress.crash(e.clone(), "gave up");

@@ -42,6 +42,42 @@ pub struct Goal {
     pub problem: Option<String>,
 }
 
+impl Goal {
+    /// A goal `value ≤ limit`: `figure` is the value with its words, or why there is no
+    /// figure that can count (then the goal is not met). A value that is not a positive
+    /// number does not count either.
+    pub(crate) fn at_most(
+        name: String,
+        target: String,
+        limit: f64,
+        figure: Result<(f64, String), String>,
+    ) -> Goal {
+        match figure {
+            Ok((v, words)) => {
+                let ok = v.is_finite() && v > 0.0;
+                Goal {
+                    name,
+                    target,
+                    measured: words,
+                    value: v,
+                    limit,
+                    met: ok && v <= limit,
+                    problem: (!ok).then(|| "no figure (a baseline sample is 0 or missing)".into()),
+                }
+            }
+            Err(why) => Goal {
+                name,
+                target,
+                measured: format!("**not counted**: {why}"),
+                value: f64::NAN,
+                limit,
+                met: false,
+                problem: Some(why),
+            },
+        }
+    }
+}
+
 /// Which goals a run must evaluate: those of every experiment it planned, so that a
 /// planned point that is missing is a goal not met rather than no goal.
 #[derive(Debug, Clone, Default)]
