@@ -112,6 +112,9 @@ pub(crate) struct Group<'a> {
     pub(crate) streams: Vec<(Stat, Stat)>,
     /// Per link: queue drops per run, mean.
     pub(crate) queue_drops: Vec<f64>,
+    /// Per link: its share of the new data on the wire (0 … 1), mean over the runs that
+    /// counted it.
+    pub(crate) link_share: Vec<f64>,
     /// Runs with a stall of 200 ms or more that began after [`START_UP`] (the receiver
     /// reading by then).
     pub(crate) stalled_runs: usize,
@@ -184,6 +187,19 @@ fn group<'a>(runs: &[&'a MultipathPoint]) -> Group<'a> {
                     .map(|p| p.queue_drops.get(l).copied().unwrap_or(0) as f64)
                     .sum::<f64>()
                     / ok.len().max(1) as f64
+            })
+            .collect(),
+        link_share: (0..links)
+            .map(|l| {
+                let shares: Vec<f64> = ok
+                    .iter()
+                    .filter_map(|p| {
+                        let new = |w: &Vec<[u64; 2]>| w.iter().map(|x| x[0]).sum::<u64>();
+                        let all: u64 = p.wire.iter().map(new).sum();
+                        (all > 0).then(|| p.wire.get(l).map_or(0, new) as f64 / all as f64)
+                    })
+                    .collect();
+                Stat::of(shares).mean
             })
             .collect(),
         stalled_runs: ok
