@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::lab::Lab;
@@ -73,15 +73,7 @@ impl Lab {
         let file = dir.join("Caddyfile");
         std::fs::write(&file, caddyfile(host, ip, sites, cert, key))?;
         let mut cmd = self.server().command("caddy");
-        cmd.args(["run", "--adapter", "caddyfile", "--config"])
-            .arg(&file)
-            .env("HOME", &dir)
-            .env("XDG_DATA_HOME", dir.join("data"))
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("caddy.log"))?);
-        let child = cmd.spawn()?;
+        let child = taps_testkit::caddy::run_caddyfile(&mut cmd, &file, &dir)?.spawn()?;
         netns::add_pid(self.id(), child.id());
         let pid = child.id();
         server.child = Some(child);

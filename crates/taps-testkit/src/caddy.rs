@@ -64,19 +64,9 @@ impl Caddy {
             let ports: Vec<u16> = sites.iter().map(|_| free_port()).collect();
             let file = dir.join("Caddyfile");
             std::fs::write(&file, caddyfile(sites, &ports, cert, key)).expect("Caddyfile");
-            let process = Killed(
-                Command::new("caddy")
-                    .args(["run", "--adapter", "caddyfile", "--config"])
-                    .arg(&file)
-                    .env("HOME", &dir)
-                    .env("XDG_DATA_HOME", dir.join("data"))
-                    .env("XDG_CONFIG_HOME", dir.join("config"))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(std::fs::File::create(dir.join("caddy.log")).expect("log"))
-                    .spawn()
-                    .expect("run caddy"),
-            );
+            let mut cmd = Command::new("caddy");
+            run_caddyfile(&mut cmd, &file, &dir).expect("caddy's log");
+            let process = Killed(cmd.spawn().expect("run caddy"));
             let mut caddy = Caddy {
                 _process: process,
                 ports,
@@ -117,6 +107,24 @@ impl Caddy {
 }
 
 /// The Caddyfile of `sites` on `ports`.
+/// Makes `cmd` (a `caddy` command, wherever it runs) serve the Caddyfile `config`, with
+/// its state (`HOME`, `XDG_*`) in `dir` and its stderr in `dir/caddy.log`.
+pub fn run_caddyfile<'a>(
+    cmd: &'a mut Command,
+    config: &Path,
+    dir: &Path,
+) -> std::io::Result<&'a mut Command> {
+    Ok(cmd
+        .args(["run", "--adapter", "caddyfile", "--config"])
+        .arg(config)
+        .env("HOME", dir)
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("caddy.log"))?))
+}
+
 fn caddyfile(sites: &[Site], ports: &[u16], cert: &Path, key: &Path) -> String {
     let mut f =
         String::from("{\n\tadmin off\n\tskip_install_trust\n\tauto_https disable_redirects\n");

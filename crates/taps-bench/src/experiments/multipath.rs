@@ -17,6 +17,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use netlab::sctp_ledger::{PerLink, LEDGER_LINKS, LEDGER_STREAMS};
 use netlab::sctp_mp::{PeerConfig, Saturate};
 use netlab::sctp_mp_proc::PeerProcess;
 use netlab::{Lab, LabOptions, Match, Rule};
@@ -127,31 +128,27 @@ pub struct Pinning {
     pub resent_elsewhere: u64,
 }
 
-/// Per link and stream, the (first sent, resent) user data bytes of `timeline`'s DATA
-/// chunks, for `links` links and `streams` streams.
+/// Per link and stream, the (first sent, resent) user data bytes the ledger counted
+/// between two readings of its totals (`before` and `after`: first sent, resent), for
+/// `links` links and `streams` streams.
 fn wire_bytes(
-    timeline: &[netlab::sctp_ledger::SctpEvent],
+    before: (PerLink, PerLink),
+    after: (PerLink, PerLink),
     links: usize,
     streams: usize,
 ) -> Vec<Vec<[u64; 2]>> {
-    let mut wire = vec![vec![[0u64; 2]; streams]; links];
-    for e in timeline {
-        if let netlab::sctp_ledger::SctpWhat::Data {
-            stream,
-            bytes,
-            again,
-            ..
-        } = e.what
-        {
-            if let Some(cell) = wire
-                .get_mut(e.link)
-                .and_then(|l| l.get_mut(usize::from(stream)))
-            {
-                cell[usize::from(again)] += bytes;
-            }
-        }
-    }
-    wire
+    (0..links.min(LEDGER_LINKS))
+        .map(|l| {
+            (0..streams.min(LEDGER_STREAMS))
+                .map(|s| {
+                    [
+                        after.0[l][s] - before.0[l][s],
+                        after.1[l][s] - before.1[l][s],
+                    ]
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// How the streams kept to the paths `map` pins them to (stream s on path `map[s]`).
@@ -561,6 +558,7 @@ fn run_once(lab: &Lab, p: &Plan, round: u32, timing: Timing) -> MultipathPoint {
     };
     let before = drops(lab);
     let ledger = lab.sctp_ledger();
+    let sent_before = (ledger.first_sent(), ledger.sent_again());
     ledger.start_timeline();
     let r = run_point(lab, p, timing);
     let after = drops(lab);
@@ -574,7 +572,13 @@ fn run_once(lab: &Lab, p: &Plan, round: u32, timing: Timing) -> MultipathPoint {
     if std::env::var_os(TRACE_ENV).is_some() {
         print_trace(&timeline);
     }
-    m.wire = wire_bytes(&timeline, p.links.len(), usize::from(p.streams));
+    let sent_after = (ledger.first_sent(), ledger.sent_again());
+    m.wire = wire_bytes(
+        sent_before,
+        sent_after,
+        p.links.len(),
+        usize::from(p.streams),
+    );
     m.pinning = p.map.as_deref().map(|map| pinning(&m.wire, map));
     m.stalls = netlab::sctp_ledger::stalls(&timeline, SHOWN_STALL)
         .iter()
@@ -616,36 +620,20 @@ fn print_progress(m: &MultipathPoint, n: usize, total: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netlab::sctp_ledger::{SctpEvent, SctpWhat};
-
-    fn data(link: usize, stream: u16, bytes: u64, again: bool) -> SctpEvent {
-        SctpEvent {
-            at: Duration::ZERO,
-            link,
-            what: SctpWhat::Data {
-                tsn: 1,
-                stream,
-                bytes,
-                again,
-            },
-        }
-    }
 
     #[test]
     fn wire_bytes_and_pinning() {
-        let timeline = [
-            data(0, 0, 100, false),
-            data(1, 1, 200, false),
-            data(1, 0, 100, true),
-            data(0, 1, 7, false),
-            SctpEvent {
-                at: Duration::ZERO,
-                link: 1,
-                what: SctpWhat::Dropped { tsn: 2 },
-            },
-            data(2, 9, 5, false),
-        ];
-        let wire = wire_bytes(&timeline, 2, 2);
+        let (mut first, mut again) = (PerLink::default(), PerLink::default());
+        first[0][0] = 50;
+        let before = (first, again);
+        // Link 0 stream 0: 100 new; link 1 stream 1: 200 new; link 1 stream 0: 100
+        // resent; link 0 stream 1: 7 new; a third link is not asked for.
+        first[0][0] += 100;
+        first[1][1] += 200;
+        again[1][0] += 100;
+        first[0][1] += 7;
+        first[2][1] += 5;
+        let wire = wire_bytes(before, (first, again), 2, 2);
         assert_eq!(wire, vec![vec![[100, 0], [7, 0]], vec![[0, 100], [200, 0]]]);
         assert_eq!(
             pinning(&wire, &[0, 1]),
