@@ -103,6 +103,8 @@ pub unsafe extern "C" fn neat_get_backend_timeout(nc: *mut NeatCtx) -> c_int {
 }
 
 /// Closes every flow (each gets on_close), every handle on the loop, and frees it all.
+/// Closes that need no peer (TCP) end before it returns; those that wait on one (SCTP,
+/// TLS) go on in the background thread this starts for them.
 ///
 /// # Safety
 /// `nc` is NULL or a live context, not used afterwards.

@@ -389,6 +389,7 @@ impl Ctx {
                 }
             }
         }
+        task::end_closes();
         // SAFETY: ctx is valid and no callback runs from here on.
         unsafe {
             let c = &mut *ctx;

@@ -8,8 +8,8 @@
 //! - Programs that drive libuv themselves (`NEAT_RUN_ONCE`/`NEAT_RUN_NOWAIT`, the
 //!   backend fd or the uv loop asked for) get a background thread ("taps-neat") that
 //!   drives it, and events reach the application's loop through `uv_async_send` (which
-//!   makes the backend fd readable). So does a process that exits with closes in
-//!   progress (they need a driver then).
+//!   makes the backend fd readable). So does a process that frees a context or exits
+//!   with closes in progress that wait on a peer (they need a driver then).
 //! - Until then there is no such thread: as in NEAT, flows make progress while the
 //!   application runs the loop, and a call that must wait for the runtime
 //!   ([`block_on`]) drives it on the caller's thread. A program that only ever runs

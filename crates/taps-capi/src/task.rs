@@ -657,6 +657,35 @@ pub(crate) fn wait_for_closes() {
     }
 }
 
+/// Ends the closes in progress as `neat_free_ctx` must, as the kernel would for its own
+/// stacks: those that need only a turn of the runtime (a stream already shut down, an
+/// abort) end now, on this thread; for the rest, which wait on a peer (SCTP's
+/// SHUTDOWN, a TLS close_notify), the background thread is started, so they go on while
+/// the program runs after the free (and not only from the exit handler). Turns the
+/// runtime until no close is left or [`IDLE_TURNS`] turns in a row end none; a program
+/// that closed only TCP flows starts no thread.
+pub(crate) fn end_closes() {
+    /// Turns in a row that end no close before the rest are taken to wait on a peer.
+    const IDLE_TURNS: u32 = 3;
+    let mut left = CLOSES_IN_PROGRESS.load(Ordering::SeqCst);
+    if left == 0 {
+        return;
+    }
+    crate::runtime::block_on(async {
+        let mut idle = 0;
+        while left > 0 && idle < IDLE_TURNS {
+            // One turn: the runtime runs the tasks that are ready and polls its I/O.
+            tokio::task::yield_now().await;
+            let now = CLOSES_IN_PROGRESS.load(Ordering::SeqCst);
+            idle = if now < left { 0 } else { idle + 1 };
+            left = now;
+        }
+    });
+    if left > 0 {
+        crate::runtime::start_background();
+    }
+}
+
 /// Signalled when a close in progress ends (the exit handler waits on it).
 static CLOSES_DONE: (Mutex<()>, std::sync::Condvar) = (Mutex::new(()), std::sync::Condvar::new());
 

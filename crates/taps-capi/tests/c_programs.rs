@@ -433,6 +433,40 @@ fn tneat_style_256_flows() {
     assert_eq!(printed.matches("discarded 1\n").count(), 256, "{printed}");
 }
 
+/// Flows left open for neat_free_ctx to close, the client living on after the free:
+/// the server sees every flow's byte and end while the client process still runs (not
+/// only at its exit).
+fn free_ctx_ends_closes(props: &str, flows: usize) {
+    let work = work_dir();
+    let port = &free_port();
+    let mut server = server(&work, &["discard", port, props]);
+    let n = flows.to_string();
+    let mut client = Bg::spawn(&work, "client", &["leave", "127.0.0.1", port, props, &n]);
+    client.wait_for("freed\n", 1, Duration::from_secs(30));
+    let printed = server.wait_for("discarded", flows, Duration::from_secs(20));
+    assert_eq!(printed.matches("discarded 1\n").count(), flows, "{printed}");
+    assert!(
+        client.child.try_wait().expect("wait").is_none(),
+        "the client exited"
+    );
+}
+
+/// 256 TCP flows: their closes end inside neat_free_ctx, on the caller's thread (a
+/// shut-down stream needs no peer to close).
+#[test]
+fn free_ctx_ends_tcp_closes_itself() {
+    let (_work, _l) = need!();
+    free_ctx_ends_closes(TCP, 256);
+}
+
+/// SCTP flows: their closes wait for the peer's SHUTDOWN ACK, so neat_free_ctx leaves
+/// them to the background thread it starts.
+#[test]
+fn free_ctx_ends_sctp_closes_after_it() {
+    let (_work, _l) = need!();
+    free_ctx_ends_closes(SCTP, 8);
+}
+
 /// NEAT's daytime server and client over SCTP (write one line, close at once), 200
 /// times: every client gets the line, then the end of stream. (The line used to wait
 /// unclaimed when it came before the client had claimed its stream: 12 of 246 NEAT

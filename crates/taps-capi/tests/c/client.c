@@ -4,6 +4,9 @@
  * daytime: prints what it reads until the server closes (on_close); exit 0.
  * flows:   opens N flows, writes 1 byte on each, closes each after on_all_written, exits
  *          when every flow is closed (tneat's 256-flow run).
+ * leave:   as flows, but stops the loop once every flow has written its byte and leaves
+ *          the closing to neat_free_ctx; then prints "freed" and sleeps 60 s (the flows'
+ *          ends must reach the server while this process lives).
  * runonce: echo, driving the loop itself with NEAT_RUN_ONCE and poll() on the backend fd.
  * big:     writes N bytes in one neat_write, closes after on_all_written.
  * hold:    prints "connected", then waits; when the peer goes (on_close or on_error)
@@ -18,11 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "neat.h"
 
 static const char *mode, *host;
 static long n_arg = 1;
-static long sent_msgs, echoed_msgs, open_flows, closed_flows;
+static long sent_msgs, echoed_msgs, open_flows, closed_flows, written_flows;
 static unsigned long long fed;
 static unsigned char chunk[4096];
 static char expect[64];
@@ -85,6 +89,11 @@ static neat_error_code on_all_written(struct neat_flow_operations *ops)
 {
     if (!strcmp(mode, "feed") && fed < (unsigned long long)n_arg)
         return NEAT_OK;
+    if (!strcmp(mode, "leave")) {
+        if (++written_flows == open_flows)
+            neat_stop_event_loop(ops->ctx);
+        return NEAT_OK;
+    }
     neat_close(ops->ctx, ops->flow);
     return NEAT_OK;
 }
@@ -122,7 +131,7 @@ static neat_error_code on_writable(struct neat_flow_operations *ops)
         neat_set_operations(ops->ctx, ops->flow, ops);
         return NEAT_OK;
     }
-    if (!strcmp(mode, "flows")) {
+    if (!strcmp(mode, "flows") || !strcmp(mode, "leave")) {
         if (neat_write(ops->ctx, ops->flow, chunk, 1, NULL, 0) != NEAT_OK)
             return on_error(ops);
         ops->on_writable = NULL;
@@ -231,7 +240,7 @@ int main(int argc, char **argv)
     memset(chunk, 'x', sizeof chunk);
     struct neat_ctx *ctx = neat_init_ctx();
     neat_log_level(ctx, NEAT_LOG_WARNING);
-    long flows = !strcmp(mode, "flows") ? n_arg : 1;
+    long flows = !strcmp(mode, "flows") || !strcmp(mode, "leave") ? n_arg : 1;
     struct neat_flow_operations *ops = calloc(flows, sizeof *ops);
     for (long i = 0; i < flows; i++) {
         struct neat_flow *flow = neat_new_flow(ctx);
@@ -261,6 +270,11 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "flows"))
         printf("flows ok: %ld closed\n", closed_flows);
     neat_free_ctx(ctx);
+    if (!strcmp(mode, "leave")) {
+        printf("freed\n");
+        fflush(stdout);
+        sleep(60);
+    }
     free(ops);
     return 0;
 }
