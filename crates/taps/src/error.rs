@@ -181,6 +181,13 @@ pub enum UsageError {
         /// The connection's protocol.
         protocol: taps_core::properties::Protocol,
     },
+    /// `add_local_address`/`remove_local_address` on a connection whose local addresses
+    /// are fixed: anything but SCTP made with `multihoming` (or `multipath` active).
+    #[error("this {protocol} connection's local addresses are fixed: only SCTP with the `multihoming` property (or `multipath` active) adds or removes a local address after connecting")]
+    FixedLocalAddresses {
+        /// The connection's protocol.
+        protocol: taps_core::properties::Protocol,
+    },
     /// `clone_flow` on a stack without streams.
     #[error("only SCTP and QUIC connections can be cloned (a new stream of the association or QUIC connection)")]
     NotCloneable,

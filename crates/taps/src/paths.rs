@@ -2,7 +2,7 @@
 //! has one per pair of addresses it uses (each with its state and figures, one of them
 //! primary); every other connection has the one path it was made on.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use taps_core::properties::Protocol;
@@ -200,6 +200,46 @@ impl Connection {
             .association()
             .unsent_bytes(flow.stream_id())
             .ok()
+    }
+}
+
+impl Connection {
+    /// Adds `ip` to this end's addresses of the connection and tells the peer, which then
+    /// has one more path to this side (SCTP's ASCONF ADD-IP, RFC 5061; the peer confirms
+    /// the path with a heartbeat before it carries data). Only an SCTP connection made
+    /// with `multihoming` (or `multipath` active) can; others fail with
+    /// [`UsageError::FixedLocalAddresses`]. `ip` must be one of this host's addresses when
+    /// SCTP was first used in the process, and of a family the association already uses;
+    /// otherwise the error names it and says why. One call into usrsctp; the ASCONF goes
+    /// out from usrsctp's own thread.
+    pub fn add_local_address(&self, ip: IpAddr) -> Result<(), Error> {
+        self.change_local_address(ip, true)
+    }
+
+    /// Removes `ip` from this end's addresses of the connection and tells the peer, which
+    /// drops its path to it (SCTP's ASCONF DELETE-IP). The last address cannot be removed.
+    /// Fails as [`add_local_address`](Self::add_local_address) does; costs the same.
+    pub fn remove_local_address(&self, ip: IpAddr) -> Result<(), Error> {
+        self.change_local_address(ip, false)
+    }
+
+    fn change_local_address(&self, ip: IpAddr, add: bool) -> Result<(), Error> {
+        let fixed = || {
+            Error::usage(UsageError::FixedLocalAddresses {
+                protocol: self.info().stack.protocol,
+            })
+        };
+        let flow = self.sctp_flow().ok_or_else(fixed)?;
+        let assoc = flow.shared().association();
+        let done = if add {
+            assoc.add_local_address(ip)
+        } else {
+            assoc.remove_local_address(ip)
+        };
+        match done {
+            Err(usrsctp::Error::MultihomeUnavailable(_)) => Err(fixed()),
+            r => Ok(r.map_err(flow_error)?),
+        }
     }
 }
 

@@ -386,5 +386,6 @@ impl Drop for PathEvents {
 
 mod assoc_api;
 mod fixed;
+mod local_addrs;
 
 pub use fixed::FixedPaths;

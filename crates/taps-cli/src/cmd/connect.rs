@@ -50,6 +50,11 @@ pub(crate) struct Args {
     /// to be confirmed first.
     #[arg(long)]
     fixed_paths: bool,
+    /// After connecting, add this local address to each flow's connection (repeatable):
+    /// an SCTP connection made with --multihoming tells the peer (ASCONF), which gets a
+    /// path to the address; any other connection fails with an error naming the property.
+    #[arg(long = "add-local", value_name = "ADDR")]
+    add_local: Vec<std::net::IpAddr>,
     /// Open this many flows at once, each raced.
     #[arg(long, default_value_t = 1, value_name = "N")]
     flows: usize,
@@ -122,6 +127,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         pattern: &pattern,
         message: args.message.as_deref(),
         line: args.line.as_deref(),
+        add_local: &args.add_local,
     };
     let wants = Wants {
         report: args.trace || args.json,
@@ -247,6 +253,8 @@ struct Payload<'a> {
     pattern: &'a [u8],
     message: Option<&'a str>,
     line: Option<&'a str>,
+    /// `--add-local`: addresses added to each connection once it is up.
+    add_local: &'a [std::net::IpAddr],
 }
 
 /// Flows waiting for their peers (after shutting down their sending side: draining,
@@ -387,6 +395,11 @@ fn connected<'a>(
         let watch = (wants.paths || wants.report)
             .then(|| path_watch::PathWatch::start(&conn, waiting.started))
             .flatten();
+        for ip in payload.add_local {
+            if let Err(e) = conn.add_local_address(*ip) {
+                r.error = Some(format!("adding local address {ip}: {e}"));
+            }
+        }
         // Waiting for the peer begins once the payload is out (or failed to go out).
         let mut waited = None;
         let talked = async {
@@ -422,6 +435,7 @@ async fn exchange(
         pattern,
         message,
         line,
+        ..
     } = payload;
     if let Some(line) = line {
         conn.write_all(format!("{line}\n").as_bytes()).await?;

@@ -65,4 +65,10 @@ impl AssocInner {
             remote,
         })
     }
+
+    /// Whether the association runs in IP mode (real addresses, usrsctp's own UDP
+    /// encapsulation), where it can add and remove local addresses.
+    pub(crate) fn is_ip_mode(&self) -> bool {
+        matches!(self.link, Link::Ip)
+    }
 }

@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 const SCTP_REMOTE_UDP_ENCAPS_PORT: c_int = 0x24;
 /// `#define SCTP_BINDX_ADD_ADDR 0x00008001`
 const SCTP_BINDX_ADD_ADDR: c_int = 0x8001;
+/// `#define SCTP_BINDX_REM_ADDR 0x00008002`
+const SCTP_BINDX_REM_ADDR: c_int = 0x8002;
 
 /// `struct sctp_udpencaps`
 #[repr(C)]
@@ -211,6 +213,25 @@ impl Socket {
     /// ephemeral) with `usrsctp_bindx`: with two or more, INIT and INIT-ACK list them all.
     /// Each address must be one of this host's when usrsctp started (EADDRNOTAVAIL).
     pub(crate) fn bind_ips(&self, addrs: &[SocketAddr]) -> Result<()> {
+        self.bindx(addrs, SCTP_BINDX_ADD_ADDR)
+    }
+
+    /// Adds (`add`) or removes one address of a socket already bound (`usrsctp_bindx`, port
+    /// 0: the socket's). On an established association usrsctp tells the peer with an
+    /// ASCONF (ADD-IP or DELETE-IP), which its iterator thread sends. Adding needs one of
+    /// this host's addresses when usrsctp started (EADDRNOTAVAIL); the last address cannot
+    /// be removed (EINVAL).
+    pub(crate) fn rebind_ip(&self, ip: IpAddr, add: bool) -> Result<()> {
+        let flags = if add {
+            SCTP_BINDX_ADD_ADDR
+        } else {
+            SCTP_BINDX_REM_ADDR
+        };
+        self.bindx(&[SocketAddr::new(ip, 0)], flags)
+    }
+
+    /// `usrsctp_bindx(addrs, flags)`.
+    fn bindx(&self, addrs: &[SocketAddr], flags: c_int) -> Result<()> {
         let mut packed: Vec<u8> = Vec::with_capacity(addrs.len() * size_of::<libc::sockaddr_in6>());
         for a in addrs {
             let (ss, len) = ip_storage(*a);
@@ -228,12 +249,7 @@ impl Socket {
             // SAFETY: `packed` holds `n` sockaddr_in/sockaddr_in6 back to back, as bindx
             // reads them (no sa_len on Linux); usrsctp copies them; `so` is live.
             let rc = unsafe {
-                raw::usrsctp_bindx(
-                    so,
-                    packed.as_mut_ptr() as *mut libc::sockaddr,
-                    n,
-                    SCTP_BINDX_ADD_ADDR,
-                )
+                raw::usrsctp_bindx(so, packed.as_mut_ptr() as *mut libc::sockaddr, n, flags)
             };
             super::socket::check(rc, "usrsctp_bindx")
         })

@@ -1,0 +1,75 @@
+//! Local addresses added to or removed from an established IP-mode association: usrsctp
+//! tells the peer with an ASCONF (RFC 5061 ADD-IP, DELETE-IP), and the peer adds or
+//! removes its path to that address, so a path can be set up after the handshake with no
+//! step on the peer's side.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::assoc::Association;
+use crate::error::{Error, Result};
+
+impl Association {
+    /// Adds `ip` to the addresses this end of the association uses and tells the peer
+    /// (ASCONF ADD-IP); the peer then has a path to `ip`, which it confirms with a
+    /// heartbeat before sending data on it. Only an association in IP mode (made with
+    /// several local addresses: `multihoming`) can, and only with an address this host had
+    /// when SCTP was first used in the process; an IPv6 address needs an association that
+    /// already has one (its socket is IPv6). Returns once usrsctp has queued the ASCONF
+    /// (its iterator thread sends it); one `usrsctp_bindx`.
+    pub fn add_local_address(&self, ip: IpAddr) -> Result<()> {
+        self.rebind(ip, true)
+    }
+
+    /// Removes `ip` from the addresses this end of the association uses and tells the peer
+    /// (ASCONF DELETE-IP), which then drops its path to `ip`. The last address cannot be
+    /// removed. Only in IP mode, as [`Association::add_local_address`]; one
+    /// `usrsctp_bindx`.
+    pub fn remove_local_address(&self, ip: IpAddr) -> Result<()> {
+        self.rebind(ip, false)
+    }
+
+    fn rebind(&self, ip: IpAddr, add: bool) -> Result<()> {
+        let what = if add { "add" } else { "remove" };
+        if !self.inner.is_ip_mode() {
+            return Err(Error::MultihomeUnavailable(format!(
+                "cannot {what} local address {ip}: only an association over real addresses \
+                 (multihoming, usrsctp's IP mode) has several local addresses"
+            )));
+        }
+        self.inner
+            .shared
+            .sock
+            .rebind_ip(ip, add)
+            .map_err(|e| match e {
+                Error::Sys { source, .. } => {
+                    let why = match source.raw_os_error() {
+                        Some(libc::EADDRNOTAVAIL) if add => {
+                            "it is not one of the addresses this host had when SCTP was first \
+                             used in this process"
+                                .to_string()
+                        }
+                        Some(libc::EADDRNOTAVAIL) => "the association does not use it".to_string(),
+                        Some(libc::EINVAL) if !add => {
+                            "it is the association's last local address, or not one of them"
+                                .to_string()
+                        }
+                        Some(libc::EINVAL) if ip.is_ipv6() => {
+                            "the association's socket is IPv4 only (it was made with IPv4 \
+                             addresses alone)"
+                                .to_string()
+                        }
+                        _ => source.to_string(),
+                    };
+                    Error::Sys {
+                        op: "bindx",
+                        source: Arc::new(std::io::Error::new(
+                            source.kind(),
+                            format!("cannot {what} local address {ip}: {why}"),
+                        )),
+                    }
+                }
+                e => e,
+            })
+    }
+}
