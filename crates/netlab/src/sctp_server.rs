@@ -230,6 +230,7 @@ fn record_to_json(r: &SinkRecord) -> Value {
         "clean_close": r.clean_close,
         "duration_us": r.duration.as_micros() as u64,
         "peer_paths": r.peer_paths,
+        "peer_paths_at_end": r.peer_paths_at_end,
     })
 }
 
@@ -245,6 +246,10 @@ fn record_from_json(v: &Value) -> Option<SinkRecord> {
         clean_close: v.get("clean_close")?.as_bool()?,
         duration: Duration::from_micros(v.get("duration_us")?.as_u64()?),
         peer_paths: v.get("peer_paths").and_then(Value::as_u64).unwrap_or(0) as usize,
+        peer_paths_at_end: v
+            .get("peer_paths_at_end")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize,
     })
 }
 
@@ -330,9 +335,11 @@ async fn serve_connection(mut conn: ::taps::Connection) {
     let (peer, local) = (conn.info().remote, conn.info().local);
     let peer_paths = conn.paths().map_or(0, |p| p.len());
     let c = sink::read_and_check(&mut conn, IDLE_TIMEOUT).await;
+    let peer_paths_at_end = conn.paths().map_or(0, |p| p.len());
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, conn.close()).await;
     let record = SinkRecord {
         peer_paths,
+        peer_paths_at_end,
         ..SinkRecord::new(Proto::Sctp, peer, local, c, start)
     };
     println!("{}", record_to_json(&record));
@@ -353,6 +360,7 @@ mod tests {
             clean_close: true,
             duration: Duration::from_micros(1_234_567),
             peer_paths: 2,
+            peer_paths_at_end: 3,
         };
         let text = record_to_json(&record).to_string();
         assert!(!text.contains('\n'));

@@ -59,6 +59,9 @@ pub struct SinkRecord {
     /// For SCTP: how many of the peer's addresses the association listed when it was
     /// accepted (its paths; more than one when the peer is multihomed). 0 otherwise.
     pub peer_paths: usize,
+    /// For SCTP: how many it listed once the peer had finished sending (more than at the
+    /// start when the peer added an address: ASCONF). 0 otherwise.
+    pub peer_paths_at_end: usize,
 }
 
 impl SinkRecord {
@@ -81,6 +84,7 @@ impl SinkRecord {
             clean_close: c.clean_close,
             duration: start.elapsed(),
             peer_paths: 0,
+            peer_paths_at_end: 0,
         }
     }
 }

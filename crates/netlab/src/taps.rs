@@ -74,6 +74,8 @@ pub struct Connect {
     pub paths: bool,
     /// Pin each flow to one path of its SCTP association (`--fixed-paths`).
     pub fixed_paths: bool,
+    /// Local addresses added to each connection once it is up (`--add-local`).
+    pub add_local: Vec<std::net::IpAddr>,
 }
 
 impl Connect {
@@ -95,6 +97,7 @@ impl Connect {
             sctp_udp_port: crate::lab::SCTP_UDP_PORT,
             paths: false,
             fixed_paths: false,
+            add_local: Vec::new(),
         }
     }
 }
@@ -248,6 +251,9 @@ impl Lab {
         }
         if c.fixed_paths {
             cmd.arg("--fixed-paths");
+        }
+        for ip in &c.add_local {
+            cmd.arg("--add-local").arg(ip.to_string());
         }
         if let Some(cib) = &c.cib {
             cmd.arg("--cib").arg(cib);

@@ -283,6 +283,18 @@ const ALL: &[Scenario] = &[
         body: sctp_multihomed::sctp_taps_failover,
     },
     Scenario {
+        name: "sctp-taps-late-path",
+        summary: "SCTP multihoming through taps at both ends, link 1 cut while the association comes up (the first heartbeat on its path is lost) and restored at 1 s: the path over it is confirmed anyway, so when link 0 is cut at 5 s of a 12 MB transfer every byte arrives once and in order, the data on link 1 within 2 x connTimeout",
+        needs_taps: true,
+        body: sctp_multihomed::sctp_taps_late_path,
+    },
+    Scenario {
+        name: "sctp-taps-asconf",
+        summary: "SCTP multihoming through taps, the client's second address added after the handshake (taps connect --add-local: ASCONF ADD-IP) while link 1 is still cut: the server's association lists one client address when accepted and both at the end; link 1 restored at 1 s, link 0 cut at 5 s of a 12 MB transfer: every byte arrives once and in order, the data on link 1 within 2 x connTimeout",
+        needs_taps: true,
+        body: sctp_multihomed::sctp_taps_asconf,
+    },
+    Scenario {
         name: "sctp-taps-aggregate",
         summary: "SCTP multihoming through taps at both ends over two 10 Mbit/s 10 ms links: 12 MB with multipathPolicy handover, then aggregate (CMT, per association), three rounds in turn in the same run: aggregate >= 1.8x handover's rate over the rounds, each link >= 35% of it; stalls explained from the wire",
         needs_taps: true,

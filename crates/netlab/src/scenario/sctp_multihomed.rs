@@ -2,8 +2,12 @@
 //! listener (`netlab serve-sctp --also`) asks for `multihoming` on the server's link-0 and
 //! link-1 addresses, `taps connect` asks for it on the client's two; each side learns the
 //! other's second address from the handshake (usrsctp's IP mode: INIT and INIT-ACK list
-//! them). Link 0, the primary path's, is cut mid-transfer: the data moves to link 1 within
-//! the bound `connTimeout` sets, and every byte arrives once and in order.
+//! them), or (`sctp-taps-asconf`) the client starts on its link-0 address alone and adds
+//! its link-1 address once connected, which the server learns from the client's ASCONF;
+//! in `sctp-taps-late-path` and `sctp-taps-asconf` link 1 is cut while the association
+//! comes up and restored before link 0 is cut.
+//! Link 0, the primary path's, is cut mid-transfer: the data moves to link 1 within the
+//! bound `connTimeout` sets, and every byte arrives once and in order.
 
 #![forbid(unsafe_code)]
 
@@ -45,6 +49,16 @@ const AGGREGATE_CONN_TIMEOUT: Duration = Duration::from_secs(1);
 const SHOWN_STALL: Duration = Duration::from_millis(100);
 /// When link 0 is cut, from the start of `taps connect`.
 const CUT_AT: Duration = Duration::from_secs(2);
+/// `sctp-taps-late-path`, `sctp-taps-asconf`: link 1 is cut until then, and link 0 at
+/// [`LATE_CUT_AT`].
+const LINK1_UP_AT: Duration = Duration::from_secs(1);
+/// `sctp-taps-late-path`, `sctp-taps-asconf`: when link 0 is cut. The paths over link 1
+/// are confirmed well before: taps gives multihomed associations a heartbeat interval of
+/// 1 s, so both ends probe their paths over link 1 again within about 1.5 s of its return.
+const LATE_CUT_AT: Duration = Duration::from_secs(5);
+/// What the client sends in `sctp-taps-late-path` and `sctp-taps-asconf`: about 10 s on
+/// one link, so the transfer is still running when link 0 is cut.
+const LATE_TRANSFER: u64 = 12_000_000;
 /// `connTimeout`: taps gives SCTP a maximum RTO of a fifth of it and 4 retransmissions per
 /// path, so a dead path is given up within this long (and data retransmitted on the other
 /// path meanwhile).
@@ -63,10 +77,16 @@ fn props(policy: &str) -> String {
 
 /// [`props`] with `connTimeout` `conn_timeout`.
 fn props_with(policy: &str, conn_timeout: Duration) -> String {
+    props_on(&[client_v4(0), client_v4(1)], policy, conn_timeout)
+}
+
+/// [`props_with`] on the client addresses `locals`.
+fn props_on(locals: &[Ipv4Addr], policy: &str, conn_timeout: Duration) -> String {
+    let locals: Vec<String> = locals.iter().map(Ipv4Addr::to_string).collect();
     serde_json::json!({
         "transport": {"value": "SCTP", "precedence": 2},
         "multihoming": {"value": true, "precedence": 2},
-        "local_ips": {"value": [client_v4(0).to_string(), client_v4(1).to_string()], "precedence": 2},
+        "local_ips": {"value": locals, "precedence": 2},
         "connTimeout": {"value": conn_timeout.as_secs_f64(), "precedence": 2},
         "multipathPolicy": policy,
     })
@@ -112,21 +132,85 @@ fn nth_record(records: &Mutex<Vec<SinkRecord>>, n: usize) -> Result<SinkRecord, 
 
 /// `sctp-taps-failover`.
 pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    failover(lab, ctx, out, Start::BothPaths)
+}
+
+/// `sctp-taps-late-path`.
+pub(super) fn sctp_taps_late_path(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    failover(lab, ctx, out, Start::SecondLinkLate)
+}
+
+/// `sctp-taps-asconf`.
+pub(super) fn sctp_taps_asconf(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String> {
+    failover(lab, ctx, out, Start::SecondAddressAdded)
+}
+
+/// How the failover scenarios' association starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// The client multihomed on both of its addresses, both links up.
+    BothPaths,
+    /// The same while link 1 is cut; it comes back before link 0 is cut.
+    SecondLinkLate,
+    /// The client multihomed on its link-0 address alone, adding its link-1 address once
+    /// connected (the server learns it through ASCONF alone), while link 1 is cut.
+    SecondAddressAdded,
+}
+
+/// A transfer whose primary link is cut mid-way, the association started as `start` says.
+/// Link 1 is cut at the start in the last two: a path whose first heartbeat is lost must
+/// still be confirmed once its link is back. It must be with an added address too: in IP
+/// mode the kernel picks each packet's source address, and the peer answers a packet from
+/// an address it was never told about with an ABORT, so the client's first heartbeat to
+/// the server's link-1 address, sent as the association comes up, must not reach the
+/// server before the address was added (as when the second interface has its address
+/// before its link comes up).
+fn failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome, start: Start) -> Result<(), String> {
     let (records, _server) = setup(lab)?;
     let server1 = IpAddr::V4(server_addr_v4(1));
+    let client1 = IpAddr::V4(client_v4(1));
+    let late = start != Start::BothPaths;
+    let bytes = if late { LATE_TRANSFER } else { TRANSFER };
     out.say(format!(
-        "  server: taps listener, multihoming on {SERVER0} (link 0) and {server1} (link 1), UDP {UDP_PORT}; client: multihoming on {} and {}, connTimeout {} ms",
+        "  server: taps listener, multihoming on {SERVER0} (link 0) and {server1} (link 1), UDP {UDP_PORT}; client: multihoming on {}{}, connTimeout {} ms{}",
         client_v4(0),
-        client_v4(1),
-        CONN_TIMEOUT.as_millis()
+        if start == Start::SecondAddressAdded {
+            format!(", then {client1} added once connected (taps connect --add-local)")
+        } else {
+            format!(" and {client1}")
+        },
+        CONN_TIMEOUT.as_millis(),
+        if late {
+            format!(
+                "; link 1 cut until {} ms, link 0 cut at {} ms",
+                LINK1_UP_AT.as_millis(),
+                LATE_CUT_AT.as_millis()
+            )
+        } else {
+            String::new()
+        }
     ));
     let mut c = Connect::new(SERVER0.to_string());
-    c.props = Some(props("handover"));
-    c.send_bytes = Some(TRANSFER);
+    if start == Start::SecondAddressAdded {
+        c.props = Some(props_on(&[client_v4(0)], "handover", CONN_TIMEOUT));
+        c.add_local = vec![client1];
+    } else {
+        c.props = Some(props("handover"));
+    }
+    c.send_bytes = Some(bytes);
     c.sctp_udp_port = UDP_PORT;
     c.paths = true;
     c.limit = Duration::from_secs(60);
-    let schedule = lab.schedule_links(vec![LinkEvent::down(CUT_AT, 0)]);
+    let events = if late {
+        vec![
+            LinkEvent::down(Duration::ZERO, 1),
+            LinkEvent::up(LINK1_UP_AT, 1),
+            LinkEvent::down(LATE_CUT_AT, 0),
+        ]
+    } else {
+        vec![LinkEvent::down(CUT_AT, 0)]
+    };
+    let schedule = lab.schedule_links(events);
     let started = Instant::now();
     let done = AtomicBool::new(false);
     let (report, samples) = std::thread::scope(|s| {
@@ -155,12 +239,19 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
             f.bytes_sent, f.error
         ),
     );
-    check_ends(out, &f.paths, server1, &records)?;
     for (at, remote, change) in &f.path_changes {
         out.say(format!(
             "  client path change at {at:.0} ms: {remote} {change}"
         ));
     }
+    check_ends(
+        out,
+        &f.paths,
+        server1,
+        &records,
+        start == Start::SecondAddressAdded,
+        bytes,
+    )?;
     let down = f
         .path_changes
         .iter()
@@ -171,19 +262,23 @@ pub(super) fn sctp_taps_failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Res
     );
     let cut = schedule
         .applied()
-        .first()
+        .iter()
+        .find(|(e, _)| e.link == 0 && !e.up)
         .map(|(_, at)| at.duration_since(started))
         .ok_or("link 0 was never cut")?;
     check_recovery(out, &samples, cut);
     Ok(())
 }
 
-/// Checks that both ends list both of the other's addresses and that every byte arrived.
+/// Checks that both ends list both of the other's addresses (with `asconf`: the server
+/// one of the client's at first, both at the end) and that every byte arrived.
 fn check_ends(
     out: &mut Outcome,
     paths: &[(String, String, String)],
     server1: IpAddr,
     records: &Mutex<Vec<SinkRecord>>,
+    asconf: bool,
+    bytes: u64,
 ) -> Result<(), String> {
     for (local, remote, state) in paths {
         out.say(format!("  client path: {local} -> {remote} {state}"));
@@ -197,17 +292,27 @@ fn check_ends(
         format!("the client's association lists both server addresses, learnt from the INIT-ACK: {remotes:?}"),
     );
     let record = nth_record(records, 0)?;
+    if asconf {
+        out.check(
+            record.peer_paths == 1 && record.peer_paths_at_end == 2,
+            format!(
+                "the server's association listed one client address when accepted and both at the end, the second learnt from the client's ASCONF: {} then {} paths",
+                record.peer_paths, record.peer_paths_at_end
+            ),
+        );
+    } else {
+        out.check(
+            record.peer_paths == 2,
+            format!(
+                "the server's association lists both client addresses, learnt from the INIT: {} paths",
+                record.peer_paths
+            ),
+        );
+    }
     out.check(
-        record.peer_paths == 2,
+        record.bytes == bytes && record.mismatched == 0 && record.clean_close,
         format!(
-            "the server's association lists both client addresses, learnt from the INIT: {} paths",
-            record.peer_paths
-        ),
-    );
-    out.check(
-        record.bytes == TRANSFER && record.mismatched == 0 && record.clean_close,
-        format!(
-            "every byte delivered once and in order: {} of {TRANSFER} bytes, {} wrong, closed cleanly: {}",
+            "every byte delivered once and in order: {} of {bytes} bytes, {} wrong, closed cleanly: {}",
             record.bytes, record.mismatched, record.clean_close
         ),
     );

@@ -82,10 +82,22 @@ pub(crate) fn sctp_options(opts: &SocketOptions) -> SctpOptions {
         nodelay: opts.nodelay,
         rto_max_ms,
         max_retransmits,
-        heartbeat_interval_ms: opts.keepalive.map_or(0, millis),
+        heartbeat_interval_ms: match (opts.keepalive, &opts.sctp_multihome) {
+            (Some(k), _) => millis(k),
+            (None, Some(_)) => millis(MULTIHOMED_HEARTBEAT),
+            (None, None) => 0,
+        },
         ..SctpOptions::default()
     }
 }
+
+/// The heartbeat interval of a multihomed association when `keepAliveTimeout` sets none.
+/// usrsctp 0.9.5 probes a path that is not yet confirmed again only once the heartbeat
+/// interval has passed since its last probe (later usrsctp probes it every RTO), so with
+/// its default of 30 s a path whose first heartbeat was lost (its link down while the
+/// association came up) stays unusable for 30 s, and cannot take over when the primary
+/// path fails meanwhile. One heartbeat a second on each idle path is the cost.
+const MULTIHOMED_HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// The receive buffer (so the window it advertises) of an association with CMT on:
 /// usrsctp's stock default, where taps gives single-path associations 1 MiB.

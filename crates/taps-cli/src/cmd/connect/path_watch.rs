@@ -2,6 +2,7 @@
 //! failover), watched from the moment it connected, with when each happened.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -10,9 +11,11 @@ use serde_json::{json, Value};
 use taps::{Connection, PathChange};
 use tokio::task::JoinHandle;
 
-/// A watch of one connection's path changes, running as its own task.
+/// A watch of one connection's path changes, running as its own task; what it has seen
+/// so far is kept outside the task, so it outlives a watch that has not ended.
 pub(super) struct PathWatch {
-    task: JoinHandle<Vec<(Duration, PathChange)>>,
+    task: JoinHandle<()>,
+    seen: Arc<Mutex<Vec<(Duration, PathChange)>>>,
 }
 
 impl PathWatch {
@@ -23,27 +26,30 @@ impl PathWatch {
         // Only SCTP's paths change; other connections get no task.
         conn.sctp_stream()?;
         let mut changes = conn.path_changes().ok()?;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
         let task = tokio::spawn(async move {
-            let mut seen = Vec::new();
             while let Some(c) = changes.next().await {
-                seen.push((since.elapsed(), c));
+                sink.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((since.elapsed(), c));
             }
-            seen
         });
-        Some(PathWatch { task })
+        Some(PathWatch { task, seen })
     }
 
-    /// The changes seen, once the connection has closed (the watch ends with it; waits
-    /// at most a second more, then takes what it has by giving up the rest).
+    /// The changes seen, once the connection has closed: the watch ends with the
+    /// association; if that takes more than a second more (the peer's end of the
+    /// shutdown still on its way), the watch is given up and what it saw is returned.
     pub(super) async fn finish(self) -> Vec<(Duration, PathChange)> {
         let abort = self.task.abort_handle();
-        match tokio::time::timeout(Duration::from_secs(1), self.task).await {
-            Ok(Ok(seen)) => seen,
-            _ => {
-                abort.abort();
-                Vec::new()
-            }
+        if tokio::time::timeout(Duration::from_secs(1), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
         }
+        std::mem::take(&mut *self.seen.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
