@@ -155,11 +155,12 @@ pub struct Effect {
     /// Rate limit in bits per second (a token bucket with a one-packet burst): packets
     /// queue behind each other; `None` for unlimited.
     pub rate_bps: Option<u64>,
-    /// When queueing for the rate limit would exceed this, the packet is dropped.
+    /// When queueing for the rate limit would exceed this, the packet is dropped (unless
+    /// [`Effect::queue_packets`] bounds the queue instead).
     pub queue_limit: Duration,
     /// When this many packets already wait for the rate limit (or are being sent), the
-    /// packet is dropped: a router queue of that many packets. `None`: only
-    /// [`Effect::queue_limit`] bounds the queue.
+    /// packet is dropped: a router queue of that many packets, however long they take to
+    /// send. `None`: [`Effect::queue_limit`] bounds the queue.
     pub queue_packets: Option<u32>,
     /// Drop every packet silently (no ICMP, no RST): a dead path.
     pub blackhole: bool,
@@ -375,7 +376,7 @@ impl Shaper {
         let mut sent = now;
         if let Some(bps) = effect.rate_bps {
             let start = lane.link_free.map_or(now, |free| free.max(now));
-            if start - now > effect.queue_limit {
+            if effect.queue_packets.is_none() && start - now > effect.queue_limit {
                 return Verdict::QueueFull;
             }
             if let Some(max) = effect.queue_packets {
@@ -768,5 +769,20 @@ mod tests {
         );
         assert_eq!(s.decide(Some(&p), 1250, later), Verdict::QueueFull);
         assert!("rate=1mbit,queue=xpkt".parse::<Rule>().is_err());
+    }
+
+    #[test]
+    fn a_packet_bound_holds_its_packets_however_long_they_take() {
+        // 100 packets of 1,500 bytes at 1 Mbit/s take 1.2 s to send, more than the default
+        // time bound of 500 ms: the packet bound alone decides.
+        let rule: Rule = "rate=1mbit,queue=100pkt".parse().unwrap();
+        let mut s = Shaper::new(Direction::ToServer, vec![rule], 1);
+        let now = Instant::now();
+        let p = info([192, 0, 2, 11], 80);
+        for n in 0..100 {
+            let v = s.decide(Some(&p), 1500, now);
+            assert!(matches!(v, Verdict::Release(_)), "packet {n}: {v:?}");
+        }
+        assert_eq!(s.decide(Some(&p), 1500, now), Verdict::QueueFull);
     }
 }

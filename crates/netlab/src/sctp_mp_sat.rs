@@ -126,8 +126,11 @@ pub(crate) async fn send(assoc: &Association, s: &Saturate, ids: &[PathId]) -> R
     let (mut sent, mut by_queue_calls) = (0u64, 0u64);
     while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < limit {
         let st = if s.fill_by_queue {
+            // The stream with the fewest unsent bytes; among equals, the next one after
+            // the last served (so streams that all have room are served in turn).
             let mut best = (usize::MAX, 0u16);
-            for k in 0..s.streams {
+            for j in 1..=s.streams {
+                let k = (turn + j) % s.streams;
                 let q = assoc
                     .unsent_bytes(k)
                     .map_err(|e| format!("unsent_bytes({k}): {e}"))?;
@@ -136,6 +139,7 @@ pub(crate) async fn send(assoc: &Association, s: &Saturate, ids: &[PathId]) -> R
                     best = (q, k);
                 }
             }
+            turn = best.1;
             best.1
         } else {
             turn = (turn + 1) % s.streams;

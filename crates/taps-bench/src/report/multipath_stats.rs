@@ -122,6 +122,9 @@ pub(crate) struct Group<'a> {
     pub(crate) start_up_stalls: usize,
     /// Messages out of order within their stream, over all runs.
     pub(crate) out_of_order: u64,
+    /// Per path at the end of the runs, as the client saw it: (congestion window, bytes;
+    /// smoothed RTT, ms).
+    pub(crate) end_paths: Vec<(Stat, Stat)>,
 }
 
 impl Group<'_> {
@@ -212,7 +215,28 @@ fn group<'a>(runs: &[&'a MultipathPoint]) -> Group<'a> {
             .filter(|s| in_start_up(s))
             .count(),
         out_of_order: runs.iter().map(|p| p.out_of_order).sum(),
+        end_paths: (0..links)
+            .map(|l| {
+                let get = |key: &str| {
+                    Stat::of(ok.iter().map(|p| {
+                        end_path(p, l)
+                            .and_then(|v| v.get(key))
+                            .and_then(serde_json::Value::as_f64)
+                            .unwrap_or(f64::NAN)
+                    }))
+                };
+                (get("cwnd"), get("srtt_ms"))
+            })
+            .collect(),
     }
+}
+
+/// Path `l` of a run as its client saw it at the end (`{"path", "cwnd", "srtt_ms", ...}`).
+pub(crate) fn end_path(p: &MultipathPoint, l: usize) -> Option<&serde_json::Value> {
+    p.paths
+        .as_array()?
+        .iter()
+        .find(|v| v.get("path").and_then(serde_json::Value::as_u64) == Some(l as u64))
 }
 
 /// The points of a run, each with its runs summarised, in the order first run.

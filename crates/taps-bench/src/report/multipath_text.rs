@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::multipath_stats::{Group, Groups, Stat, START_UP};
+use super::multipath_stats::{end_path, Group, Groups, Stat, START_UP};
 use crate::experiments::MultipathResults;
 
 fn kib(g: Option<&Group<'_>>) -> String {
@@ -76,12 +76,13 @@ pub(crate) fn intro(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
          on netlab with real usrsctp 0.9.5 at both ends (`netlab sctp-mp-peer`, one process per \
          namespace, SCTP over UDP, paths added with the multihoming shim). The sender is \
          saturated: it keeps every stream supplied, one message per stream in turn (or, where \
-         said, the stream with the fewest unsent bytes next). RR = no pinning, CMT spreads the \
+         said, the stream with the fewest unsent bytes next, streams with equal counts in \
+         turn). RR = no pinning, CMT spreads the \
          data over the paths; Fixed = each stream pinned to one path (`send_on_path`, \
          SCTP_ADDR_OVER). Each run is one association: {:.1} s of warm-up, then a {:.1} s \
          window at the receiver (the paper: 19 s settling, 300 s measured, 24 runs). Each point \
          ran {} times ({} times where the paper's claims rest: every σ of experiment 1 at \
-         δB=50 and 75 ms, σ=64 KiB at 10 ms, and the three compared points of experiment 3), \
+         δB=50 and 75 ms, σ=64 KiB at 10 ms, and the four compared points of experiment 3), \
          in rounds over the whole grid; every figure below is the mean over a point's runs ± \
          the half-width of its 95 % confidence interval (Student's t), and the plots draw \
          those intervals. The whole run took {:.0} s.\n",
@@ -313,6 +314,7 @@ are apart.",
         let _ = writeln!(md, "{}", apart(g, db));
     }
     in_step(md, g, best);
+    split(md, r, g, best);
     let mbit = |p: &Group<'_>| p.mbit;
     let _ = writeln!(
         md,
@@ -383,6 +385,96 @@ the receiver's first read, so they fall outside it.\n",
         r.timing.measure_ms as f64 / 1e3,
         START_UP as f64 / 1e3,
         START_UP as f64 / 1e3,
+    );
+}
+
+/// Bytes of payload per byte of a DATA chunk: a 1,444-byte message in a 1,460-byte chunk.
+const CHUNK_SHARE: f64 = 1444.0 / 1460.0;
+
+/// What holds Fixed back below full rate at δB = 50 and 75 ms: usrsctp's send-buffer
+/// split (σ/2 per path in flight), shown by path B's window at the end of each run and by
+/// the rate it predicts, (σ/2)/srtt_B per stream.
+fn split(md: &mut String, r: &MultipathResults, g: &Groups<'_>, best: f64) {
+    // Path B's end window minus σ/2, over every Fixed run at δB = 50 and 75 ms.
+    let over: Vec<f64> = r
+        .points
+        .iter()
+        .filter(|p| p.experiment == 1 && p.fixed && !p.series.ends_with("δB=10 ms"))
+        .filter(|p| p.error.is_none())
+        .filter_map(|p| {
+            let cwnd = end_path(p, 1)?.get("cwnd")?.as_f64()?;
+            Some(cwnd - f64::from(p.buffer_kib) * 512.0)
+        })
+        .collect();
+    if over.is_empty() {
+        return;
+    }
+    let lo = over.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = over.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // Per stream, by σ: (σ/2)/srtt_B predicted, the streams' mean rate measured.
+    let fit = |db: u64| -> (String, String) {
+        let points = g.series(1, &format!("Fixed, δB={db} ms"));
+        let pred: Vec<String> = points
+            .iter()
+            .map(|p| {
+                let srtt = p.end_paths.get(1).map_or(f64::NAN, |x| x.1.mean);
+                let mbit = f64::from(p.buffer_kib) * 512.0 * 8.0 / (srtt / 1e3) / 1e6;
+                format!("{:.1}", (mbit * CHUNK_SHARE).min(best / 2.0))
+            })
+            .collect();
+        let meas: Vec<String> = points
+            .iter()
+            .map(|p| {
+                format!(
+                    "{:.1}",
+                    (p.stream(0, false).mean + p.stream(1, false).mean) / 2.0
+                )
+            })
+            .collect();
+        (pred.join(" / "), meas.join(" / "))
+    };
+    // σ at which σ/2 covers path B's bandwidth-delay product, with the srtt_B of the
+    // points below full rate.
+    let need = |db: u64| -> String {
+        let srtts: Vec<f64> = g
+            .series(1, &format!("Fixed, δB={db} ms"))
+            .iter()
+            .filter(|p| p.mbit.mean < 0.95 * best)
+            .filter_map(|p| p.end_paths.get(1).map(|x| x.1.mean))
+            .filter(|x| x.is_finite())
+            .collect();
+        if srtts.is_empty() {
+            return "–".into();
+        }
+        let srtt = srtts.iter().sum::<f64>() / srtts.len() as f64;
+        format!(
+            "{:.0} KiB (srtt_B {srtt:.0} ms)",
+            2.0 * 10e6 / 8.0 * srtt / 1e3 / CHUNK_SHARE / 1024.0
+        )
+    };
+    let sigmas: Vec<String> = g.sigmas(1).iter().map(ToString::to_string).collect();
+    let (p75, m75) = fit(75);
+    let (p50, m50) = fit(50);
+    let _ = writeln!(
+        md,
+        "- **What holds Fixed back: the send-buffer split.** With buffer splitting on (the \
+paper's setting too), usrsctp gives a path no new data while its flight exceeds its share \
+of the send buffer, σ/2 with two paths (sctp_output.c, `sctp_buffer_splitting`). Path B \
+meets that cap first: in every Fixed run at δB=50 and 75 ms it ended with a congestion \
+window of σ/2 give or take two chunks ({lo:+.0} to {hi:+.0} bytes; a window stops growing \
+once the flight cannot fill it, at any σ), and each stream's rate follows (σ/2)/srtt_B (times {CHUNK_SHARE:.3}, the payload \
+in a DATA chunk; capped at half the full rate): by σ ({} KiB), predicted {p75} against \
+measured {m75} Mbit/s per stream at δB=75 ms, and {p50} against {m50} at δB=50 ms. So Fixed \
+needs σ/2 to cover path B's bandwidth-delay product: about {} at δB=50 ms and {} at \
+δB=75 ms. The paper's Fixed reached full rate at 224 KiB at δB=75 ms under the same split, \
+so its path-B data left the buffer within (σ/2)/ρ_B = {:.0} ms of being sent. One \
+candidate for the difference, not checked here: the path that carries the SACKs (usrsctp \
+sends each SACK over the path the last DATA packet came on; the paper's simulation, as \
+published later in INET, over the first).",
+        sigmas.join(" / "),
+        need(50),
+        need(75),
+        224.0 * 512.0 * 8.0 / 10e6 * 1e3
     );
 }
 
@@ -458,24 +550,29 @@ experiment 1). At σ={low} KiB the window, not the rate, limits stream #1: {} an
     );
 }
 
-/// Experiment 3: RR against Fixed + NR-SACK.
+/// Experiment 3: RR against Fixed, with and without NR-SACK.
 pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
     md.push_str("| | paper | ours |\n|---|---|---|\n");
     let rows = [
         (
+            "RR, NR-SACK off",
+            256,
+            "below 3 Mbit/s, delay above 600 ms (curve 4)",
+        ),
+        (
             "RR, NR-SACK on",
             256,
-            "below 3 Mbit/s, delay above 600 ms (σ=256 KiB)",
+            "NR-SACK has only a small effect on RR (curve 3)",
         ),
         (
             "Fixed, NR-SACK off",
             256,
-            "slightly above 5 Mbit/s, about 150 ms",
+            "slightly above 5 Mbit/s, about 150 ms (curve 2)",
         ),
         (
             "Fixed, NR-SACK on",
             128,
-            "about 20 Mbit/s at about 60 ms from σ=128 KiB",
+            "about 20 Mbit/s at about 60 ms from σ=128 KiB (curve 1)",
         ),
     ];
     let show = |series: &str, s: u32| {
@@ -492,42 +589,106 @@ pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
     }
     md.push('\n');
     let top = g.sigmas(3).last().copied().unwrap_or(0);
-    let drops = g.at(3, "Fixed, NR-SACK on", top).map_or("–".into(), |p| {
-        p.queue_drops
+    let drops = |series: &str, s: u32| {
+        g.at(3, series, s).map_or("–".into(), |p| {
+            p.queue_drops
+                .iter()
+                .map(|d| format!("{d:.1}"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        })
+    };
+    // Path C (the third) at the end of the runs: window and smoothed RTT, by σ.
+    let path_c = |series: &str| -> String {
+        g.series(3, series)
             .iter()
-            .map(|d| format!("{d:.0}"))
+            .map(|p| {
+                p.end_paths.get(2).map_or("–".into(), |(cwnd, srtt)| {
+                    format!(
+                        "{} KiB: {:.1} KB, {:.0} ms",
+                        p.buffer_kib,
+                        cwnd.mean / 1e3,
+                        srtt.mean
+                    )
+                })
+            })
             .collect::<Vec<_>>()
-            .join(" / ")
-    });
+            .join("; ")
+    };
+    // RR: σ over path C's smoothed RTT (chunks wait that long behind C's).
+    let rr_fit = |series: &str| -> (String, String) {
+        let points = g.series(3, series);
+        let pred = points
+            .iter()
+            .map(|p| {
+                let srtt = p.end_paths.get(2).map_or(f64::NAN, |x| x.1.mean);
+                format!(
+                    "{:.1}",
+                    f64::from(p.buffer_kib) * 1024.0 * 8.0 / (srtt / 1e3) / 1e6 * CHUNK_SHARE
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let meas = points
+            .iter()
+            .map(|p| format!("{:.1}", p.mbit.mean))
+            .collect::<Vec<_>>()
+            .join(" / ");
+        (pred, meas)
+    };
     let mbit = |p: &Group<'_>| p.mbit;
-    let delay = |p: &Group<'_>| p.delay_ms;
     let any = |_: u32| true;
+    let sigmas: Vec<String> = g.sigmas(3).iter().map(ToString::to_string).collect();
+    let (rr_on_p, rr_on_m) = rr_fit("RR, NR-SACK on");
+    let (rr_off_p, rr_off_m) = rr_fit("RR, NR-SACK off");
     let _ = writeln!(
         md,
-        "Differences and agreements, one by one (figures from this run):\n\n\
+        "The paper's curves 2 and 4 are without NR-SACK (it introduces NR-SACK only after \
+them), so its RR claim (curve 4) is compared with our RR without NR-SACK, and curve 3 (RR \
+with NR-SACK) only with its \"small effect\".\n\n\
+Differences and agreements, one by one (figures from this run):\n\n\
 - **The sender fills streams by their unsent bytes here** (the paper's saturated sender \
-keeps every stream supplied). Filling in turn instead (the extra curve) caps the \
-association at seven times stream #0's rate on the 1 Mbit/s path C: {} Mbit/s over the σ \
-measured.\n\
+keeps every stream supplied), streams with equal counts in turn. Filling in turn instead \
+(the extra curve) caps the association at seven times stream #0's rate on the 1 Mbit/s \
+path C: {} Mbit/s over the σ measured.\n\
+- **Path C's queue holds 100 packets** (1.2 s at 1 Mbit/s), as in the paper; before \
+2026-11-29 the lab also dropped packets that would wait more than 500 ms, so path C held \
+about 41.\n\
 - **Fixed + NR-SACK**: {} from σ=128 KiB (paper: about 20 Mbit/s at about 60 ms; our \
 ceiling for 21 Mbit/s of links is lower, see experiment 1). Stream #0 alone, on path C, \
 waits hundreds of ms: the mean is over all messages. At σ={top} KiB: {} (queue drops per \
-run, paths A / B / C: {drops}).\n\
-- **Fixed without NR-SACK**: {} Mbit/s below σ=256 KiB and {} at 256 (paper: slightly \
-above 5 Mbit/s at about 150 ms): without non-renegable acknowledgements usrsctp frees the \
-send buffer only up to the cumulative TSN, which path C's slow chunks hold back, so the \
-buffer fills with data already received.\n\
-- **RR** with NR-SACK: {} Mbit/s at {} ms over the σ measured (paper: below 3 Mbit/s, \
-above 600 ms): usrsctp's buffer splitting limits what path C (1 Mbit/s, 100 ms RTT) may \
-hold to its share of σ, so fewer chunks wait behind path C than in the paper's model. \
-Without NR-SACK RR gives {} Mbit/s.\n",
+run, paths A / B / C: {}).\n\
+- **Fixed without NR-SACK**: {} Mbit/s by σ ({} KiB; paper: slightly above 5 Mbit/s at \
+about 150 ms at 256). Without non-renegable acknowledgements usrsctp frees a chunk's \
+buffer only when the cumulative TSN passes it, and path C's chunks hold the cumulative \
+TSN back; the split lets path C have σ/3 in flight. So in the time path C drains its σ/3, \
+about σ is freed: the association moves about 3·ρ_C of payload ({:.1} Mbit/s) whatever σ \
+is, unless path C holds less than its share. Path C at the end of the runs (window, \
+smoothed RTT): {}. Queue drops per run at σ=256 KiB, paths A / B / C: {}.\n\
+- **RR**: with NR-SACK {} Mbit/s, without it {} Mbit/s, by σ. Every stream has chunks on \
+path C, so the data waits (in the send buffer and, out of order, at the receiver) until \
+path C's chunk ahead of it arrives, about path C's smoothed RTT: σ/srtt_C predicts \
+{rr_on_p} with NR-SACK and {rr_off_p} without, where less than σ is free (the buffer is \
+freed only up to the cumulative TSN). Path C at the end of the runs: {} (with NR-SACK); \
+{} (without). The paper's below 3 Mbit/s at above 600 ms means path C held about σ/3 \
+queued; one candidate for why ours holds less, from the code, not checked: usrsctp counts \
+a path's flight only until its chunks are gap-acknowledged (sctp_indata.c), so paths A \
+and B keep sending past their share while their chunks wait out of order at the \
+receiver; the paper's simulation (as published later in INET) counts such chunks against \
+their path until they are freed, which would stop A and B and leave path C the only one \
+with room.\n",
         span(g, 3, "Fixed, NR-SACK on, fill in turn", any, mbit, 1),
         show("Fixed, NR-SACK on", 128),
         show("Fixed, NR-SACK on", top),
-        span(g, 3, "Fixed, NR-SACK off", |s| s < 256, mbit, 1),
-        show("Fixed, NR-SACK off", 256),
-        span(g, 3, "RR, NR-SACK on", any, mbit, 1),
-        span(g, 3, "RR, NR-SACK on", any, delay, 0),
-        span(g, 3, "RR, NR-SACK off", any, mbit, 1),
+        drops("Fixed, NR-SACK on", top),
+        curve(g, 3, "Fixed, NR-SACK off", mbit),
+        sigmas.join(" / "),
+        3.0 * MESSAGE_SHARE,
+        path_c("Fixed, NR-SACK off"),
+        drops("Fixed, NR-SACK off", 256),
+        rr_on_m,
+        rr_off_m,
+        path_c("RR, NR-SACK on"),
+        path_c("RR, NR-SACK off"),
     );
 }
