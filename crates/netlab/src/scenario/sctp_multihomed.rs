@@ -212,23 +212,7 @@ fn failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome, start: Start) -> Result<(),
     };
     let schedule = lab.schedule_links(events);
     let started = Instant::now();
-    let done = AtomicBool::new(false);
-    let (report, samples) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let mut v = Vec::new();
-            while !done.load(Ordering::SeqCst) {
-                v.push((
-                    started.elapsed(),
-                    [0, 1].map(|n| lab.link_stats(n).to_server.bytes),
-                ));
-                std::thread::sleep(SAMPLE_EVERY);
-            }
-            v
-        });
-        let r = ctx.connect(lab, c);
-        done.store(true, Ordering::SeqCst);
-        (r, sampler.join().unwrap_or_default())
-    });
+    let (report, samples) = connect_sampled(lab, ctx, c, started);
     let r = report?;
     show_connection(out, "#1", &r);
     let f = r.flow();
@@ -268,6 +252,37 @@ fn failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome, start: Start) -> Result<(),
         .ok_or("link 0 was never cut")?;
     check_recovery(out, &samples, cut);
     Ok(())
+}
+
+/// Bytes each link carried to the server, sampled every [`SAMPLE_EVERY`], with the time
+/// since the run started.
+type LinkSamples = Vec<(Duration, [u64; 2])>;
+
+/// Runs `c` while sampling what each link carried to the server ([`LinkSamples`], times
+/// from `started`).
+fn connect_sampled(
+    lab: &Lab,
+    ctx: &Ctx,
+    c: Connect,
+    started: Instant,
+) -> (Result<crate::taps::ConnectReport, String>, LinkSamples) {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut v = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                v.push((
+                    started.elapsed(),
+                    [0, 1].map(|n| lab.link_stats(n).to_server.bytes),
+                ));
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+            v
+        });
+        let r = ctx.connect(lab, c);
+        done.store(true, Ordering::SeqCst);
+        (r, sampler.join().unwrap_or_default())
+    })
 }
 
 /// Checks that both ends list both of the other's addresses (with `asconf`: the server

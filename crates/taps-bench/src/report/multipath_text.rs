@@ -550,8 +550,15 @@ experiment 1). At σ={low} KiB the window, not the rate, limits stream #1: {} an
     );
 }
 
-/// Experiment 3: RR against Fixed, with and without NR-SACK.
-pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
+/// A point of experiment 3: rate and delay.
+fn show3(g: &Groups<'_>, series: &str, s: u32) -> String {
+    g.at(3, series, s).map_or("–".into(), |p| {
+        format!("{} Mbit/s, {} ms", p.mbit, p.delay_ms.show(0))
+    })
+}
+
+/// Experiment 3's claims: the paper's figure beside ours.
+fn exp3_claims(md: &mut String, g: &Groups<'_>) {
     md.push_str("| | paper | ours |\n|---|---|---|\n");
     let rows = [
         (
@@ -575,19 +582,61 @@ pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
             "about 20 Mbit/s at about 60 ms from σ=128 KiB (curve 1)",
         ),
     ];
-    let show = |series: &str, s: u32| {
-        g.at(3, series, s).map_or("–".into(), |p| {
-            format!("{} Mbit/s, {} ms", p.mbit, p.delay_ms.show(0))
-        })
-    };
     for (series, s, paper) in rows {
         let _ = writeln!(
             md,
             "| {series}, σ={s} KiB | {paper} | {} |",
-            show(series, s)
+            show3(g, series, s)
         );
     }
     md.push('\n');
+}
+
+/// Path C (the third) at the end of the runs of `series`, by σ: window and smoothed RTT.
+fn path_c(g: &Groups<'_>, series: &str) -> String {
+    g.series(3, series)
+        .iter()
+        .map(|p| {
+            p.end_paths.get(2).map_or("–".into(), |(cwnd, srtt)| {
+                format!(
+                    "{} KiB: {:.1} KB, {:.0} ms",
+                    p.buffer_kib,
+                    cwnd.mean / 1e3,
+                    srtt.mean
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// RR of experiment 3 by σ: σ over path C's smoothed RTT (chunks wait that long behind
+/// path C's), and the rate measured.
+fn rr_fit(g: &Groups<'_>, series: &str) -> (String, String) {
+    let points = g.series(3, series);
+    let pred = points
+        .iter()
+        .map(|p| {
+            let srtt = p.end_paths.get(2).map_or(f64::NAN, |x| x.1.mean);
+            format!(
+                "{:.1}",
+                f64::from(p.buffer_kib) * 1024.0 * 8.0 / (srtt / 1e3) / 1e6 * CHUNK_SHARE
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let meas = points
+        .iter()
+        .map(|p| format!("{:.1}", p.mbit.mean))
+        .collect::<Vec<_>>()
+        .join(" / ");
+    (pred, meas)
+}
+
+/// Experiment 3: RR against Fixed, with and without NR-SACK.
+pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
+    exp3_claims(md, g);
+    let show = |series: &str, s: u32| show3(g, series, s);
     let top = g.sigmas(3).last().copied().unwrap_or(0);
     let drops = |series: &str, s: u32| {
         g.at(3, series, s).map_or("–".into(), |p| {
@@ -598,49 +647,11 @@ pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
                 .join(" / ")
         })
     };
-    // Path C (the third) at the end of the runs: window and smoothed RTT, by σ.
-    let path_c = |series: &str| -> String {
-        g.series(3, series)
-            .iter()
-            .map(|p| {
-                p.end_paths.get(2).map_or("–".into(), |(cwnd, srtt)| {
-                    format!(
-                        "{} KiB: {:.1} KB, {:.0} ms",
-                        p.buffer_kib,
-                        cwnd.mean / 1e3,
-                        srtt.mean
-                    )
-                })
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    // RR: σ over path C's smoothed RTT (chunks wait that long behind C's).
-    let rr_fit = |series: &str| -> (String, String) {
-        let points = g.series(3, series);
-        let pred = points
-            .iter()
-            .map(|p| {
-                let srtt = p.end_paths.get(2).map_or(f64::NAN, |x| x.1.mean);
-                format!(
-                    "{:.1}",
-                    f64::from(p.buffer_kib) * 1024.0 * 8.0 / (srtt / 1e3) / 1e6 * CHUNK_SHARE
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" / ");
-        let meas = points
-            .iter()
-            .map(|p| format!("{:.1}", p.mbit.mean))
-            .collect::<Vec<_>>()
-            .join(" / ");
-        (pred, meas)
-    };
     let mbit = |p: &Group<'_>| p.mbit;
     let any = |_: u32| true;
     let sigmas: Vec<String> = g.sigmas(3).iter().map(ToString::to_string).collect();
-    let (rr_on_p, rr_on_m) = rr_fit("RR, NR-SACK on");
-    let (rr_off_p, rr_off_m) = rr_fit("RR, NR-SACK off");
+    let (rr_on_p, rr_on_m) = rr_fit(g, "RR, NR-SACK on");
+    let (rr_off_p, rr_off_m) = rr_fit(g, "RR, NR-SACK off");
     let _ = writeln!(
         md,
         "The paper's curves 2 and 4 are without NR-SACK (it introduces NR-SACK only after \
@@ -684,11 +695,11 @@ with room.\n",
         curve(g, 3, "Fixed, NR-SACK off", mbit),
         sigmas.join(" / "),
         3.0 * MESSAGE_SHARE,
-        path_c("Fixed, NR-SACK off"),
+        path_c(g, "Fixed, NR-SACK off"),
         drops("Fixed, NR-SACK off", 256),
         rr_on_m,
         rr_off_m,
-        path_c("RR, NR-SACK on"),
-        path_c("RR, NR-SACK off"),
+        path_c(g, "RR, NR-SACK on"),
+        path_c(g, "RR, NR-SACK off"),
     );
 }

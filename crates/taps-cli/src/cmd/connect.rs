@@ -782,23 +782,12 @@ fn put_decimal(out: &mut impl Write, mut n: u64) -> std::io::Result<()> {
     out.write_all(&digits[at..])
 }
 
-/// Period of the bytes `--send-bytes` sends: the byte at stream offset `i` is `i % 251`
-/// (a prime: data put back out of place, lost or repeated shifts the pattern, so a
-/// receiver that checks it sees reordering too; netlab's sinks do).
-const PATTERN_PERIOD: usize = 251;
-/// The largest write of `--send-bytes`: a whole number of periods under 256 KiB, so every
-/// write starts at phase 0 and one buffer serves them all. Over SCTP a write longer than
-/// 64 KiB becomes messages of whole fragments (each fills its packets); only a write's
-/// end leaves a short packet, once per 256 KiB rather than once per 64 KiB.
-const PATTERN_CHUNK: usize = PATTERN_PERIOD * (256 * 1024 / PATTERN_PERIOD);
-
-/// The first `len` bytes of the `--send-bytes` pattern.
-fn send_pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i % PATTERN_PERIOD) as u8).collect()
-}
-
 #[cfg(test)]
 mod tests;
 
 #[path = "connect/path_watch.rs"]
 mod path_watch;
+
+#[path = "connect/pattern.rs"]
+mod pattern;
+use pattern::{send_pattern, PATTERN_CHUNK};

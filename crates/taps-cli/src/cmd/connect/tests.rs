@@ -1,3 +1,4 @@
+use super::pattern::PATTERN_PERIOD;
 use super::*;
 
 /// A flow that begins waiting for its peer after `after` and never ends.
