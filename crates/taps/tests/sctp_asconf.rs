@@ -7,14 +7,11 @@
 //! one SCTP tunnelling port.
 
 mod common;
-use common::{free_port, sctp_context};
-use std::collections::BTreeSet;
+use common::{free_port, paths_become, sctp_context};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use taps::{
-    Connection, PathChangeKind, PathState, Preconnection, RemoteEndpoint, TransportProperties,
-};
+use taps::{PathChangeKind, Preconnection, RemoteEndpoint, TransportProperties};
 use tokio::time::timeout;
 
 const T: Duration = Duration::from_secs(20);
@@ -34,21 +31,6 @@ fn multihomed(locals: &[&str]) -> taps::taps_core::properties::Properties {
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-/// Waits until `c` has a path to each of `want` (the peer's addresses), all active.
-async fn remotes_become(c: &Connection, want: &[&str], side: &str) {
-    let want: BTreeSet<IpAddr> = want.iter().map(|a| ip(a)).collect();
-    let deadline = Instant::now() + T;
-    loop {
-        let paths = c.paths().unwrap();
-        let remotes: BTreeSet<IpAddr> = paths.iter().map(|p| p.remote.ip()).collect();
-        if remotes == want && paths.iter().all(|p| p.state == PathState::Active) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{side}: {paths:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +57,7 @@ async fn an_added_address_reaches_the_peer_through_the_protocol() {
         .unwrap()
         .unwrap();
     let mut changes = s.path_changes().unwrap();
-    remotes_become(&s, &["::1"], "server, before the add").await;
+    paths_become(&s, &["::1"], "server, before the add").await;
 
     c.add_local_address(ip("127.0.0.1")).unwrap();
     let added = timeout(T, async {
@@ -89,7 +71,7 @@ async fn an_added_address_reaches_the_peer_through_the_protocol() {
     .await
     .expect("the server was never told of the added address");
     assert_eq!(added.remote.ip(), ip("127.0.0.1"), "{added:?}");
-    remotes_become(&s, &["::1", "127.0.0.1"], "server, after the add").await;
+    paths_become(&s, &["::1", "127.0.0.1"], "server, after the add").await;
     c.send(b"hello").await.unwrap();
     assert_eq!(s.receive().await.unwrap().unwrap(), b"hello");
 
@@ -99,7 +81,7 @@ async fn an_added_address_reaches_the_peer_through_the_protocol() {
     })
     .await
     .expect("the server was never told of the removed address");
-    remotes_become(&s, &["::1"], "server, after the removal").await;
+    paths_become(&s, &["::1"], "server, after the removal").await;
 
     // An address this host does not have, and the last address: refused, naming it.
     let err = c.add_local_address(ip("192.0.2.77")).unwrap_err();

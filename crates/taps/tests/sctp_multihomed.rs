@@ -6,35 +6,16 @@
 //! process has one SCTP tunnelling port.
 
 mod common;
-use common::{free_port, sctp_context};
-use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use common::{free_port, paths_become, sctp_context};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use taps::taps_core::properties::Protocol;
-use taps::{Connection, PathState, Preconnection, RemoteEndpoint, TransportProperties};
+use taps::{Preconnection, RemoteEndpoint, TransportProperties};
 
 const MULTIHOMED: &str = r#"{"transport": {"value": "SCTP", "precedence": 2},
     "multihoming": {"value": true, "precedence": 2},
     "local_ips": {"value": ["127.0.0.1", "::1"], "precedence": 2}}"#;
-
-fn loopbacks() -> BTreeSet<IpAddr> {
-    ["127.0.0.1", "::1"].map(|a| a.parse().unwrap()).into()
-}
-
-/// Waits until `c` lists a path to each loopback address, both active.
-async fn both_paths(c: &Connection, side: &str) -> Vec<taps::Path> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let paths = c.paths().unwrap();
-        let remotes: BTreeSet<IpAddr> = paths.iter().map(|p| p.remote.ip()).collect();
-        if remotes == loopbacks() && paths.iter().all(|p| p.state == PathState::Active) {
-            return paths;
-        }
-        assert!(Instant::now() < deadline, "{side}: {paths:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_ends_learn_both_paths_from_the_handshake() {
@@ -58,7 +39,7 @@ async fn both_ends_learn_both_paths_from_the_handshake() {
         .unwrap();
     let server = tokio::spawn(async move {
         let mut s = listener.accept().await.unwrap().unwrap();
-        let paths = both_paths(&s, "server").await;
+        let paths = paths_become(&s, &["127.0.0.1", "::1"], "server").await;
         while let Ok(Some(m)) = s.receive().await {
             if s.send(&m).await.is_err() {
                 break;
@@ -73,7 +54,7 @@ async fn both_ends_learn_both_paths_from_the_handshake() {
         .unwrap();
     assert_eq!(c.info().stack.protocol, Protocol::Sctp);
     let mut changes = c.path_changes().unwrap();
-    let paths = both_paths(&c, "client").await;
+    let paths = paths_become(&c, &["127.0.0.1", "::1"], "client").await;
     assert_eq!(paths.iter().filter(|p| p.primary).count(), 1, "{paths:?}");
     c.send(b"one").await.unwrap();
     assert_eq!(c.receive().await.unwrap().unwrap(), b"one");

@@ -90,3 +90,24 @@ pub(crate) fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Waits (up to 20 s) until `c` has exactly one path to each of `remotes` (the peer's
+/// addresses), every one active, and returns the paths; fails naming `side` otherwise.
+pub(crate) async fn paths_become(
+    c: &taps::Connection,
+    remotes: &[&str],
+    side: &str,
+) -> Vec<taps::Path> {
+    use std::collections::BTreeSet;
+    let want: BTreeSet<std::net::IpAddr> = remotes.iter().map(|a| a.parse().unwrap()).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let paths = c.paths().unwrap();
+        let have: BTreeSet<std::net::IpAddr> = paths.iter().map(|p| p.remote.ip()).collect();
+        if have == want && paths.iter().all(|p| p.state == taps::PathState::Active) {
+            return paths;
+        }
+        assert!(std::time::Instant::now() < deadline, "{side}: {paths:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
