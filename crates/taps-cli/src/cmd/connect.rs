@@ -408,6 +408,11 @@ fn connected<'a>(
             if wants.paths {
                 r.paths = conn.paths().unwrap_or_default();
             }
+            // The path changes so far, kept if the run gives up on this flow while it
+            // waits for the peer (the full list replaces them after the close).
+            if let Some(w) = &watch {
+                r.path_changes = w.seen_so_far();
+            }
             waited = Some(waiting.begin());
             drain(&mut conn, payload, r).await
         };

@@ -38,6 +38,11 @@ impl PathWatch {
         Some(PathWatch { task, seen })
     }
 
+    /// The changes seen so far (the watch goes on).
+    pub(super) fn seen_so_far(&self) -> Vec<(Duration, PathChange)> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The changes seen, once the connection has closed: the watch ends with the
     /// association; if that takes more than a second more (the peer's end of the
     /// shutdown still on its way), the watch is given up and what it saw is returned.
