@@ -13,7 +13,7 @@ impl Association {
     /// Adds `ip` to the addresses this end of the association uses and tells the peer
     /// (ASCONF ADD-IP); the peer then has a path to `ip`, which it confirms with a
     /// heartbeat before sending data on it. Only an association in IP mode (made with
-    /// several local addresses: `multihoming`) can, and only with an address this host had
+    /// `connect_multihomed`/`listen_multihomed`, which taps uses for `multihoming`) can, and only with an address this host had
     /// when SCTP was first used in the process; an IPv6 address needs an association that
     /// already has one (its socket is IPv6). Returns once usrsctp has queued the ASCONF
     /// (its iterator thread sends it); one `usrsctp_bindx`.
