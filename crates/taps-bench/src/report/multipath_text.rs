@@ -461,7 +461,7 @@ fn split(md: &mut String, r: &MultipathResults, g: &Groups<'_>, best: f64) {
 paper's setting too), usrsctp gives a path no new data while its flight exceeds its share \
 of the send buffer, σ/2 with two paths (sctp_output.c, `sctp_buffer_splitting`). Path B \
 meets that cap first: in every Fixed run at δB=50 and 75 ms it ended with a congestion \
-window of σ/2 give or take two chunks ({lo:+.0} to {hi:+.0} bytes; a window stops growing \
+window within three chunks of σ/2 ({lo:+.0} to {hi:+.0} bytes; a window stops growing \
 once the flight cannot fill it, at any σ), and each stream's rate follows (σ/2)/srtt_B (times {CHUNK_SHARE:.3}, the payload \
 in a DATA chunk; capped at half the full rate): by σ ({} KiB), predicted {p75} against \
 measured {m75} Mbit/s per stream at δB=75 ms, and {p50} against {m50} at δB=50 ms. So Fixed \
