@@ -16,11 +16,23 @@ fn kib(g: Option<&Group<'_>>) -> String {
 
 /// The means of series `name` by σ, as `a / b / c`.
 fn curve(g: &Groups<'_>, e: u8, name: &str, f: impl Fn(&Group<'_>) -> Stat) -> String {
+    by_sigma(g, e, name, |p| f(p).mean)
+}
+
+/// `f` of each point of series `name` by σ, one decimal, as `a / b / c`.
+fn by_sigma(g: &Groups<'_>, e: u8, name: &str, f: impl Fn(&Group<'_>) -> f64) -> String {
     g.series(e, name)
         .iter()
-        .map(|p| format!("{:.1}", f(p).mean))
+        .map(|p| format!("{:.1}", f(p)))
         .collect::<Vec<_>>()
         .join(" / ")
+}
+
+/// The payload rate, Mbit/s, of `bytes` per smoothed RTT of path `path` at the end of the
+/// point's runs (what a window of `bytes` on that path carries).
+fn per_srtt(p: &Group<'_>, bytes: f64, path: usize) -> f64 {
+    let srtt = p.end_paths.get(path).map_or(f64::NAN, |x| x.1.mean);
+    bytes * 8.0 / (srtt / 1e3) / 1e6 * CHUNK_SHARE
 }
 
 /// The lowest and highest mean of `f` over the points of `name` whose σ passes `keep`.
@@ -413,25 +425,14 @@ fn split(md: &mut String, r: &MultipathResults, g: &Groups<'_>, best: f64) {
     let hi = over.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     // Per stream, by σ: (σ/2)/srtt_B predicted, the streams' mean rate measured.
     let fit = |db: u64| -> (String, String) {
-        let points = g.series(1, &format!("Fixed, δB={db} ms"));
-        let pred: Vec<String> = points
-            .iter()
-            .map(|p| {
-                let srtt = p.end_paths.get(1).map_or(f64::NAN, |x| x.1.mean);
-                let mbit = f64::from(p.buffer_kib) * 512.0 * 8.0 / (srtt / 1e3) / 1e6;
-                format!("{:.1}", (mbit * CHUNK_SHARE).min(best / 2.0))
-            })
-            .collect();
-        let meas: Vec<String> = points
-            .iter()
-            .map(|p| {
-                format!(
-                    "{:.1}",
-                    (p.stream(0, false).mean + p.stream(1, false).mean) / 2.0
-                )
-            })
-            .collect();
-        (pred.join(" / "), meas.join(" / "))
+        let name = format!("Fixed, δB={db} ms");
+        let half = |p: &Group<'_>| f64::from(p.buffer_kib) * 512.0;
+        (
+            by_sigma(g, 1, &name, |p| per_srtt(p, half(p), 1).min(best / 2.0)),
+            by_sigma(g, 1, &name, |p| {
+                (p.stream(0, false).mean + p.stream(1, false).mean) / 2.0
+            }),
+        )
     };
     // σ at which σ/2 covers path B's bandwidth-delay product, with the srtt_B of the
     // points below full rate.
@@ -612,34 +613,18 @@ fn path_c(g: &Groups<'_>, series: &str) -> String {
 
 /// The association's rate over stream #0's, by σ, for `series` of experiment 3.
 fn over_stream0(g: &Groups<'_>, series: &str) -> String {
-    g.series(3, series)
-        .iter()
-        .map(|p| format!("{:.1}", p.mbit.mean / p.stream(0, false).mean))
-        .collect::<Vec<_>>()
-        .join(" / ")
+    by_sigma(g, 3, series, |p| p.mbit.mean / p.stream(0, false).mean)
 }
 
 /// RR of experiment 3 by σ: σ over path C's smoothed RTT (chunks wait that long behind
 /// path C's), and the rate measured.
 fn rr_fit(g: &Groups<'_>, series: &str) -> (String, String) {
-    let points = g.series(3, series);
-    let pred = points
-        .iter()
-        .map(|p| {
-            let srtt = p.end_paths.get(2).map_or(f64::NAN, |x| x.1.mean);
-            format!(
-                "{:.1}",
-                f64::from(p.buffer_kib) * 1024.0 * 8.0 / (srtt / 1e3) / 1e6 * CHUNK_SHARE
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" / ");
-    let meas = points
-        .iter()
-        .map(|p| format!("{:.1}", p.mbit.mean))
-        .collect::<Vec<_>>()
-        .join(" / ");
-    (pred, meas)
+    (
+        by_sigma(g, 3, series, |p| {
+            per_srtt(p, f64::from(p.buffer_kib) * 1024.0, 2)
+        }),
+        curve(g, 3, series, |p| p.mbit),
+    )
 }
 
 /// Experiment 3: RR against Fixed, with and without NR-SACK.
