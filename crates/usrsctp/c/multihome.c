@@ -1,7 +1,8 @@
 /*
  * taps: what stock usrsctp's public API cannot do: put a second peer address (a second
  * path) on an established AF_CONN association; count a stream's unsent bytes; and IP mode,
- * associations over real addresses through UDP sockets taps owns (taps_ip_*, at the end).
+ * associations over real addresses through UDP sockets taps owns, with an output hook that
+ * chooses each packet's source address and counts it (taps_ip_*, at the end).
  * Plus a fingerprint of the library this file was compiled for.
  *
  * Compiled by crates/usrsctp/build.rs against the internal headers of exactly the installed
@@ -27,6 +28,12 @@
 #include <netinet/sctp_timer.h>
 #include <netinet/sctp_input.h>
 #include <user_socketvar.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <netinet/ip.h>
+#include <netinet/ip6.h>
+#include <netinet/udp.h>
 
 /*
  * The library's internal functions this file calls, looked up by taps_mh_bind in the handle
@@ -367,5 +374,265 @@ int taps_ip_input(const void *buf, size_t length, const struct sockaddr *from,
 	                             0, 0, SCTP_DEFAULT_VRFID, port);
 	if (m != NULL)
 		m_freem(m);
+	return 0;
+}
+
+/*
+ * IP mode's output hook. usrsctp sends each encapsulated packet with sendmsg() on a
+ * tunnelling socket, after stripping the IPv4/IPv6 and UDP headers it built, with no control
+ * data (sctp_userspace_ip_output and sctp_userspace_ip6_output, user_socket.c), so the kernel
+ * picks the source address by routing. A peer answers a packet from an address the
+ * association never listed with an ABORT, and usrsctp's own choice (in the stripped header)
+ * knows nothing of routing. taps_ip_hook_output points libusrsctp's own GOT slot for sendmsg
+ * at taps_ip_sendmsg, which asks `taps_ip_source_cb` for the source of each tunnelled packet
+ * (IP_PKTINFO / IPV6_PKTINFO when it names one) and reports what was sent to
+ * `taps_ip_sent_cb` for the per-path byte counters. Other sendmsg calls of the library pass
+ * through unchanged.
+ */
+struct taps_ip_packet {
+	int family;                /* AF_INET or AF_INET6 */
+	unsigned char chosen[16];  /* the source address usrsctp chose (4 bytes for IPv4) */
+	unsigned char remote[16];  /* the destination address */
+	uint16_t local_sctp_port;  /* host order, from the SCTP common header */
+	uint16_t remote_sctp_port;
+	size_t len;                /* bytes of the SCTP packet */
+};
+/* 1 with the address to send from in `source` (the family's length), or 0: routing picks. */
+typedef int (*taps_ip_source_fn)(const struct taps_ip_packet *, unsigned char *source);
+/* A packet sent, from `source` (NULL: the address routing picked). */
+typedef void (*taps_ip_sent_fn)(const struct taps_ip_packet *, const unsigned char *source);
+
+static ssize_t (*taps_ip_real_sendmsg)(int, const struct msghdr *, int);
+static taps_ip_source_fn taps_ip_source_cb;
+static taps_ip_sent_fn taps_ip_sent_cb;
+
+/* Where the headers usrsctp stripped are: m_adj() either moved the first mbuf's data past
+ * them (they sit just before it) or, when that mbuf held nothing else, emptied it in place
+ * (they sit at its start). */
+static const unsigned char *taps_ip_stripped(const struct msghdr *msg, size_t hlen)
+{
+	const struct iovec *iov = &msg->msg_iov[0];
+	if (iov->iov_len == 0)
+		return iov->iov_base;
+	return (const unsigned char *)iov->iov_base - hlen;
+}
+
+/* The first `n` bytes of the packet, gathered across the iovecs; 0, or -1 if it is shorter. */
+static int taps_ip_head(const struct msghdr *msg, unsigned char *out, size_t n)
+{
+	size_t got = 0;
+	for (size_t i = 0; i < (size_t)msg->msg_iovlen && got < n; i++) {
+		size_t take = msg->msg_iov[i].iov_len < n - got ? msg->msg_iov[i].iov_len : n - got;
+		memcpy(out + got, msg->msg_iov[i].iov_base, take);
+		got += take;
+	}
+	return got == n ? 0 : -1;
+}
+
+/* Fills `p` from a tunnelled packet of `msg` (the headers usrsctp stripped, checked against
+ * the destination): 0, or -1 when `msg` is not laid out as usrsctp's IP output sends. */
+static int taps_ip_describe(const struct msghdr *msg, int v6, struct taps_ip_packet *p)
+{
+	unsigned char sctp[4];
+
+	memset(p, 0, sizeof(*p));
+	if (!v6) {
+		const struct sockaddr_in *to = msg->msg_name;
+		const struct ip *ip = (const struct ip *)taps_ip_stripped(
+		    msg, sizeof(struct ip) + sizeof(struct udphdr));
+		const struct udphdr *udp = (const struct udphdr *)(ip + 1);
+		if (msg->msg_namelen < sizeof(*to) || to->sin_family != AF_INET || ip->ip_v != 4 ||
+		    ip->ip_hl != 5 || ip->ip_p != IPPROTO_UDP ||
+		    ip->ip_dst.s_addr != to->sin_addr.s_addr || udp->uh_dport != to->sin_port)
+			return -1;
+		p->family = AF_INET;
+		memcpy(p->chosen, &ip->ip_src, 4);
+		memcpy(p->remote, &to->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *to = msg->msg_name;
+		const struct ip6_hdr *ip6 = (const struct ip6_hdr *)taps_ip_stripped(
+		    msg, sizeof(struct ip6_hdr) + sizeof(struct udphdr));
+		const struct udphdr *udp = (const struct udphdr *)(ip6 + 1);
+		if (msg->msg_namelen < sizeof(*to) || to->sin6_family != AF_INET6 ||
+		    (ip6->ip6_vfc >> 4) != 6 || ip6->ip6_nxt != IPPROTO_UDP ||
+		    memcmp(&ip6->ip6_dst, &to->sin6_addr, 16) != 0 || udp->uh_dport != to->sin6_port)
+			return -1;
+		p->family = AF_INET6;
+		memcpy(p->chosen, &ip6->ip6_src, 16);
+		memcpy(p->remote, &to->sin6_addr, 16);
+	}
+	if (taps_ip_head(msg, sctp, sizeof(sctp)) != 0)
+		return -1;
+	p->local_sctp_port = (uint16_t)((sctp[0] << 8) | sctp[1]);
+	p->remote_sctp_port = (uint16_t)((sctp[2] << 8) | sctp[3]);
+	return 0;
+}
+
+static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+	} ctl;
+	struct taps_ip_packet p;
+	struct msghdr with = *msg;
+	struct cmsghdr *c = (struct cmsghdr *)ctl.buf;
+	unsigned char source[16];
+	int chosen = 0, v6;
+	ssize_t n;
+
+	if (taps_mh_base == NULL || msg->msg_iovlen < 1 || msg->msg_control != NULL ||
+	    msg->msg_name == NULL ||
+	    (fd != taps_mh_base->userspace_udpsctp && fd != taps_mh_base->userspace_udpsctp6))
+		return taps_ip_real_sendmsg(fd, msg, flags);
+	v6 = fd == taps_mh_base->userspace_udpsctp6;
+	if (taps_ip_describe(msg, v6, &p) != 0)
+		return taps_ip_real_sendmsg(fd, msg, flags);
+	memset(&ctl, 0, sizeof(ctl));
+	if (taps_ip_source_cb != NULL && taps_ip_source_cb(&p, source) == 1) {
+		chosen = 1;
+		with.msg_control = ctl.buf;
+		if (!v6) {
+			struct in_pktinfo pi;
+			memset(&pi, 0, sizeof(pi));
+			memcpy(&pi.ipi_spec_dst, source, 4);
+			c->cmsg_level = IPPROTO_IP;
+			c->cmsg_type = IP_PKTINFO;
+			c->cmsg_len = CMSG_LEN(sizeof(pi));
+			memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+			with.msg_controllen = CMSG_SPACE(sizeof(pi));
+		} else {
+			struct in6_pktinfo pi6;
+			memset(&pi6, 0, sizeof(pi6));
+			memcpy(&pi6.ipi6_addr, source, 16);
+			c->cmsg_level = IPPROTO_IPV6;
+			c->cmsg_type = IPV6_PKTINFO;
+			c->cmsg_len = CMSG_LEN(sizeof(pi6));
+			memcpy(CMSG_DATA(c), &pi6, sizeof(pi6));
+			with.msg_controllen = CMSG_SPACE(sizeof(pi6));
+		}
+	}
+	n = taps_ip_real_sendmsg(fd, &with, flags);
+	/* The source is no longer one of this host's addresses: let routing pick one. */
+	if (n < 0 && chosen && (errno == EINVAL || errno == EADDRNOTAVAIL)) {
+		chosen = 0;
+		n = taps_ip_real_sendmsg(fd, msg, flags);
+	}
+	if (n >= 0 && taps_ip_sent_cb != NULL) {
+		p.len = (size_t)n;
+		taps_ip_sent_cb(&p, chosen ? source : NULL);
+	}
+	return n;
+}
+
+struct taps_ip_slot {
+	const void *base;
+	void **slot;          /* the GOT entry of sendmsg */
+	uintptr_t relro[2];   /* the object's RELRO range, [start, end) */
+};
+
+/* Finds libusrsctp's GOT entry for sendmsg (a JUMP_SLOT or GLOB_DAT relocation) and its
+ * RELRO range, from its dynamic section. */
+static int taps_ip_find_slot(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct taps_ip_slot *s = arg;
+	const ElfW(Dyn) *dyn = NULL;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const ElfW(Rela) *rel[2] = {NULL, NULL};
+	size_t relsz[2] = {0, 0};
+	uintptr_t base = info->dlpi_addr;
+	(void)size;
+	if ((const void *)base != s->base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+		if (ph->p_type == PT_GNU_RELRO) {
+			s->relro[0] = base + ph->p_vaddr;
+			s->relro[1] = base + ph->p_vaddr + ph->p_memsz;
+		}
+	}
+	if (dyn == NULL)
+		return 1;
+	/* The dynamic linker rewrites these to run-time addresses in place on most targets;
+	 * where it does not, they are offsets from the load address. */
+#define TAPS_IP_PTR(v) ((uintptr_t)(v) < base ? base + (uintptr_t)(v) : (uintptr_t)(v))
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		switch (dyn->d_tag) {
+		case DT_SYMTAB: symtab = (const ElfW(Sym) *)TAPS_IP_PTR(dyn->d_un.d_ptr); break;
+		case DT_STRTAB: strtab = (const char *)TAPS_IP_PTR(dyn->d_un.d_ptr); break;
+		case DT_JMPREL: rel[0] = (const ElfW(Rela) *)TAPS_IP_PTR(dyn->d_un.d_ptr); break;
+		case DT_PLTRELSZ: relsz[0] = dyn->d_un.d_val; break;
+		case DT_RELA: rel[1] = (const ElfW(Rela) *)TAPS_IP_PTR(dyn->d_un.d_ptr); break;
+		case DT_RELASZ: relsz[1] = dyn->d_un.d_val; break;
+		default: break;
+		}
+	}
+#undef TAPS_IP_PTR
+	if (symtab == NULL || strtab == NULL)
+		return 1;
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; rel[t] != NULL && i < relsz[t] / sizeof(ElfW(Rela)); i++) {
+			const ElfW(Rela) *r = &rel[t][i];
+			unsigned long type = ELF64_R_TYPE(r->r_info);
+			size_t sym = ELF64_R_SYM(r->r_info);
+#if defined(__x86_64__)
+			if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+				continue;
+#elif defined(__aarch64__)
+			if (type != R_AARCH64_JUMP_SLOT && type != R_AARCH64_GLOB_DAT)
+				continue;
+#else
+			continue;
+#endif
+			if (sym != 0 && strcmp(strtab + symtab[sym].st_name, "sendmsg") == 0) {
+				s->slot = (void **)(base + r->r_offset);
+				return 1;
+			}
+		}
+	}
+	return 1;
+}
+
+/*
+ * Installs the output hook described above, with its two callbacks. Returns 0, or -1 when
+ * libusrsctp's GOT entry for sendmsg cannot be found or written (then usrsctp sends as
+ * before, the kernel picking every source, and nothing is counted). Called once per process,
+ * when IP mode starts, after taps_ip_set_sockets.
+ */
+int taps_ip_hook_output(taps_ip_source_fn source, taps_ip_sent_fn sent)
+{
+	Dl_info di;
+	struct taps_ip_slot s;
+	uintptr_t page;
+	long pagesize = sysconf(_SC_PAGESIZE);
+	void *real;
+
+	if (taps_mh_p_sctp_findnet == NULL || pagesize <= 0)
+		return -1;
+	if (dladdr((void *)taps_mh_p_sctp_findnet, &di) == 0 || di.dli_fbase == NULL)
+		return -1;
+	real = dlsym(RTLD_DEFAULT, "sendmsg");
+	if (real == NULL)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.base = di.dli_fbase;
+	dl_iterate_phdr(taps_ip_find_slot, &s);
+	if (s.slot == NULL)
+		return -1;
+	taps_ip_real_sendmsg = (ssize_t (*)(int, const struct msghdr *, int))real;
+	taps_ip_source_cb = source;
+	taps_ip_sent_cb = sent;
+	page = (uintptr_t)s.slot & ~((uintptr_t)pagesize - 1);
+	if (mprotect((void *)page, (size_t)pagesize, PROT_READ | PROT_WRITE) != 0)
+		return -1;
+	__atomic_store_n(s.slot, (void *)taps_ip_sendmsg, __ATOMIC_SEQ_CST);
+	/* Read-only again where the dynamic linker had made it so: the RELRO pages, up to the
+	 * last whole one. */
+	if (page >= (s.relro[0] & ~((uintptr_t)pagesize - 1)) &&
+	    page + (uintptr_t)pagesize <= (s.relro[1] & ~((uintptr_t)pagesize - 1)))
+		mprotect((void *)page, (size_t)pagesize, PROT_READ);
 	return 0;
 }

@@ -8,8 +8,9 @@
 //! Model: the process has one tunnelling UDP port (usrsctp has one), with one UDP socket
 //! per address family bound to it (`0.0.0.0:port`, `[::]:port`), created by the first
 //! IP-mode connect or listen and kept for the life of the process. usrsctp sends from them
-//! directly (the kernel picks each packet's source address by routing); a reader thread
-//! per socket hands received datagrams to usrsctp under the crate's lock. A path is a peer
+//! directly, through an output hook that picks each packet's source address among those
+//! its association lists and counts the packets per path ([`crate::ip_paths`]); a reader
+//! thread per socket hands received datagrams to usrsctp under the crate's lock. A path is a peer
 //! IP address. AF_CONN associations (the default) are unaffected; one association is one
 //! kind or the other, and the two kinds share the SCTP port space.
 //!
@@ -18,7 +19,7 @@
 //!
 //! Costs: two UDP sockets and two threads per process, once; per packet one `poll`, one
 //! `recvmsg` and one call into usrsctp; usrsctp sends each packet with its own `sendmsg`
-//! (no GSO batching) and computes its CRC32c in software.
+//! (no GSO batching; the hook adds two short locks) and computes its CRC32c in software.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -155,19 +156,10 @@ fn read_loop(s: &Socket, port: u16) {
 /// ABORT would, from the local address routing picks towards it.
 fn refusals(s: &Socket, port: u16) {
     let _ = crate::refusal::take_refusals_with(s, |to, abort| {
-        if let Some(local) = route_source(to) {
+        if let Some(local) = crate::ip_paths::route_source(to) {
             ffi::ip_input(abort, to, SocketAddr::new(local, port));
         }
     });
-}
-
-/// The source address routing picks towards `to` (one UDP socket connected, never used).
-pub(crate) fn route_source(to: SocketAddr) -> Option<IpAddr> {
-    let probe = std::net::UdpSocket::bind(SocketAddr::new(unspecified(to.is_ipv6()), 0)).ok()?;
-    probe
-        .connect(SocketAddr::new(to.ip(), to.port().max(1)))
-        .ok()?;
-    Some(probe.local_addr().ok()?.ip())
 }
 
 /// The unspecified address of `v6`'s family.
@@ -231,6 +223,8 @@ pub(crate) fn connect(
     // Every path of the association, those the INIT-ACK lists included, starts with the
     // remote's UDP port: usrsctp peers have one tunnelling port per process.
     sock.set_encaps_port(unspecified(v6), remote.port())?;
+    let ports = (local_sctp_port(&sock), sctp_port);
+    crate::ip_paths::register(ports, listed_now(&sock));
     let shared = AssocShared::new(sock.clone(), remote, opts, Progress::Connecting);
     match sock.connect_ip(SocketAddr::new(remote.ip(), sctp_port)) {
         Ok(()) => {}
@@ -238,7 +232,7 @@ pub(crate) fn connect(
         Err(e) => return Err(e),
     }
     let local = SocketAddr::new(locals.first().copied().unwrap_or(unspecified(v6)), port);
-    let inner = AssocInner::start(shared, Link::Ip, local, remote);
+    let inner = AssocInner::start(shared, Link::Ip { ports }, local, remote);
     Ok(Connecting::new(inner))
 }
 
@@ -280,6 +274,60 @@ pub(crate) fn fix_ports(sock: &Sock, first: IpAddr) -> Result<SocketAddr> {
     Ok(SocketAddr::new(first, port))
 }
 
+/// The SCTP port `sock` is bound to (0 if usrsctp lists no IP address for it).
+fn local_sctp_port(sock: &Sock) -> u16 {
+    sock.local_addrs()
+        .ok()
+        .and_then(|a| a.iter().find_map(ffi::ip_addr_of))
+        .map_or(0, |a| a.port())
+}
+
+/// The local addresses usrsctp lists for `sock`'s association (`usrsctp_getladdrs`: an
+/// address added by ASCONF only once the peer acknowledged it), or that it is bound to.
+pub(crate) fn listed_now(sock: &Sock) -> Vec<IpAddr> {
+    sock.local_addrs()
+        .map(|a| {
+            a.iter()
+                .filter_map(ffi::ip_addr_of)
+                .map(|a| a.ip())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Lists `sock`'s addresses for the association with `ports` again, now and, with
+/// `awaited`, every 20 ms until usrsctp lists that address (the peer has acknowledged its
+/// ASCONF), for at most [`RELIST_FOR`], on a thread of its own.
+pub(crate) fn relist(sock: &Arc<Sock>, ports: crate::ip_paths::Ports, awaited: Option<IpAddr>) {
+    let listed = listed_now(sock);
+    let pending = awaited.filter(|a| !listed.contains(a));
+    crate::ip_paths::register(ports, listed);
+    let Some(awaited) = pending else {
+        return;
+    };
+    let sock = sock.clone();
+    let _ = std::thread::Builder::new()
+        .name("usrsctp-relist".into())
+        .spawn(move || {
+            let until = std::time::Instant::now() + RELIST_FOR;
+            while std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let listed = listed_now(&sock);
+                if listed.is_empty() {
+                    return; // the association is gone
+                }
+                let done = listed.contains(&awaited);
+                crate::ip_paths::update(ports, listed);
+                if done {
+                    return;
+                }
+            }
+        });
+}
+
+/// How long [`relist`] waits for an added address to be acknowledged.
+const RELIST_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Asks usrsctp for a HEARTBEAT on the path to `peer` now.
 fn heartbeat(sock: &Sock, peer: IpAddr) -> Result<()> {
     let mut p = <ffi::sctp_paddrparams as ffi::Plain>::zeroed();
@@ -312,7 +360,13 @@ pub(crate) fn accepted(
     let remote = fix_ports(&sock, first)?;
     let _ = opts.apply(&sock, false, None);
     let progress = crate::assoc::established(&sock);
+    let peer_port = match peer {
+        Some(p) => p.port(),
+        None => sock.peer_ips()?.first().map_or(0, |a| a.port()),
+    };
+    let ports = (local_sctp_port(&sock), peer_port);
+    crate::ip_paths::register(ports, listed_now(&sock));
     let shared = AssocShared::new(sock, remote, opts, progress);
-    let inner = AssocInner::start(shared, Link::Ip, local, remote);
+    let inner = AssocInner::start(shared, Link::Ip { ports }, local, remote);
     Ok((Association { inner }, remote))
 }

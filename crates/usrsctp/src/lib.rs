@@ -156,6 +156,7 @@ mod error;
 mod exit;
 mod ffi;
 mod ip_mode;
+mod ip_paths;
 mod listener;
 mod multihome;
 mod options;

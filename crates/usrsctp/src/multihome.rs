@@ -67,6 +67,11 @@ pub struct PathInfo {
     pub rto_ms: u32,
     /// Path MTU in bytes (a new AF_CONN path starts at 1280).
     pub mtu: u32,
+    /// Bytes of SCTP packets sent on the path (every chunk, retransmissions included), in
+    /// IP mode where usrsctp's output is hooked; `None` otherwise.
+    pub bytes_sent: Option<u64>,
+    /// Bytes of SCTP packets received on the path, in IP mode; `None` otherwise.
+    pub bytes_received: Option<u64>,
 }
 
 /// Per-path parameters (`SCTP_PEER_ADDR_PARAMS`); `None` leaves a value unchanged.

@@ -2,8 +2,9 @@
 //! ::1, in one process (one tunnelling port, as usrsctp has one per process). Proves that
 //! both sides learn both of the other's addresses from the handshake alone (no path is
 //! added by hand), that both paths are confirmed, that data flows both ways and on each
-//! path, that the primary path can be moved, and that an address this host lacks is
-//! refused with a message that names it. Without the shim: the clear error.
+//! path, that each path counts its bytes, that the primary path can be moved, and that an
+//! address this host lacks is refused with a message that names it. Without the shim: the
+//! clear error.
 
 use std::future::IntoFuture;
 use std::net::{IpAddr, SocketAddr};
@@ -130,6 +131,39 @@ async fn peers_learn_each_others_addresses_from_the_handshake() {
         let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
         assert_eq!(m.data, b"pinned");
     }
+    // Bytes per path (every SCTP packet each way is counted): the pinned sends went out
+    // on both of the client's paths and came in on both of the server's; and a send pinned
+    // to a path adds at least its size there.
+    let count = |assoc: &Association, sent: bool| -> Vec<u64> {
+        let paths = assoc.paths().unwrap();
+        let n = |p: &usrsctp::PathInfo| if sent { p.bytes_sent } else { p.bytes_received };
+        paths.iter().map(|p| n(p).unwrap_or(0)).collect()
+    };
+    let (cs, sr) = (count(&client, true), count(&server, false));
+    assert!(
+        cs.len() == 2 && cs.iter().all(|&b| b > 0),
+        "client sent {cs:?}"
+    );
+    assert!(
+        sr.len() == 2 && sr.iter().all(|&b| b > 0),
+        "server received {sr:?}"
+    );
+    assert!(count(&client, false).iter().sum::<u64>() > 0);
+    assert!(count(&server, true).iter().sum::<u64>() > 0);
+    let sent_on = |id: PathId| {
+        let paths = client.paths().unwrap();
+        paths.iter().find(|p| p.id == id).and_then(|p| p.bytes_sent)
+    };
+    let before = sent_on(other).unwrap();
+    client
+        .send_on_path(other, 1, &[7u8; 10_000], true, 0)
+        .await
+        .unwrap();
+    let m = timeout(T, server.recv()).await.unwrap().unwrap().unwrap();
+    assert_eq!(m.data.len(), 10_000);
+    let after = sent_on(other).unwrap();
+    assert!(after >= before + 10_000, "{before} then {after}");
+
     let foreign = PathId::from_ip("127.0.0.9".parse().unwrap());
     assert!(client.set_primary(foreign).is_err());
 

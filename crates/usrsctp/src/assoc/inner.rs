@@ -20,8 +20,9 @@ pub(crate) enum Link {
         udp: Arc<SharedUdp>,
         remote: SocketAddr,
     },
-    /// IP mode: the process's tunnelling sockets carry the packets; nothing to hold.
-    Ip,
+    /// IP mode: the process's tunnelling sockets carry the packets; nothing to hold but
+    /// the SCTP ports (this side's, the peer's) its per-path counters are kept under.
+    Ip { ports: (u16, u16) },
 }
 
 /// Owns the association's resources; dropped when the last handle goes.
@@ -41,8 +42,10 @@ impl Drop for AssocInner {
         if let Some(d) = self.driver.take() {
             d.abort();
         }
-        if let Link::Server { udp, remote } = &self.link {
-            udp.unclaim(*remote);
+        match &self.link {
+            Link::Server { udp, remote } => udp.unclaim(*remote),
+            Link::Ip { ports } => crate::ip_paths::forget(*ports),
+            Link::Client(_) => {}
         }
         // Then `link` drops: a client's reader task is aborted and its conn address deregistered.
     }
@@ -69,6 +72,14 @@ impl AssocInner {
     /// Whether the association runs in IP mode (real addresses, usrsctp's own UDP
     /// encapsulation), where it can add and remove local addresses.
     pub(crate) fn is_ip_mode(&self) -> bool {
-        matches!(self.link, Link::Ip)
+        matches!(self.link, Link::Ip { .. })
+    }
+
+    /// In IP mode, the SCTP ports (this side's, the peer's).
+    pub(crate) fn ip_ports(&self) -> Option<(u16, u16)> {
+        match self.link {
+            Link::Ip { ports } => Some(ports),
+            _ => None,
+        }
     }
 }

@@ -434,6 +434,8 @@ usrsctp_api! {
     ) -> ssize_t;
     fn usrsctp_getpaddrs(so: *mut socket, id: sctp_assoc_t, raddrs: *mut *mut sockaddr) -> c_int;
     fn usrsctp_freepaddrs(addrs: *mut sockaddr);
+    fn usrsctp_getladdrs(so: *mut socket, id: sctp_assoc_t, raddrs: *mut *mut sockaddr) -> c_int;
+    fn usrsctp_freeladdrs(addrs: *mut sockaddr);
     fn usrsctp_bind(so: *mut socket, name: *mut sockaddr, namelen: socklen_t) -> c_int;
     fn usrsctp_bindx(so: *mut socket, addrs: *mut sockaddr, addrcnt: c_int, flags: c_int) -> c_int;
     fn usrsctp_listen(so: *mut socket, backlog: c_int) -> c_int;

@@ -47,6 +47,92 @@ extern "C" {
         from: *const libc::sockaddr,
         to: *const libc::sockaddr,
     ) -> c_int;
+    /// c/multihome.c: points libusrsctp's GOT entry for `sendmsg` at the shim's output
+    /// hook, which asks `source` where each tunnelled packet leaves from and reports it to
+    /// `sent`; 0 or -1.
+    fn taps_ip_hook_output(
+        source: extern "C" fn(*const Packet, *mut u8) -> c_int,
+        sent: extern "C" fn(*const Packet, *const u8),
+    ) -> c_int;
+}
+
+/// `struct taps_ip_packet` of c/multihome.c: one tunnelled packet.
+#[cfg(usrsctp_multihome)]
+#[repr(C)]
+struct Packet {
+    family: c_int,
+    chosen: [u8; 16],
+    remote: [u8; 16],
+    local_sctp_port: u16,
+    remote_sctp_port: u16,
+    len: usize,
+}
+
+#[cfg(usrsctp_multihome)]
+impl Packet {
+    /// The address in `b` (16 bytes, the first 4 for IPv4) of the packet's family.
+    fn ip(&self, b: &[u8; 16]) -> Option<IpAddr> {
+        match self.family {
+            libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
+            libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
+            _ => None,
+        }
+    }
+
+    fn ports(&self) -> crate::ip_paths::Ports {
+        (self.local_sctp_port, self.remote_sctp_port)
+    }
+}
+
+/// The output hook's question: where the packet `p` leaves from. Writes the address into
+/// `out` (16 bytes) and returns 1, or returns 0 to leave it to routing. Runs inside usrsctp
+/// (under the usrsctp lock, or on usrsctp's iterator thread): short locks, and a route
+/// lookup at most once a second per destination.
+#[cfg(usrsctp_multihome)]
+extern "C" fn packet_source(p: *const Packet, out: *mut u8) -> c_int {
+    // SAFETY: the shim passes a live `struct taps_ip_packet`.
+    let Some(p) = (unsafe { p.as_ref() }) else {
+        return 0;
+    };
+    let (Some(chosen), Some(remote)) = (p.ip(&p.chosen), p.ip(&p.remote)) else {
+        return 0;
+    };
+    let source =
+        std::panic::catch_unwind(|| crate::ip_paths::source_for(p.ports(), remote, chosen));
+    let bytes = match source {
+        Ok(Some(IpAddr::V4(a))) => a.octets().to_vec(),
+        Ok(Some(IpAddr::V6(a))) => a.octets().to_vec(),
+        _ => return 0,
+    };
+    // SAFETY: `out` is the shim's 16-byte buffer; 4 or 16 bytes are written.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len()) };
+    1
+}
+
+/// The output hook's report of one packet sent from `source` (null: routing's pick):
+/// counted for its path. Runs where [`packet_source`] does; one short lock.
+#[cfg(usrsctp_multihome)]
+extern "C" fn packet_sent(p: *const Packet, source: *const u8) {
+    // SAFETY: the shim passes a live `struct taps_ip_packet`.
+    let Some(p) = (unsafe { p.as_ref() }) else {
+        return;
+    };
+    let Some(remote) = p.ip(&p.remote) else {
+        return;
+    };
+    let source = match source.is_null() {
+        true => None,
+        false => {
+            let mut b = [0u8; 16];
+            let n = if p.family == libc::AF_INET { 4 } else { 16 };
+            // SAFETY: a non-null `source` is the 16-byte buffer `packet_source` filled
+            // with an address of the packet's family.
+            unsafe { std::ptr::copy_nonoverlapping(source, b.as_mut_ptr(), n) };
+            p.ip(&b)
+        }
+    };
+    let _ =
+        std::panic::catch_unwind(|| crate::ip_paths::count_sent(p.ports(), remote, source, p.len));
 }
 
 /// `a` as a C socket address: the storage and its true length.
@@ -138,8 +224,10 @@ unsafe fn sockaddr_to_ip(sa: *const libc::sockaddr) -> Option<SocketAddr> {
 }
 
 /// Installs `fd4`/`fd6` (-1: none) as the UDP sockets usrsctp sends encapsulated IPv4/IPv6
-/// packets from, and `port` as its tunnelling port (the UDP source port it writes). Needs the
-/// shim ([`Error::MultihomeUnavailable`] says why not). Two calls under the usrsctp lock.
+/// packets from, and `port` as its tunnelling port (the UDP source port it writes), and
+/// hooks usrsctp's output so that each packet leaves from an address its association lists
+/// and is counted for its path (`crate::ip_paths`). Needs the shim
+/// ([`Error::MultihomeUnavailable`] says why not). Three calls under the usrsctp lock.
 pub(crate) fn set_tunnel(fd4: c_int, fd6: c_int, port: u16) -> Result<()> {
     multihome_ready()?;
     set_tunnel_checked(fd4, fd6, port)
@@ -155,6 +243,12 @@ fn set_tunnel_checked(fd4: c_int, fd6: c_int, port: u16) -> Result<()> {
             raw::usrsctp_sysctl_set_sctp_udp_tunneling_port(u32::from(port))
         }
     });
+    // SAFETY: the shim was compiled for the loaded library; the hook rewrites one pointer
+    // of that library's GOT (its own binding of `sendmsg`) and keeps two functions that
+    // live as long as the process. Without it usrsctp sends as before.
+    if serial(|| unsafe { taps_ip_hook_output(packet_source, packet_sent) }) == 0 {
+        crate::ip_paths::set_hooked();
+    }
     if rc != 0 {
         return Err(Error::Sys {
             op: "usrsctp_sysctl_set_sctp_udp_tunneling_port",
@@ -177,6 +271,9 @@ fn set_tunnel_checked(_fd4: c_int, _fd6: c_int, _port: u16) -> Result<()> {
 pub(crate) fn ip_input(pkt: &[u8], from: SocketAddr, to: SocketAddr) {
     if !super::library::crc32c_ok(pkt) {
         return;
+    }
+    if let Some(ports) = crate::ip_paths::received_ports(pkt) {
+        crate::ip_paths::count_received(ports, from.ip(), pkt.len());
     }
     ip_input_checked(pkt, from, to);
 }

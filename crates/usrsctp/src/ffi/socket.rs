@@ -414,12 +414,30 @@ impl Socket {
     /// AF_INET6, packed back to back, each as long as its family's sockaddr), each copied
     /// into a `sockaddr_storage`. usrsctp allocates the list and we free it.
     pub(crate) fn peer_addrs(&self) -> Result<Vec<libc::sockaddr_storage>> {
+        self.addr_list(false)
+    }
+
+    /// This side's addresses (`usrsctp_getladdrs`), as [`peer_addrs`](Self::peer_addrs)
+    /// gives the peer's; each carries the socket's SCTP port.
+    pub(crate) fn local_addrs(&self) -> Result<Vec<libc::sockaddr_storage>> {
+        self.addr_list(true)
+    }
+
+    fn addr_list(&self, local: bool) -> Result<Vec<libc::sockaddr_storage>> {
         self.call(|so| {
             let mut addrs: *mut libc::sockaddr = std::ptr::null_mut();
             // SAFETY: `so` is live; usrsctp allocates the array and stores it in `addrs`.
-            let n = unsafe { raw::usrsctp_getpaddrs(so, 0, &mut addrs) };
+            let n = unsafe {
+                match local {
+                    true => raw::usrsctp_getladdrs(so, 0, &mut addrs),
+                    false => raw::usrsctp_getpaddrs(so, 0, &mut addrs),
+                }
+            };
             if n < 0 {
-                return Err(Error::sys("usrsctp_getpaddrs"));
+                return Err(Error::sys(match local {
+                    true => "usrsctp_getladdrs",
+                    false => "usrsctp_getpaddrs",
+                }));
             }
             let mut out = Vec::with_capacity(n as usize);
             let mut p = addrs as *const u8;
@@ -450,8 +468,14 @@ impl Socket {
                 out.push(ss);
             }
             if !addrs.is_null() {
-                // SAFETY: `addrs` came from usrsctp_getpaddrs and is freed once.
-                unsafe { raw::usrsctp_freepaddrs(addrs) };
+                // SAFETY: `addrs` came from usrsctp_getladdrs or usrsctp_getpaddrs (as
+                // `local` says) and is freed once, by its pair.
+                unsafe {
+                    match local {
+                        true => raw::usrsctp_freeladdrs(addrs),
+                        false => raw::usrsctp_freepaddrs(addrs),
+                    }
+                };
             }
             Ok(out)
         })

@@ -1,7 +1,7 @@
 //! The multihoming methods of [`Association`]: adding a path, listing paths, the primary
 //! path, per-path parameters, CMT, NR-SACK, path events and sends pinned to a path.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use super::{
@@ -46,12 +46,18 @@ impl Association {
 
     /// Every path of the association with its state and UDP addresses
     /// (`usrsctp_getpaddrs`, then one `SCTP_GET_PEER_ADDR_INFO` and the socket's addresses
-    /// per path, and one `SCTP_PRIMARY_ADDR`). Works without the shim (one path).
+    /// per path, and one `SCTP_PRIMARY_ADDR`), and in IP mode the bytes each carried (one
+    /// lock per path). Works without the shim (one path).
     pub fn paths(&self) -> Result<Vec<PathInfo>> {
         let sock = &self.mh_shared().sock;
         let primary = self.primary_path().ok();
+        let ports = self.inner.ip_ports();
         let mut out = Vec::new();
         for id in peer_paths(sock)? {
+            let bytes = match (ports, id.0) {
+                (Some(ports), PathKey::Ip(remote)) => Some(crate::ip_paths::path(ports, remote)),
+                _ => None,
+            };
             let mut pi = ffi::sctp_paddrinfo::zeroed();
             pi.spinfo_address = id.storage();
             sock.getopt(
@@ -62,7 +68,7 @@ impl Association {
             )?;
             out.push(PathInfo {
                 id,
-                addrs: path_addrs(sock, id),
+                addrs: path_addrs(sock, id, bytes.and_then(|b| b.source)),
                 state: match pi.spinfo_state {
                     ffi::SCTP_ACTIVE => PathState::Active,
                     ffi::SCTP_INACTIVE => PathState::Inactive,
@@ -74,6 +80,8 @@ impl Association {
                 srtt_ms: pi.spinfo_srtt,
                 rto_ms: pi.spinfo_rto,
                 mtu: pi.spinfo_mtu,
+                bytes_sent: bytes.filter(|_| crate::ip_paths::hooked()).map(|b| b.sent),
+                bytes_received: bytes.map(|b| b.received),
             });
         }
         Ok(out)
@@ -248,16 +256,25 @@ fn peer_paths(sock: &crate::sys::Sock) -> Result<Vec<PathId>> {
 }
 
 /// The UDP addresses path `id` runs over, (ours, the peer's): from the route of an AF_CONN
-/// path's socket; for an IP path the tunnelling port, the source address routing picks for
-/// the peer (one UDP socket connected, never sent on) and the peer's encapsulation port.
-fn path_addrs(sock: &crate::sys::Sock, id: PathId) -> Option<(SocketAddr, SocketAddr)> {
+/// path's socket; for an IP path the tunnelling port, the `source` its packets were last
+/// sent from (else the one routing picks for the peer: one UDP socket connected, never
+/// sent on) and the peer's encapsulation port.
+fn path_addrs(
+    sock: &crate::sys::Sock,
+    id: PathId,
+    source: Option<IpAddr>,
+) -> Option<(SocketAddr, SocketAddr)> {
     match id.0 {
         PathKey::Conn(c) => crate::sys::route_addrs(c),
         PathKey::Ip(ip) => {
             let port = sock.encaps_port(ip).ok()?;
             let remote = SocketAddr::new(ip, port);
             let local_port = crate::ip_mode::current_port()?;
-            let local = SocketAddr::new(crate::ip_mode::route_source(remote)?, local_port);
+            let source = match source {
+                Some(s) => s,
+                None => crate::ip_paths::route_source(remote)?,
+            };
+            let local = SocketAddr::new(source, local_port);
             Some((local, remote))
         }
     }

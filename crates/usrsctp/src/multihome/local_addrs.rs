@@ -37,39 +37,46 @@ impl Association {
                  (multihoming, usrsctp's IP mode) has several local addresses"
             )));
         }
-        self.inner
-            .shared
-            .sock
-            .rebind_ip(ip, add)
-            .map_err(|e| match e {
-                Error::Sys { source, .. } => {
-                    let why = match source.raw_os_error() {
-                        Some(libc::EADDRNOTAVAIL) if add => {
-                            "it is not one of the addresses this host had when SCTP was first \
+        let ports = self.inner.ip_ports();
+        if let (Some(ports), false) = (ports, add) {
+            // No packet leaves from it from now on.
+            let listed = crate::ip_mode::listed_now(&self.inner.shared.sock);
+            crate::ip_paths::register(ports, listed.into_iter().filter(|a| *a != ip).collect());
+        }
+        let done = self.inner.shared.sock.rebind_ip(ip, add);
+        if let Some(ports) = ports {
+            // Removed or not, the list is usrsctp's again; an added address is listed
+            // once the peer has acknowledged it.
+            crate::ip_mode::relist(&self.inner.shared.sock, ports, add.then_some(ip));
+        }
+        done.map_err(|e| match e {
+            Error::Sys { source, .. } => {
+                let why = match source.raw_os_error() {
+                    Some(libc::EADDRNOTAVAIL) if add => {
+                        "it is not one of the addresses this host had when SCTP was first \
                              used in this process"
-                                .to_string()
-                        }
-                        Some(libc::EADDRNOTAVAIL) => "the association does not use it".to_string(),
-                        Some(libc::EINVAL) if !add => {
-                            "it is the association's last local address, or not one of them"
-                                .to_string()
-                        }
-                        Some(libc::EINVAL) if ip.is_ipv6() => {
-                            "the association's socket is IPv4 only (it was made with IPv4 \
-                             addresses alone)"
-                                .to_string()
-                        }
-                        _ => source.to_string(),
-                    };
-                    Error::Sys {
-                        op: "bindx",
-                        source: Arc::new(std::io::Error::new(
-                            source.kind(),
-                            format!("cannot {what} local address {ip}: {why}"),
-                        )),
+                            .to_string()
                     }
+                    Some(libc::EADDRNOTAVAIL) => "the association does not use it".to_string(),
+                    Some(libc::EINVAL) if !add => {
+                        "it is the association's last local address, or not one of them".to_string()
+                    }
+                    Some(libc::EINVAL) if ip.is_ipv6() => {
+                        "the association's socket is IPv4 only (it was made with IPv4 \
+                             addresses alone)"
+                            .to_string()
+                    }
+                    _ => source.to_string(),
+                };
+                Error::Sys {
+                    op: "bindx",
+                    source: Arc::new(std::io::Error::new(
+                        source.kind(),
+                        format!("cannot {what} local address {ip}: {why}"),
+                    )),
                 }
-                e => e,
-            })
+            }
+            e => e,
+        })
     }
 }
