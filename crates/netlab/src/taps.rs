@@ -178,12 +178,26 @@ pub struct FlowReport {
     /// prints them: DNS answers, starts, `#1 reachable (peer answered): committing to
     /// it` (SCTP's INIT-ACK), cancels, the win.
     pub timeline: Vec<(f64, String)>,
-    /// With [`Connect::paths`]: the connection's paths before it closed, as (local,
-    /// remote, state) strings.
-    pub paths: Vec<(String, String, String)>,
+    /// With [`Connect::paths`]: the connection's paths before it closed.
+    pub paths: Vec<PathReport>,
     /// With [`Connect::paths`]: the path changes the connection saw, as (ms since the
     /// flow started, remote, change: `up`, `down`, ...).
     pub path_changes: Vec<(f64, String, String)>,
+}
+
+/// One path of a connection as `taps connect --paths --json` reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PathReport {
+    /// This side's address.
+    pub local: String,
+    /// The peer's address.
+    pub remote: String,
+    /// `active`, `unconfirmed` or `inactive`.
+    pub state: String,
+    /// Bytes sent on the path, where taps counts them.
+    pub bytes_sent: Option<u64>,
+    /// Bytes received on the path, where taps counts them.
+    pub bytes_received: Option<u64>,
 }
 
 impl FlowReport {
@@ -425,7 +439,13 @@ fn parse_flow(v: &Value) -> FlowReport {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .map(|p| (str_of(p, "local"), str_of(p, "remote"), str_of(p, "state")))
+            .map(|p| PathReport {
+                local: str_of(p, "local"),
+                remote: str_of(p, "remote"),
+                state: str_of(p, "state"),
+                bytes_sent: p.get("bytes_sent").and_then(Value::as_u64),
+                bytes_received: p.get("bytes_received").and_then(Value::as_u64),
+            })
             .collect(),
         path_changes: v
             .get("path_changes")

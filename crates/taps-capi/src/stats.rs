@@ -108,8 +108,8 @@ pub unsafe extern "C" fn neat_get_stats(
     })
 }
 
-/// One path of an SCTP flow in the statistics: addresses, state, primary, and usrsctp's
-/// figures (times in ms).
+/// One path of an SCTP flow in the statistics: addresses, state, primary, usrsctp's
+/// figures (times in ms) and, on a multihomed association, the bytes each way.
 fn path_json(p: &taps::Path) -> serde_json::Value {
     let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as u64);
     serde_json::json!({
@@ -121,6 +121,8 @@ fn path_json(p: &taps::Path) -> serde_json::Value {
         "rto": ms(p.rto),
         "cwnd": p.cwnd,
         "mtu": p.mtu,
+        "bytes_sent": p.bytes_sent,
+        "bytes_received": p.bytes_received,
     })
 }
 

@@ -534,7 +534,7 @@ fn primary_path_of_an_sctp_flow() {
 /// NEAT's `multihoming` property with a `local_ips` list on both ends (127.0.0.1 and ::1,
 /// loopback's two "links"): one SCTP association over which the client learns the
 /// server's second address from the handshake and makes it the primary path with
-/// neat_set_primary_dest; the statistics list both paths.
+/// neat_set_primary_dest; the statistics list both paths, each with the bytes it sent.
 #[test]
 fn multihoming_property_and_primary_dest_over_two_addresses() {
     let (work, _l) = need!();
@@ -546,7 +546,10 @@ fn multihoming_property_and_primary_dest_over_two_addresses() {
         &["other", "127.0.0.1", port, MULTIHOMED],
         30,
     ));
-    assert_eq!(out, "other 0\nv6 primary listed\npaths 2\n", "{out}");
+    assert_eq!(
+        out, "other 0\nv6 primary listed\npaths 2\ncounted 2\n",
+        "{out}"
+    );
 }
 
 /// The peer's end of stream: a 0-byte read on SCTP (as NEAT on SCTP), on_close with no

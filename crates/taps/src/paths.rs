@@ -33,6 +33,13 @@ pub struct Path {
     pub cwnd: Option<u32>,
     /// Path MTU in bytes (SCTP).
     pub mtu: Option<u32>,
+    /// Bytes sent on the path as the protocol counts them: TCP's and each MPTCP subflow's
+    /// payload bytes, retransmissions included (`tcp_info`); the SCTP packets of a
+    /// multihomed association (every chunk). `None` where nothing counts them (SCTP on
+    /// one path, UDP, QUIC, DTLS).
+    pub bytes_sent: Option<u64>,
+    /// Bytes received on the path, counted as [`bytes_sent`](Self::bytes_sent) is.
+    pub bytes_received: Option<u64>,
 }
 
 /// Whether a path may carry data (RFC 9260's path states, as usrsctp reports them).
@@ -62,17 +69,19 @@ impl PathState {
 
 impl Connection {
     /// The connection's paths. An SCTP association lists each path it knows with its
-    /// state, round-trip time, retransmission timeout, congestion window and MTU (a few
-    /// socket options per path, under usrsctp's lock); an MPTCP connection lists its
-    /// subflows (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`, Linux 5.16 and later: RTT,
-    /// RTO, cwnd, MTU each); any other connection gives the one path it runs on (with the
-    /// RTT from `TCP_INFO` on TCP).
+    /// state, round-trip time, retransmission timeout, congestion window, MTU and, when
+    /// multihomed, bytes each way (a few socket options per path, under usrsctp's lock);
+    /// an MPTCP connection lists its subflows (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`,
+    /// Linux 5.16 and later: RTT, RTO, cwnd, MTU, bytes each); any other connection gives
+    /// the one path it runs on (with the RTT and bytes from `TCP_INFO` on TCP, one
+    /// `getsockopt`).
     pub fn paths(&self) -> Result<Vec<Path>, Error> {
         if let Some(subflows) = self.mptcp_paths() {
             return Ok(subflows);
         }
         let Some(flow) = self.sctp_flow() else {
             let info = self.info();
+            let tcp = self.tcp_stream().and_then(crate::transport::tcp_info);
             return Ok(vec![Path {
                 local: info.local,
                 remote: info.remote,
@@ -82,6 +91,8 @@ impl Connection {
                 rto: None,
                 cwnd: None,
                 mtu: None,
+                bytes_sent: tcp.map(|t| t.bytes_sent),
+                bytes_received: tcp.map(|t| t.bytes_received),
             }]);
         };
         let paths = flow.shared().association().paths().map_err(flow_error)?;
@@ -104,6 +115,8 @@ impl Connection {
                     rto: ms(p.rto_ms),
                     cwnd: Some(p.cwnd),
                     mtu: Some(p.mtu),
+                    bytes_sent: p.bytes_sent,
+                    bytes_received: p.bytes_received,
                 })
             })
             .collect())
@@ -129,6 +142,8 @@ impl Connection {
                     rto: Some(info.rto),
                     cwnd: Some(info.snd_cwnd.saturating_mul(info.snd_mss)),
                     mtu: Some(info.pmtu),
+                    bytes_sent: Some(info.bytes_sent),
+                    bytes_received: Some(info.bytes_received),
                 })
                 .collect(),
         )

@@ -213,6 +213,12 @@ async fn byte_stream_read_write() {
     c.shutdown().await.unwrap();
     assert_eq!(server.await.unwrap(), 1_000_000);
     assert_eq!(c.statistics().bytes_sent, 1_000_000);
+    // The one path counts what the kernel sent (tcp_info): every byte, the peer having
+    // read them all; it received nothing but the peer's FIN (which tcp_info counts as 1).
+    let paths = c.paths().unwrap();
+    assert_eq!(paths.len(), 1);
+    assert!(paths[0].bytes_sent.unwrap() >= 1_000_000, "{paths:?}");
+    assert!(paths[0].bytes_received.unwrap() <= 1, "{paths:?}");
 }
 
 #[tokio::test]

@@ -74,6 +74,14 @@ async fn both_ends_learn_both_paths_from_the_handshake() {
     c.send(b"three").await.unwrap();
     assert_eq!(c.receive().await.unwrap().unwrap(), b"three");
     assert_eq!(c.unsent_bytes(), Some(0));
+    // Each path counts its bytes: "one" went over the first, "two" over the other.
+    let counted = c.paths().unwrap();
+    assert!(
+        counted
+            .iter()
+            .all(|p| p.bytes_sent.unwrap_or(0) > 0 && p.bytes_received.is_some()),
+        "{counted:?}"
+    );
     c.pin_to_path(None).unwrap();
     let foreign = SocketAddr::new("127.0.0.9".parse().unwrap(), first.port());
     let err = c.pin_to_path(Some(foreign)).unwrap_err();

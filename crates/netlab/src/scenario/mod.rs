@@ -290,7 +290,7 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "sctp-taps-asconf",
-        summary: "SCTP multihoming through taps, the client's second address added after the handshake (taps connect --add-local: ASCONF ADD-IP) while link 1 is still cut: the server's association lists one client address when accepted and both at the end; link 1 restored at 1 s, link 0 cut at 5 s of a 12 MB transfer: every byte arrives once and in order, the data on link 1 within 2 x connTimeout",
+        summary: "SCTP multihoming through taps, the client's second address added after the handshake (taps connect --add-local: ASCONF ADD-IP), both links up (packets to the server's link-1 address leave from the address usrsctp chose, not the unlisted one routing would pick): the server's association lists one client address when accepted and both at the end; link 0 cut at 5 s of a 12 MB transfer: every byte arrives once and in order, the data on link 1 within 2 x connTimeout",
         needs_taps: true,
         body: sctp_multihomed::sctp_taps_asconf,
     },

@@ -124,8 +124,15 @@ fn transfer(
     let wall = started.elapsed();
     show_connection(out, "#1", &r);
     let f = r.flow();
-    for (local, remote, state) in &f.paths {
-        out.say(format!("  subflow: {local} -> {remote} {state}"));
+    for p in &f.paths {
+        out.say(format!(
+            "  subflow: {} -> {} {}, {} B sent, {} B received",
+            p.local,
+            p.remote,
+            p.state,
+            p.bytes_sent.map_or("?".into(), |b| b.to_string()),
+            p.bytes_received.map_or("?".into(), |b| b.to_string())
+        ));
     }
     let links_used = [0, 1]
         .iter()
@@ -133,7 +140,7 @@ fn transfer(
             let ip = crate::links::client_v4(n).to_string();
             f.paths
                 .iter()
-                .any(|(l, _, _)| l.starts_with(&format!("{ip}:")))
+                .any(|p| p.local.starts_with(&format!("{ip}:")))
         })
         .count();
     out.check(
@@ -141,6 +148,13 @@ fn transfer(
         format!(
             "taps lists the connection's subflows as its paths, one from each link's address ({} listed)",
             f.paths.len()
+        ),
+    );
+    let counted: Vec<u64> = f.paths.iter().filter_map(|p| p.bytes_sent).collect();
+    out.check(
+        !f.paths.is_empty() && counted.len() == f.paths.len() && counted.iter().sum::<u64>() > 0,
+        format!(
+            "taps counts the bytes each subflow sent (tcp_info): {counted:?} when it read them"
         ),
     );
     let mptcp = f

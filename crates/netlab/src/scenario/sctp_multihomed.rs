@@ -4,8 +4,8 @@
 //! other's second address from the handshake (usrsctp's IP mode: INIT and INIT-ACK list
 //! them), or (`sctp-taps-asconf`) the client starts on its link-0 address alone and adds
 //! its link-1 address once connected, which the server learns from the client's ASCONF;
-//! in `sctp-taps-late-path` and `sctp-taps-asconf` link 1 is cut while the association
-//! comes up and restored before link 0 is cut.
+//! in `sctp-taps-late-path` link 1 is cut while the association comes up and restored
+//! before link 0 is cut.
 //! Link 0, the primary path's, is cut mid-transfer: the data moves to link 1 within the
 //! bound `connTimeout` sets, and every byte arrives once and in order.
 
@@ -24,7 +24,7 @@ use crate::links::{client_v4, server_addr_v4, LinkEvent};
 use crate::sctp_ledger;
 use crate::sctp_server::SctpServer;
 use crate::sink::{self, SinkRecord};
-use crate::taps::Connect;
+use crate::taps::{Connect, PathReport};
 
 /// The server's link-0 address (rd's IPv4 address, the first on its link-0 device, so
 /// the one routing picks as the source of replies over link 0).
@@ -49,8 +49,7 @@ const AGGREGATE_CONN_TIMEOUT: Duration = Duration::from_secs(1);
 const SHOWN_STALL: Duration = Duration::from_millis(100);
 /// When link 0 is cut, from the start of `taps connect`.
 const CUT_AT: Duration = Duration::from_secs(2);
-/// `sctp-taps-late-path`, `sctp-taps-asconf`: link 1 is cut until then, and link 0 at
-/// [`LATE_CUT_AT`].
+/// `sctp-taps-late-path`: link 1 is cut until then, and link 0 at [`LATE_CUT_AT`].
 const LINK1_UP_AT: Duration = Duration::from_secs(1);
 /// `sctp-taps-late-path`, `sctp-taps-asconf`: when link 0 is cut. The paths over link 1
 /// are confirmed well before: taps gives multihomed associations a heartbeat interval of
@@ -153,24 +152,25 @@ enum Start {
     /// The same while link 1 is cut; it comes back before link 0 is cut.
     SecondLinkLate,
     /// The client multihomed on its link-0 address alone, adding its link-1 address once
-    /// connected (the server learns it through ASCONF alone), while link 1 is cut.
+    /// connected (the server learns it through ASCONF alone), both links up.
     SecondAddressAdded,
 }
 
 /// A transfer whose primary link is cut mid-way, the association started as `start` says.
-/// Link 1 is cut at the start in the last two: a path whose first heartbeat is lost must
-/// still be confirmed once its link is back. It must be with an added address too: in IP
-/// mode the kernel picks each packet's source address, and the peer answers a packet from
-/// an address it was never told about with an ABORT, so the client's first heartbeat to
-/// the server's link-1 address, sent as the association comes up, must not reach the
-/// server before the address was added (as when the second interface has its address
-/// before its link comes up).
+/// With [`Start::SecondLinkLate`] a path whose first heartbeat is lost must still be
+/// confirmed once its link is back. With [`Start::SecondAddressAdded`] the client's first
+/// heartbeat to the server's link-1 address goes out as the association comes up, before
+/// the client's link-1 address is added: it must leave from the link-0 address usrsctp
+/// chose (the output hook's IP_PKTINFO), not from the link-1 address routing would pick,
+/// or the server, never told of that address, would answer with an ABORT.
 fn failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome, start: Start) -> Result<(), String> {
     let (records, _server) = setup(lab)?;
     let server1 = IpAddr::V4(server_addr_v4(1));
     let client1 = IpAddr::V4(client_v4(1));
-    let late = start != Start::BothPaths;
-    let bytes = if late { LATE_TRANSFER } else { TRANSFER };
+    // The added address needs its ASCONF and the server's heartbeat before link 0 goes:
+    // the longer transfer, cut at the later time.
+    let long = start != Start::BothPaths;
+    let bytes = if long { LATE_TRANSFER } else { TRANSFER };
     out.say(format!(
         "  server: taps listener, multihoming on {SERVER0} (link 0) and {server1} (link 1), UDP {UDP_PORT}; client: multihoming on {}{}, connTimeout {} ms{}",
         client_v4(0),
@@ -180,14 +180,17 @@ fn failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome, start: Start) -> Result<(),
             format!(" and {client1}")
         },
         CONN_TIMEOUT.as_millis(),
-        if late {
-            format!(
+        match start {
+            Start::SecondLinkLate => format!(
                 "; link 1 cut until {} ms, link 0 cut at {} ms",
                 LINK1_UP_AT.as_millis(),
                 LATE_CUT_AT.as_millis()
-            )
-        } else {
-            String::new()
+            ),
+            Start::SecondAddressAdded => format!(
+                "; both links up, link 0 cut at {} ms",
+                LATE_CUT_AT.as_millis()
+            ),
+            Start::BothPaths => String::new(),
         }
     ));
     let mut c = Connect::new(SERVER0.to_string());
@@ -201,14 +204,14 @@ fn failover(lab: &Lab, ctx: &Ctx, out: &mut Outcome, start: Start) -> Result<(),
     c.sctp_udp_port = UDP_PORT;
     c.paths = true;
     c.limit = Duration::from_secs(60);
-    let events = if late {
-        vec![
+    let events = match start {
+        Start::SecondLinkLate => vec![
             LinkEvent::down(Duration::ZERO, 1),
             LinkEvent::up(LINK1_UP_AT, 1),
             LinkEvent::down(LATE_CUT_AT, 0),
-        ]
-    } else {
-        vec![LinkEvent::down(CUT_AT, 0)]
+        ],
+        Start::SecondAddressAdded => vec![LinkEvent::down(LATE_CUT_AT, 0)],
+        Start::BothPaths => vec![LinkEvent::down(CUT_AT, 0)],
     };
     let schedule = lab.schedule_links(events);
     let started = Instant::now();
@@ -286,21 +289,38 @@ fn connect_sampled(
 }
 
 /// Checks that both ends list both of the other's addresses (with `asconf`: the server
-/// one of the client's at first, both at the end) and that every byte arrived.
+/// one of the client's at first, both at the end), that every byte arrived, and that the
+/// client counted bytes on each path: both carried data (before and after the cut).
 fn check_ends(
     out: &mut Outcome,
-    paths: &[(String, String, String)],
+    paths: &[PathReport],
     server1: IpAddr,
     records: &Mutex<Vec<SinkRecord>>,
     asconf: bool,
     bytes: u64,
 ) -> Result<(), String> {
-    for (local, remote, state) in paths {
-        out.say(format!("  client path: {local} -> {remote} {state}"));
+    let shown = |b: Option<u64>| b.map_or("?".into(), |b| b.to_string());
+    for p in paths {
+        out.say(format!(
+            "  client path: {} -> {} {}, {} B sent, {} B received",
+            p.local,
+            p.remote,
+            p.state,
+            shown(p.bytes_sent),
+            shown(p.bytes_received)
+        ));
     }
+    let sent: Vec<u64> = paths.iter().filter_map(|p| p.bytes_sent).collect();
+    out.check(
+        sent.len() == 2 && sent.iter().all(|&b| b > 0),
+        format!(
+            "the client counted what each path carried, both carried data ({} B in all when it read them, for {bytes} B of messages)",
+            sent.iter().sum::<u64>()
+        ),
+    );
     let remotes: Vec<IpAddr> = paths
         .iter()
-        .filter_map(|(_, r, _)| r.parse::<SocketAddr>().ok().map(|a| a.ip()))
+        .filter_map(|p| p.remote.parse::<SocketAddr>().ok().map(|a| a.ip()))
         .collect();
     out.check(
         remotes.len() == 2 && remotes.contains(&SERVER0) && remotes.contains(&server1),

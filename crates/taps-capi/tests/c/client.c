@@ -172,14 +172,18 @@ static void other_path_checks(struct neat_flow_operations *ops)
     }
     printf("other %d\n", (int)rc);
     char *stats = NULL;
-    int paths = 0;
+    int paths = 0, counted = 0;
     if (neat_get_stats(ops->ctx, &stats) == NEAT_OK && stats) {
         for (const char *p = stats; (p = strstr(p, "\"primary\":")) != NULL; p++)
             paths++;
+        /* Paths whose bytes sent are counted (a number, not null). */
+        for (const char *p = stats; (p = strstr(p, "\"bytes_sent\": ")) != NULL; p++)
+            counted += p[14] >= '0' && p[14] <= '9';
         printf("v6 primary %s\n", strstr(stats, "[::1]") ? "listed" : "absent");
         free(stats);
     }
     printf("paths %d\n", paths);
+    printf("counted %d\n", counted);
     fflush(stdout);
     neat_close(ops->ctx, ops->flow);
 }

@@ -40,7 +40,8 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
     /// Print each flow's paths before it closes: addresses, state, which is primary,
-    /// RTT; on SCTP also RTO, congestion window and MTU, and every path change seen
+    /// RTT; on SCTP also RTO, congestion window and MTU; bytes sent and received per path
+    /// where counted (TCP, MPTCP subflows, multihomed SCTP); and every path change seen
     /// while the flow ran (a path going down or up: a failover).
     #[arg(long)]
     paths: bool,
@@ -609,49 +610,9 @@ fn flow_json(r: &FlowResult) -> Value {
         "error": r.error,
         "bytes_sent": r.sent,
         "replies": r.replies,
-        "paths": r.paths.iter().map(path_json).collect::<Vec<_>>(),
+        "paths": r.paths.iter().map(path_watch::path_json).collect::<Vec<_>>(),
         "path_changes": r.path_changes.iter().map(path_watch::change_json).collect::<Vec<_>>(),
     })
-}
-
-/// One path in `--json`: addresses, state, primary, and the figures (times in ms).
-fn path_json(p: &taps::Path) -> Value {
-    json!({
-        "local": p.local.to_string(),
-        "remote": p.remote.to_string(),
-        "state": p.state.as_str(),
-        "primary": p.primary,
-        "srtt_ms": p.srtt.map(millis_f64),
-        "rto_ms": p.rto.map(millis_f64),
-        "cwnd": p.cwnd,
-        "mtu": p.mtu,
-    })
-}
-
-/// One path as a line: `path: LOCAL -> REMOTE STATE [primary] [srtt ..] [rto ..] ...`.
-fn write_path(out: &mut impl Write, flow: Option<usize>, p: &taps::Path) -> std::io::Result<()> {
-    put_prefix(out, flow)?;
-    write!(
-        out,
-        "path: {} -> {} {}",
-        p.local,
-        p.remote,
-        p.state.as_str()
-    )?;
-    if p.primary {
-        write!(out, " primary")?;
-    }
-    for (name, d) in [("srtt", p.srtt), ("rto", p.rto)] {
-        if let Some(d) = d {
-            write!(out, " {name} {:.1} ms", millis_f64(d))?;
-        }
-    }
-    for (name, v) in [("cwnd", p.cwnd), ("mtu", p.mtu)] {
-        if let Some(v) = v {
-            write!(out, " {name} {v}")?;
-        }
-    }
-    writeln!(out)
 }
 
 fn print_flow(
@@ -706,7 +667,7 @@ fn print_flow(
         writeln!(out, "reply: {reply}")?;
     }
     for p in &r.paths {
-        write_path(out, flow, p)?;
+        path_watch::write_path(out, flow, p)?;
     }
     for c in &r.path_changes {
         put_prefix(out, flow)?;

@@ -446,6 +446,10 @@ pub(crate) struct TcpInfo {
     pub snd_mss: u32,
     /// Path MTU, in bytes.
     pub pmtu: u32,
+    /// Bytes sent, retransmissions included (`tcpi_bytes_sent`; 0 before Linux 4.19).
+    pub bytes_sent: u64,
+    /// Bytes received (`tcpi_bytes_received`).
+    pub bytes_received: u64,
 }
 
 /// Reads `TCP_INFO` (one `getsockopt`); `None` if the kernel refuses. For MPTCP the
@@ -482,5 +486,7 @@ fn tcp_info_of(i: libc::tcp_info) -> TcpInfo {
         snd_cwnd: i.tcpi_snd_cwnd,
         snd_mss: i.tcpi_snd_mss,
         pmtu: i.tcpi_pmtu,
+        bytes_sent: i.tcpi_bytes_sent,
+        bytes_received: i.tcpi_bytes_received,
     }
 }

@@ -1,5 +1,6 @@
-//! `--paths`: the path changes a flow saw while it ran (SCTP's path up and down, e.g. a
-//! failover), watched from the moment it connected, with when each happened.
+//! `--paths`: a flow's paths as it ends, and the path changes it saw while it ran
+//! (SCTP's path up and down, e.g. a failover), watched from the moment it connected, with
+//! when each happened.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -102,4 +103,55 @@ pub(super) fn write_change(
         c.remote,
         c.kind.as_str()
     )
+}
+
+/// One path in `--json`: addresses, state, primary, and the figures (times in ms).
+pub(super) fn path_json(p: &taps::Path) -> Value {
+    json!({
+        "local": p.local.to_string(),
+        "remote": p.remote.to_string(),
+        "state": p.state.as_str(),
+        "primary": p.primary,
+        "srtt_ms": p.srtt.map(super::millis_f64),
+        "rto_ms": p.rto.map(super::millis_f64),
+        "cwnd": p.cwnd,
+        "mtu": p.mtu,
+        "bytes_sent": p.bytes_sent,
+        "bytes_received": p.bytes_received,
+    })
+}
+
+/// One path as a line: `path: LOCAL -> REMOTE STATE [primary] [srtt ..] [rto ..] ...`.
+pub(super) fn write_path(
+    out: &mut impl Write,
+    flow: Option<usize>,
+    p: &taps::Path,
+) -> std::io::Result<()> {
+    super::put_prefix(out, flow)?;
+    write!(
+        out,
+        "path: {} -> {} {}",
+        p.local,
+        p.remote,
+        p.state.as_str()
+    )?;
+    if p.primary {
+        write!(out, " primary")?;
+    }
+    for (name, d) in [("srtt", p.srtt), ("rto", p.rto)] {
+        if let Some(d) = d {
+            write!(out, " {name} {:.1} ms", super::millis_f64(d))?;
+        }
+    }
+    for (name, v) in [("cwnd", p.cwnd), ("mtu", p.mtu)] {
+        if let Some(v) = v {
+            write!(out, " {name} {v}")?;
+        }
+    }
+    for (name, v) in [("sent", p.bytes_sent), ("received", p.bytes_received)] {
+        if let Some(v) = v {
+            write!(out, " {name} {v} B")?;
+        }
+    }
+    writeln!(out)
 }
