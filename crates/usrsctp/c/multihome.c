@@ -385,8 +385,9 @@ int taps_ip_input(const void *buf, size_t length, const struct sockaddr *from,
  * association never listed with an ABORT, and usrsctp's own choice (in the stripped header)
  * knows nothing of routing. taps_ip_hook_output points libusrsctp's own GOT slot for sendmsg
  * at taps_ip_sendmsg, which asks `taps_ip_source_cb` for the source of each tunnelled packet
- * (IP_PKTINFO / IPV6_PKTINFO when it names one) and reports what was sent to
- * `taps_ip_sent_cb` for the per-path byte counters. Other sendmsg calls of the library pass
+ * (IP_PKTINFO / IPV6_PKTINFO when it names one; none at all when the association lists no
+ * address to send it from) and reports what was sent to `taps_ip_sent_cb` for the per-path
+ * byte counters. Other sendmsg calls of the library pass
  * through unchanged.
  */
 struct taps_ip_packet {
@@ -395,9 +396,11 @@ struct taps_ip_packet {
 	unsigned char remote[16];  /* the destination address */
 	uint16_t local_sctp_port;  /* host order, from the SCTP common header */
 	uint16_t remote_sctp_port;
+	int asconf;                /* whether it carries an ASCONF chunk */
 	size_t len;                /* bytes of the SCTP packet */
 };
-/* 1 with the address to send from in `source` (the family's length), or 0: routing picks. */
+/* 1 with the address to send from in `source` (the family's length); 0: routing picks; -1:
+ * not sent (the association lists no address to send it from). */
 typedef int (*taps_ip_source_fn)(const struct taps_ip_packet *, unsigned char *source);
 /* A packet sent, from `source` (NULL: the address routing picked). */
 typedef void (*taps_ip_sent_fn)(const struct taps_ip_packet *, const unsigned char *source);
@@ -417,8 +420,8 @@ static const unsigned char *taps_ip_stripped(const struct msghdr *msg, size_t hl
 	return (const unsigned char *)iov->iov_base - hlen;
 }
 
-/* The first `n` bytes of the packet, gathered across the iovecs; 0, or -1 if it is shorter. */
-static int taps_ip_head(const struct msghdr *msg, unsigned char *out, size_t n)
+/* Copies up to `n` first bytes of the packet, gathered across the iovecs; returns how many. */
+static size_t taps_ip_head(const struct msghdr *msg, unsigned char *out, size_t n)
 {
 	size_t got = 0;
 	for (size_t i = 0; i < (size_t)msg->msg_iovlen && got < n; i++) {
@@ -426,14 +429,31 @@ static int taps_ip_head(const struct msghdr *msg, unsigned char *out, size_t n)
 		memcpy(out + got, msg->msg_iov[i].iov_base, take);
 		got += take;
 	}
-	return got == n ? 0 : -1;
+	return got;
+}
+
+/* Whether one of the chunks that start in the first `n` bytes of an SCTP packet is an
+ * ASCONF (0xc1; usrsctp bundles it behind an AUTH chunk). */
+static int taps_ip_carries_asconf(const unsigned char *pkt, size_t n)
+{
+	size_t off = 12;	/* the common header */
+	while (off + 4 <= n) {
+		size_t len = ((size_t)pkt[off + 2] << 8) | pkt[off + 3];
+		if (pkt[off] == 0xc1)
+			return 1;
+		if (len < 4)
+			break;
+		off += (len + 3) & ~(size_t)3;
+	}
+	return 0;
 }
 
 /* Fills `p` from a tunnelled packet of `msg` (the headers usrsctp stripped, checked against
  * the destination): 0, or -1 when `msg` is not laid out as usrsctp's IP output sends. */
 static int taps_ip_describe(const struct msghdr *msg, int v6, struct taps_ip_packet *p)
 {
-	unsigned char sctp[4];
+	unsigned char sctp[128];
+	size_t head;
 
 	memset(p, 0, sizeof(*p));
 	if (!v6) {
@@ -461,10 +481,12 @@ static int taps_ip_describe(const struct msghdr *msg, int v6, struct taps_ip_pac
 		memcpy(p->chosen, &ip6->ip6_src, 16);
 		memcpy(p->remote, &to->sin6_addr, 16);
 	}
-	if (taps_ip_head(msg, sctp, sizeof(sctp)) != 0)
+	head = taps_ip_head(msg, sctp, sizeof(sctp));
+	if (head < 12)
 		return -1;
 	p->local_sctp_port = (uint16_t)((sctp[0] << 8) | sctp[1]);
 	p->remote_sctp_port = (uint16_t)((sctp[2] << 8) | sctp[3]);
+	p->asconf = taps_ip_carries_asconf(sctp, head);
 	return 0;
 }
 
@@ -478,7 +500,7 @@ static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct msghdr with = *msg;
 	struct cmsghdr *c = (struct cmsghdr *)ctl.buf;
 	unsigned char source[16];
-	int chosen = 0, v6;
+	int chosen, v6;
 	ssize_t n;
 
 	if (taps_mh_base == NULL || msg->msg_iovlen < 1 || msg->msg_control != NULL ||
@@ -489,8 +511,14 @@ static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (taps_ip_describe(msg, v6, &p) != 0)
 		return taps_ip_real_sendmsg(fd, msg, flags);
 	memset(&ctl, 0, sizeof(ctl));
-	if (taps_ip_source_cb != NULL && taps_ip_source_cb(&p, source) == 1) {
-		chosen = 1;
+	chosen = taps_ip_source_cb != NULL ? taps_ip_source_cb(&p, source) : 0;
+	if (chosen < 0) {
+		/* usrsctp moves the data of a packet it could not send this way to another path
+		 * (sctp_move_chunks_from_net). */
+		errno = EHOSTUNREACH;
+		return -1;
+	}
+	if (chosen == 1) {
 		with.msg_control = ctl.buf;
 		if (!v6) {
 			struct in_pktinfo pi;

@@ -305,6 +305,9 @@ pub(crate) fn relist(sock: &Arc<Sock>, ports: crate::ip_paths::Ports, awaited: O
     let Some(awaited) = pending else {
         return;
     };
+    let Some(since) = crate::ip_paths::generation(ports) else {
+        return;
+    };
     let sock = sock.clone();
     let _ = std::thread::Builder::new()
         .name("usrsctp-relist".into())
@@ -313,11 +316,12 @@ pub(crate) fn relist(sock: &Arc<Sock>, ports: crate::ip_paths::Ports, awaited: O
             while std::time::Instant::now() < until {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 let listed = listed_now(&sock);
-                if listed.is_empty() {
-                    return; // the association is gone
-                }
                 let done = listed.contains(&awaited);
-                crate::ip_paths::update(ports, listed);
+                // Stops when the association is gone or its list was set again since
+                // (a later add or removal, whose own list then holds).
+                if listed.is_empty() || !crate::ip_paths::update_since(ports, since, listed) {
+                    return;
+                }
                 if done {
                     return;
                 }

@@ -6,7 +6,8 @@
 //! association may never have listed; the peer answers a packet from an unlisted address
 //! with an ABORT. The output hook (`taps_ip_hook_output` in `c/multihome.c`) asks
 //! [`source_for`] about every packet: routing's choice when the association lists it,
-//! else usrsctp's, else the first listed address of the family ([`pick`]). An
+//! else usrsctp's, else the first listed address of the family, else none: the packet is
+//! not sent and usrsctp moves its data to another path ([`pick`]). An
 //! association lists what usrsctp reports for it (`usrsctp_getladdrs`, which leaves out an
 //! address added by ASCONF until the peer has acknowledged it).
 //!
@@ -50,6 +51,9 @@ pub(crate) struct PathBytes {
 struct AssocPaths {
     /// Addresses its packets may leave from (empty: not known, routing decides).
     listed: Vec<IpAddr>,
+    /// Counts the times `listed` was set by [`register`]: a later [`update_since`] from
+    /// a list read before then is stale and not applied.
+    generation: u64,
     paths: HashMap<IpAddr, PathBytes>,
 }
 
@@ -89,17 +93,34 @@ fn with_assoc<R>(ports: Ports, create: bool, f: impl FnOnce(&mut AssocPaths) -> 
 /// Registers the association with `ports` and the addresses it lists (replacing earlier
 /// ones; counters are kept).
 pub(crate) fn register(ports: Ports, listed: Vec<IpAddr>) {
-    with_assoc(ports, true, |a| a.listed = listed);
+    with_assoc(ports, true, |a| {
+        a.listed = listed;
+        a.generation += 1;
+    });
 }
 
-/// Replaces the addresses a registered association lists (nothing if it is not, or no
-/// longer, registered).
-pub(crate) fn update(ports: Ports, listed: Vec<IpAddr>) {
-    with_assoc(ports, false, |a| a.listed = listed);
+/// The generation of a registered association's list (see [`update_since`]).
+pub(crate) fn generation(ports: Ports) -> Option<u64> {
+    with_assoc(ports, false, |a| a.generation)
+}
+
+/// Replaces the addresses a registered association lists with `listed`, read when its list
+/// was of generation `since`; returns false (nothing done) if it was registered again
+/// since, or is gone.
+pub(crate) fn update_since(ports: Ports, since: u64, listed: Vec<IpAddr>) -> bool {
+    with_assoc(ports, false, |a| {
+        let current = a.generation == since;
+        if current {
+            a.listed = listed;
+        }
+        current
+    })
+    .unwrap_or(false)
 }
 
 /// The addresses the association with `ports` lists (empty if unknown).
-pub(crate) fn listed(ports: Ports) -> Vec<IpAddr> {
+#[cfg(test)]
+fn listed(ports: Ports) -> Vec<IpAddr> {
     with_assoc(ports, false, |a| a.listed.clone()).unwrap_or_default()
 }
 
@@ -144,31 +165,52 @@ pub(crate) fn received_ports(pkt: &[u8]) -> Option<Ports> {
     ))
 }
 
-/// The source for a packet of the association with `ports` to `dst`, for which usrsctp
-/// chose `chosen`: `None` leaves it to routing (see [`pick`]).
-pub(crate) fn source_for(ports: Ports, dst: IpAddr, chosen: IpAddr) -> Option<IpAddr> {
-    let listed = listed(ports);
-    if listed.is_empty() {
-        return None;
-    }
-    pick(&listed, route(dst), chosen)
+/// Where a packet leaves from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Routing's choice (the association lists it, or lists nothing known).
+    Routing,
+    /// This address, which the association lists.
+    From(IpAddr),
+    /// Nowhere: the association lists no address of the destination's family, and the
+    /// peer would abort it on a packet from any other. usrsctp is told the destination is
+    /// unreachable and moves the packet's data to another path.
+    Unreachable,
 }
 
-/// Where a packet leaves from, given the addresses its association lists: `None` (routing
-/// decides) when routing's choice `routed` is listed; else usrsctp's `chosen` if listed;
-/// else the first listed address of the destination's family (that of `chosen`); else
-/// `None`.
-pub(crate) fn pick(listed: &[IpAddr], routed: Option<IpAddr>, chosen: IpAddr) -> Option<IpAddr> {
+/// The source for a packet of the association with `ports` to `dst`, for which usrsctp
+/// chose `chosen`; `asconf`: the packet carries an ASCONF chunk (see [`pick`]).
+pub(crate) fn source_for(ports: Ports, dst: IpAddr, chosen: IpAddr, asconf: bool) -> Source {
+    let routed = route(dst);
+    with_assoc(ports, false, |a| match a.listed.is_empty() {
+        true => Source::Routing,
+        false => pick(&a.listed, routed, chosen, asconf),
+    })
+    .unwrap_or(Source::Routing)
+}
+
+/// Where a packet leaves from, given the addresses its association lists: routing's
+/// choice `routed` if listed; else usrsctp's `chosen` if listed, or if the packet carries
+/// an ASCONF (`asconf`: one that adds an address may leave from it before the peer knows
+/// it, RFC 5061, the peer finding the association by the address the ASCONF names); else
+/// the first listed address of the destination's family (that of `chosen`); else nowhere.
+pub(crate) fn pick(
+    listed: &[IpAddr],
+    routed: Option<IpAddr>,
+    chosen: IpAddr,
+    asconf: bool,
+) -> Source {
     if routed.is_some_and(|r| listed.contains(&r)) {
-        return None;
+        return Source::Routing;
     }
-    if listed.contains(&chosen) {
-        return Some(chosen);
+    if asconf || listed.contains(&chosen) {
+        return Source::From(chosen);
     }
     listed
         .iter()
         .copied()
         .find(|a| a.is_ipv6() == chosen.is_ipv6())
+        .map_or(Source::Unreachable, Source::From)
 }
 
 /// Routing's source address towards `dst`, looked up at most once per [`ROUTE_TTL`].
@@ -210,26 +252,32 @@ mod tests {
     #[test]
     fn routing_decides_unless_its_choice_is_unlisted() {
         let listed = [ip("198.51.100.2"), ip("2001:db8::2")];
+        let pick =
+            |routed: Option<&str>, chosen: &str| pick(&listed, routed.map(ip), ip(chosen), false);
         // Routing picks a listed address: left to it.
-        assert_eq!(
-            pick(&listed, Some(ip("198.51.100.2")), ip("198.51.100.66")),
-            None
-        );
+        assert_eq!(pick(Some("198.51.100.2"), "198.51.100.66"), Source::Routing);
         // Routing picks an unlisted one: usrsctp's choice if listed...
         assert_eq!(
-            pick(&listed, Some(ip("198.51.100.66")), ip("198.51.100.2")),
-            Some(ip("198.51.100.2"))
+            pick(Some("198.51.100.66"), "198.51.100.2"),
+            Source::From(ip("198.51.100.2"))
         );
-        // ...else the first listed address of the family.
+        // ...else the first listed address of the family...
         assert_eq!(
-            pick(&listed, Some(ip("198.51.100.66")), ip("198.51.100.66")),
-            Some(ip("198.51.100.2"))
+            pick(Some("198.51.100.66"), "198.51.100.66"),
+            Source::From(ip("198.51.100.2"))
         );
+        assert_eq!(pick(None, "2001:db8::66"), Source::From(ip("2001:db8::2")));
+        // ...else nowhere...
+        let v4_only = &listed[..1];
         assert_eq!(
-            pick(&listed, None, ip("2001:db8::66")),
-            Some(ip("2001:db8::2"))
+            super::pick(v4_only, None, ip("2001:db8::66"), false),
+            Source::Unreachable
         );
-        assert_eq!(pick(&listed[..1], None, ip("2001:db8::66")), None);
+        // ...but an ASCONF leaves from usrsctp's choice (the address it adds, say).
+        assert_eq!(
+            super::pick(v4_only, None, ip("2001:db8::66"), true),
+            Source::From(ip("2001:db8::66"))
+        );
     }
 
     #[test]
@@ -243,6 +291,12 @@ mod tests {
         count_received(ports, a, 5);
         assert_eq!(path(ports, a), PathBytes::default(), "not registered yet");
         register(ports, vec![b]);
+        assert_eq!(listed(ports), vec![b]);
+        let g = generation(ports).unwrap();
+        assert!(update_since(ports, g, vec![a, b]));
+        assert_eq!(listed(ports), vec![a, b]);
+        register(ports, vec![b]);
+        assert!(!update_since(ports, g, vec![a]), "stale");
         assert_eq!(listed(ports), vec![b]);
         count_sent(ports, a, Some(b), 100);
         count_sent(ports, a, Some(b), 50);

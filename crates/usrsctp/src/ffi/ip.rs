@@ -48,8 +48,8 @@ extern "C" {
         to: *const libc::sockaddr,
     ) -> c_int;
     /// c/multihome.c: points libusrsctp's GOT entry for `sendmsg` at the shim's output
-    /// hook, which asks `source` where each tunnelled packet leaves from and reports it to
-    /// `sent`; 0 or -1.
+    /// hook, which asks `source` where each tunnelled packet leaves from (or whether it is
+    /// sent at all) and reports it to `sent`; 0 or -1.
     fn taps_ip_hook_output(
         source: extern "C" fn(*const Packet, *mut u8) -> c_int,
         sent: extern "C" fn(*const Packet, *const u8),
@@ -65,6 +65,7 @@ struct Packet {
     remote: [u8; 16],
     local_sctp_port: u16,
     remote_sctp_port: u16,
+    asconf: c_int,
     len: usize,
 }
 
@@ -85,11 +86,13 @@ impl Packet {
 }
 
 /// The output hook's question: where the packet `p` leaves from. Writes the address into
-/// `out` (16 bytes) and returns 1, or returns 0 to leave it to routing. Runs inside usrsctp
-/// (under the usrsctp lock, or on usrsctp's iterator thread): short locks, and a route
-/// lookup at most once a second per destination.
+/// `out` (16 bytes) and returns 1; returns 0 to leave it to routing, -1 to send nothing
+/// (usrsctp is told the destination is unreachable). Runs inside usrsctp (under the
+/// usrsctp lock, or on usrsctp's iterator thread): short locks, and a route lookup at
+/// most once a second per destination.
 #[cfg(usrsctp_multihome)]
 extern "C" fn packet_source(p: *const Packet, out: *mut u8) -> c_int {
+    use crate::ip_paths::Source;
     // SAFETY: the shim passes a live `struct taps_ip_packet`.
     let Some(p) = (unsafe { p.as_ref() }) else {
         return 0;
@@ -97,15 +100,24 @@ extern "C" fn packet_source(p: *const Packet, out: *mut u8) -> c_int {
     let (Some(chosen), Some(remote)) = (p.ip(&p.chosen), p.ip(&p.remote)) else {
         return 0;
     };
-    let source =
-        std::panic::catch_unwind(|| crate::ip_paths::source_for(p.ports(), remote, chosen));
-    let bytes = match source {
-        Ok(Some(IpAddr::V4(a))) => a.octets().to_vec(),
-        Ok(Some(IpAddr::V6(a))) => a.octets().to_vec(),
-        _ => return 0,
+    let source = std::panic::catch_unwind(|| {
+        crate::ip_paths::source_for(p.ports(), remote, chosen, p.asconf != 0)
+    });
+    let mut bytes = [0u8; 16];
+    let len = match source {
+        Ok(Source::From(IpAddr::V4(a))) => {
+            bytes[..4].copy_from_slice(&a.octets());
+            4
+        }
+        Ok(Source::From(IpAddr::V6(a))) => {
+            bytes = a.octets();
+            16
+        }
+        Ok(Source::Unreachable) => return -1,
+        Ok(Source::Routing) | Err(_) => return 0,
     };
     // SAFETY: `out` is the shim's 16-byte buffer; 4 or 16 bytes are written.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len()) };
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
     1
 }
 

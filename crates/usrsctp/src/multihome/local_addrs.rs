@@ -38,16 +38,23 @@ impl Association {
             )));
         }
         let ports = self.inner.ip_ports();
+        let sock = &self.inner.shared.sock;
+        let others = |ip: IpAddr| -> Vec<IpAddr> {
+            let listed = crate::ip_mode::listed_now(sock);
+            listed.into_iter().filter(|a| *a != ip).collect()
+        };
         if let (Some(ports), false) = (ports, add) {
             // No packet leaves from it from now on.
-            let listed = crate::ip_mode::listed_now(&self.inner.shared.sock);
-            crate::ip_paths::register(ports, listed.into_iter().filter(|a| *a != ip).collect());
+            crate::ip_paths::register(ports, others(ip));
         }
-        let done = self.inner.shared.sock.rebind_ip(ip, add);
-        if let Some(ports) = ports {
-            // Removed or not, the list is usrsctp's again; an added address is listed
-            // once the peer has acknowledged it.
-            crate::ip_mode::relist(&self.inner.shared.sock, ports, add.then_some(ip));
+        let done = sock.rebind_ip(ip, add);
+        match (ports, add) {
+            // Listed once the peer has acknowledged it (usrsctp lists it then).
+            (Some(ports), true) => crate::ip_mode::relist(sock, ports, Some(ip)),
+            (Some(ports), false) if done.is_ok() => crate::ip_paths::register(ports, others(ip)),
+            // Not removed: usrsctp's list as it is.
+            (Some(ports), false) => crate::ip_mode::relist(sock, ports, None),
+            (None, _) => {}
         }
         done.map_err(|e| match e {
             Error::Sys { source, .. } => {
