@@ -34,9 +34,9 @@ pub struct Path {
     /// Path MTU in bytes (SCTP).
     pub mtu: Option<u32>,
     /// Bytes sent on the path as the protocol counts them: TCP's and each MPTCP subflow's
-    /// payload bytes, retransmissions included (`tcp_info`); the SCTP packets of a
-    /// multihomed association (every chunk). `None` where nothing counts them (SCTP on
-    /// one path, UDP, QUIC, DTLS).
+    /// payload bytes, retransmissions included (`tcp_info`); SCTP's packets (every chunk),
+    /// counted as taps' UDP sockets carry them. `None` where nothing counts them (UDP,
+    /// QUIC, DTLS).
     pub bytes_sent: Option<u64>,
     /// Bytes received on the path, counted as [`bytes_sent`](Self::bytes_sent) is.
     pub bytes_received: Option<u64>,
@@ -69,8 +69,8 @@ impl PathState {
 
 impl Connection {
     /// The connection's paths. An SCTP association lists each path it knows with its
-    /// state, round-trip time, retransmission timeout, congestion window, MTU and, when
-    /// multihomed, bytes each way (a few socket options per path, under usrsctp's lock);
+    /// state, round-trip time, retransmission timeout, congestion window, MTU and bytes
+    /// each way (a few socket options per path, under usrsctp's lock);
     /// an MPTCP connection lists its subflows (`MPTCP_SUBFLOW_ADDRS` and `MPTCP_TCPINFO`,
     /// Linux 5.16 and later: RTT, RTO, cwnd, MTU, bytes each); any other connection gives
     /// the one path it runs on (with the RTT and bytes from `TCP_INFO` on TCP, one

@@ -86,6 +86,11 @@ async fn an_sctp_connection_shows_its_path_and_refuses_a_foreign_primary() {
     assert!(path.primary);
     assert!(path.srtt.is_some() && path.rto.is_some(), "{path:?}");
     assert!(path.cwnd.unwrap() > 0 && path.mtu.unwrap() > 0, "{path:?}");
+    // The message and its echo, with the handshake and SACKs, went over this one path.
+    assert!(
+        path.bytes_sent.unwrap() > 10 && path.bytes_received.unwrap() > 10,
+        "{path:?}"
+    );
     c.set_primary_path(path.remote).unwrap();
     let foreign = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), path.remote.port()));
     let err = c.set_primary_path(foreign).unwrap_err();

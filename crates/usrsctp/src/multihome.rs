@@ -67,10 +67,10 @@ pub struct PathInfo {
     pub rto_ms: u32,
     /// Path MTU in bytes (a new AF_CONN path starts at 1280).
     pub mtu: u32,
-    /// Bytes of SCTP packets sent on the path (every chunk, retransmissions included), in
-    /// IP mode where usrsctp's output is hooked; `None` otherwise.
+    /// Bytes of SCTP packets sent on the path (every chunk, retransmissions included);
+    /// `None` in IP mode where usrsctp's output could not be hooked.
     pub bytes_sent: Option<u64>,
-    /// Bytes of SCTP packets received on the path, in IP mode; `None` otherwise.
+    /// Bytes of SCTP packets received on the path.
     pub bytes_received: Option<u64>,
 }
 
@@ -226,6 +226,7 @@ impl SctpPath {
             remote: None,
             src: None,
             refused: None,
+            bytes: Default::default(),
         })?;
         let shared = Arc::new(PathShared::default());
         let task = tokio::spawn(path_reader(recv, conn.id, shared.clone(), UdpCount::new()));

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,6 +37,16 @@ pub(crate) struct Route {
     /// never see a refusal that arrived just before usrsctp sent (e.g. the answer to a
     /// port probe arriving while the association is made); this keeps it.
     pub(crate) refused: Option<Arc<AtomicBool>>,
+    /// Bytes of the SCTP packets sent to and received from this conn address (a path).
+    pub(crate) bytes: Arc<ConnBytes>,
+}
+
+/// What one conn address (one path of an AF_CONN association) carried: whole SCTP
+/// packets, both ways.
+#[derive(Default)]
+pub(crate) struct ConnBytes {
+    sent: AtomicU64,
+    received: AtomicU64,
 }
 
 /// Read/write readiness of one usrsctp socket, signalled by the upcall.
@@ -295,9 +305,11 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
     let Some(g) = GLOBAL.get() else { return };
     let route = {
         let routes = lock(&g.routes);
-        routes.get(&id).map(|r| (r.sock.clone(), r.remote, r.src))
+        routes
+            .get(&id)
+            .map(|r| (r.sock.clone(), r.remote, r.src, r.bytes.clone()))
     };
-    let Some((sock, remote, src)) = route else {
+    let Some((sock, remote, src, bytes)) = route else {
         return;
     };
     g.udp_sends.fetch_add(1, Ordering::Relaxed);
@@ -337,6 +349,9 @@ fn send_packets(id: usize, buf: &[u8], segment: Option<u16>) {
                 }
             }
         }
+    }
+    if res.is_ok() {
+        bytes.sent.fetch_add(buf.len() as u64, Ordering::Relaxed);
     }
     if let Err(e) = res {
         if e.kind() == io::ErrorKind::ConnectionRefused {
@@ -429,11 +444,28 @@ pub(crate) fn route_addrs(id: usize) -> Option<(SocketAddr, SocketAddr)> {
     Some((local, remote))
 }
 
-/// Feeds one received SCTP packet (UDP payload) to usrsctp as coming from conn address `id`.
+/// Feeds one received SCTP packet (UDP payload) to usrsctp as coming from conn address `id`,
+/// counting it for that path (one lookup of the route).
 pub(crate) fn conninput(id: usize, pkt: &[u8]) {
+    if let Some(r) = lock(&global().routes).get(&id) {
+        r.bytes
+            .received
+            .fetch_add(pkt.len() as u64, Ordering::Relaxed);
+    }
     if let Ok(lib) = global().lib {
         lib.conninput(id, pkt);
     }
+}
+
+/// The bytes conn address `id` carried so far, (sent, received); `None` if it is not
+/// registered. One lock.
+pub(crate) fn route_bytes(id: usize) -> Option<(u64, u64)> {
+    let routes = lock(&started()?.routes);
+    let b = &routes.get(&id)?.bytes;
+    Some((
+        b.sent.load(Ordering::Relaxed),
+        b.received.load(Ordering::Relaxed),
+    ))
 }
 
 /// One usrsctp socket ([`ffi::Socket`], whose calls it derefs to) with its wakers, counted in

@@ -46,17 +46,20 @@ impl Association {
 
     /// Every path of the association with its state and UDP addresses
     /// (`usrsctp_getpaddrs`, then one `SCTP_GET_PEER_ADDR_INFO` and the socket's addresses
-    /// per path, and one `SCTP_PRIMARY_ADDR`), and in IP mode the bytes each carried (one
-    /// lock per path). Works without the shim (one path).
+    /// per path, and one `SCTP_PRIMARY_ADDR`), and the bytes each carried (one lock per
+    /// path). Works without the shim (one path).
     pub fn paths(&self) -> Result<Vec<PathInfo>> {
         let sock = &self.mh_shared().sock;
         let primary = self.primary_path().ok();
         let ports = self.inner.ip_ports();
         let mut out = Vec::new();
         for id in peer_paths(sock)? {
-            let bytes = match (ports, id.0) {
-                (Some(ports), PathKey::Ip(remote)) => Some(crate::ip_paths::path(ports, remote)),
-                _ => None,
+            let (ip, conn_bytes) = match (ports, id.0) {
+                (Some(ports), PathKey::Ip(remote)) => {
+                    (Some(crate::ip_paths::path(ports, remote)), None)
+                }
+                (_, PathKey::Conn(c)) => (None, crate::sys::route_bytes(c)),
+                _ => (None, None),
             };
             let mut pi = ffi::sctp_paddrinfo::zeroed();
             pi.spinfo_address = id.storage();
@@ -68,7 +71,7 @@ impl Association {
             )?;
             out.push(PathInfo {
                 id,
-                addrs: path_addrs(sock, id, bytes.and_then(|b| b.source)),
+                addrs: path_addrs(sock, id, ip.and_then(|b| b.source)),
                 state: match pi.spinfo_state {
                     ffi::SCTP_ACTIVE => PathState::Active,
                     ffi::SCTP_INACTIVE => PathState::Inactive,
@@ -80,8 +83,11 @@ impl Association {
                 srtt_ms: pi.spinfo_srtt,
                 rto_ms: pi.spinfo_rto,
                 mtu: pi.spinfo_mtu,
-                bytes_sent: bytes.filter(|_| crate::ip_paths::hooked()).map(|b| b.sent),
-                bytes_received: bytes.map(|b| b.received),
+                bytes_sent: ip
+                    .filter(|_| crate::ip_paths::hooked())
+                    .map(|b| b.sent)
+                    .or(conn_bytes.map(|b| b.0)),
+                bytes_received: ip.map(|b| b.received).or(conn_bytes.map(|b| b.1)),
             });
         }
         Ok(out)

@@ -77,6 +77,7 @@ impl ClientLink {
             remote: None,
             src: None,
             refused: Some(refused.clone()),
+            bytes: Default::default(),
         })?;
         Ok((
             ClientLink {

@@ -385,6 +385,7 @@ fn lookup_or_create(
         remote: Some(from),
         src: dst,
         refused: None,
+        bytes: Default::default(),
     })
     .ok()?;
     let id = addr.id;
