@@ -10,9 +10,9 @@
 //! IP-mode connect or listen and kept for the life of the process. usrsctp sends from them
 //! directly, through an output hook that picks each packet's source address among those
 //! its association lists and counts the packets per path ([`crate::ip_paths`]); a reader
-//! thread per socket hands received datagrams to usrsctp under the crate's lock. A path is a peer
-//! IP address. AF_CONN associations (the default) are unaffected; one association is one
-//! kind or the other, and the two kinds share the SCTP port space.
+//! thread per socket hands received datagrams to usrsctp under the crate's lock. A path is
+//! a peer IP address. AF_CONN associations (the default) are unaffected; one association
+//! is one kind or the other, and the two kinds share the SCTP port space.
 //!
 //! Needs the multihoming shim (build.rs): without it every call here fails with
 //! [`Error::MultihomeUnavailable`], which says why.
@@ -223,14 +223,15 @@ pub(crate) fn connect(
     // Every path of the association, those the INIT-ACK lists included, starts with the
     // remote's UDP port: usrsctp peers have one tunnelling port per process.
     sock.set_encaps_port(unspecified(v6), remote.port())?;
-    let ports = (local_sctp_port(&sock), sctp_port);
-    crate::ip_paths::register(ports, listed_now(&sock));
     let shared = AssocShared::new(sock.clone(), remote, opts, Progress::Connecting);
     match sock.connect_ip(SocketAddr::new(remote.ip(), sctp_port)) {
         Ok(()) => {}
         Err(Error::Sys { source, .. }) if would_block(&source) => {}
         Err(e) => return Err(e),
     }
+    // From here the association exists and forgets this when it is dropped.
+    let ports = (local_sctp_port(&sock), sctp_port);
+    crate::ip_paths::register(ports, listed_now(&sock));
     let local = SocketAddr::new(locals.first().copied().unwrap_or(unspecified(v6)), port);
     let inner = AssocInner::start(shared, Link::Ip { ports }, local, remote);
     Ok(Connecting::new(inner))
