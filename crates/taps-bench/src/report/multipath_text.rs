@@ -468,10 +468,12 @@ in a DATA chunk; capped at half the full rate): by σ ({} KiB), predicted {p75} 
 measured {m75} Mbit/s per stream at δB=75 ms, and {p50} against {m50} at δB=50 ms. So Fixed \
 needs σ/2 to cover path B's bandwidth-delay product: about {} at δB=50 ms and {} at \
 δB=75 ms. The paper's Fixed reached full rate at 224 KiB at δB=75 ms under the same split, \
-so its path-B data left the buffer within (σ/2)/ρ_B = {:.0} ms of being sent. One \
-candidate for the difference, not checked here: the path that carries the SACKs (usrsctp \
-sends each SACK over the path the last DATA packet came on; the paper's simulation, as \
-published later in INET, over the first).",
+so its path-B data left the buffer within (σ/2)/ρ_B = {:.0} ms of being sent. What \
+decides that here is the path that carries the SACKs (usrsctp sends each SACK over the \
+path the last DATA packet came on; the paper's simulation, as published later in INET, \
+over the first): with usrsctp changed to send it over the first, Fixed reached 95 % at \
+224 KiB at δB=75 ms, and RR gained as much (docs/bench/multipath-usrsctp-candidates.md, \
+a separate run).",
         sigmas.join(" / "),
         need(50),
         need(75),
@@ -677,12 +679,13 @@ path C's chunk ahead of it arrives. If each waited path C's smoothed RTT, σ/srt
 give {rr_on_p} with NR-SACK and {rr_off_p} without (where less than σ is free: the buffer \
 is freed only up to the cumulative TSN); the rates measured stay at or below that. Path C \
 at the end of the runs: {} (with NR-SACK); {} (without). The paper's below 3 Mbit/s at above 600 ms means path C held about σ/3 \
-queued; one candidate for why ours holds less, from the code, not checked: usrsctp counts \
-a path's flight only until its chunks are gap-acknowledged (sctp_indata.c), so paths A \
-and B keep sending past their share while their chunks wait out of order at the \
-receiver; the paper's simulation (as published later in INET) counts such chunks against \
-their path until they are freed, which would stop A and B and leave path C the only one \
-with room.\n",
+queued. Ours holds less mostly because usrsctp counts a path's flight only until its \
+chunks are gap-acknowledged (sctp_indata.c), so paths A and B keep sending past their \
+share while their chunks wait out of order at the receiver; the paper's simulation (as \
+published later in INET) counts such chunks against their path until they are freed. \
+With usrsctp changed to do the same, RR without NR-SACK moved most of the way to the \
+paper's figure, while NR-SACK's effect on RR grew instead of being small \
+(docs/bench/multipath-usrsctp-candidates.md, a separate run).\n",
         span(g, 3, "Fixed, NR-SACK on, fill in turn", any, mbit, 1),
         show("Fixed, NR-SACK on", 128),
         show("Fixed, NR-SACK on", top),
