@@ -402,8 +402,8 @@ struct taps_ip_packet {
 /* 1 with the address to send from in `source` (the family's length); 0: routing picks; -1:
  * not sent (the association lists no address to send it from). */
 typedef int (*taps_ip_source_fn)(const struct taps_ip_packet *, unsigned char *source);
-/* A packet sent, from `source` (NULL: the address routing picked). */
-typedef void (*taps_ip_sent_fn)(const struct taps_ip_packet *, const unsigned char *source);
+/* A packet sent. */
+typedef void (*taps_ip_sent_fn)(const struct taps_ip_packet *);
 
 static ssize_t (*taps_ip_real_sendmsg)(int, const struct msghdr *, int);
 static taps_ip_source_fn taps_ip_source_cb;
@@ -490,6 +490,32 @@ static int taps_ip_describe(const struct msghdr *msg, int v6, struct taps_ip_pac
 	return 0;
 }
 
+/* Fills `c` with IP_PKTINFO asking for the IPv4 source `source`; returns the control length. */
+static size_t taps_ip_pktinfo4(struct cmsghdr *c, const unsigned char *source)
+{
+	struct in_pktinfo pi;
+	memset(&pi, 0, sizeof(pi));
+	memcpy(&pi.ipi_spec_dst, source, 4);
+	c->cmsg_level = IPPROTO_IP;
+	c->cmsg_type = IP_PKTINFO;
+	c->cmsg_len = CMSG_LEN(sizeof(pi));
+	memcpy(CMSG_DATA(c), &pi, sizeof(pi));
+	return CMSG_SPACE(sizeof(pi));
+}
+
+/* The same with IPV6_PKTINFO for the IPv6 source `source`. */
+static size_t taps_ip_pktinfo6(struct cmsghdr *c, const unsigned char *source)
+{
+	struct in6_pktinfo pi6;
+	memset(&pi6, 0, sizeof(pi6));
+	memcpy(&pi6.ipi6_addr, source, 16);
+	c->cmsg_level = IPPROTO_IPV6;
+	c->cmsg_type = IPV6_PKTINFO;
+	c->cmsg_len = CMSG_LEN(sizeof(pi6));
+	memcpy(CMSG_DATA(c), &pi6, sizeof(pi6));
+	return CMSG_SPACE(sizeof(pi6));
+}
+
 static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	union {
@@ -520,25 +546,7 @@ static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	if (chosen == 1) {
 		with.msg_control = ctl.buf;
-		if (!v6) {
-			struct in_pktinfo pi;
-			memset(&pi, 0, sizeof(pi));
-			memcpy(&pi.ipi_spec_dst, source, 4);
-			c->cmsg_level = IPPROTO_IP;
-			c->cmsg_type = IP_PKTINFO;
-			c->cmsg_len = CMSG_LEN(sizeof(pi));
-			memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-			with.msg_controllen = CMSG_SPACE(sizeof(pi));
-		} else {
-			struct in6_pktinfo pi6;
-			memset(&pi6, 0, sizeof(pi6));
-			memcpy(&pi6.ipi6_addr, source, 16);
-			c->cmsg_level = IPPROTO_IPV6;
-			c->cmsg_type = IPV6_PKTINFO;
-			c->cmsg_len = CMSG_LEN(sizeof(pi6));
-			memcpy(CMSG_DATA(c), &pi6, sizeof(pi6));
-			with.msg_controllen = CMSG_SPACE(sizeof(pi6));
-		}
+		with.msg_controllen = v6 ? taps_ip_pktinfo6(c, source) : taps_ip_pktinfo4(c, source);
 	}
 	n = taps_ip_real_sendmsg(fd, &with, flags);
 	/* The source is no longer one of this host's addresses: let routing pick one. */
@@ -548,7 +556,7 @@ static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	if (n >= 0 && taps_ip_sent_cb != NULL) {
 		p.len = (size_t)n;
-		taps_ip_sent_cb(&p, chosen ? source : NULL);
+		taps_ip_sent_cb(&p);
 	}
 	return n;
 }

@@ -230,8 +230,9 @@ pub(crate) fn connect(
         Err(e) => return Err(e),
     }
     // From here the association exists and forgets this when it is dropped.
-    let ports = (local_sctp_port(&sock), sctp_port);
-    crate::ip_paths::register(ports, listed_now(&sock));
+    let (our_sctp_port, listed) = bound(&sock);
+    let ports = (our_sctp_port, sctp_port);
+    crate::ip_paths::register(ports, listed);
     let local = SocketAddr::new(locals.first().copied().unwrap_or(unspecified(v6)), port);
     let inner = AssocInner::start(shared, Link::Ip { ports }, local, remote);
     Ok(Connecting::new(inner))
@@ -275,25 +276,21 @@ pub(crate) fn fix_ports(sock: &Sock, first: IpAddr) -> Result<SocketAddr> {
     Ok(SocketAddr::new(first, port))
 }
 
-/// The SCTP port `sock` is bound to (0 if usrsctp lists no IP address for it).
-fn local_sctp_port(sock: &Sock) -> u16 {
-    sock.local_addrs()
-        .ok()
-        .and_then(|a| a.iter().find_map(ffi::ip_addr_of))
-        .map_or(0, |a| a.port())
+/// The SCTP port `sock` is bound to (0 if usrsctp lists no IP address for it) and the
+/// local addresses usrsctp lists for it (see [`listed_now`]): one `usrsctp_getladdrs`.
+fn bound(sock: &Sock) -> (u16, Vec<IpAddr>) {
+    let addrs: Vec<SocketAddr> = sock
+        .local_addrs()
+        .map(|a| a.iter().filter_map(ffi::ip_addr_of).collect())
+        .unwrap_or_default();
+    let port = addrs.first().map_or(0, |a| a.port());
+    (port, addrs.into_iter().map(|a| a.ip()).collect())
 }
 
 /// The local addresses usrsctp lists for `sock`'s association (`usrsctp_getladdrs`: an
 /// address added by ASCONF only once the peer acknowledged it), or that it is bound to.
 pub(crate) fn listed_now(sock: &Sock) -> Vec<IpAddr> {
-    sock.local_addrs()
-        .map(|a| {
-            a.iter()
-                .filter_map(ffi::ip_addr_of)
-                .map(|a| a.ip())
-                .collect()
-        })
-        .unwrap_or_default()
+    bound(sock).1
 }
 
 /// Lists `sock`'s addresses for the association with `ports` again, now and, with
@@ -369,8 +366,9 @@ pub(crate) fn accepted(
         Some(p) => p.port(),
         None => sock.peer_ips()?.first().map_or(0, |a| a.port()),
     };
-    let ports = (local_sctp_port(&sock), peer_port);
-    crate::ip_paths::register(ports, listed_now(&sock));
+    let (our_sctp_port, listed) = bound(&sock);
+    let ports = (our_sctp_port, peer_port);
+    crate::ip_paths::register(ports, listed);
     let shared = AssocShared::new(sock, remote, opts, progress);
     let inner = AssocInner::start(shared, Link::Ip { ports }, local, remote);
     Ok((Association { inner }, remote))

@@ -43,7 +43,7 @@ pub(crate) struct PathBytes {
     pub(crate) sent: u64,
     /// Bytes of SCTP packets received.
     pub(crate) received: u64,
-    /// The source address of the last packet sent on the path.
+    /// The source address chosen for the path's last packet.
     pub(crate) source: Option<IpAddr>,
 }
 
@@ -131,13 +131,10 @@ pub(crate) fn forget(ports: Ports) {
     }
 }
 
-/// Counts a packet of `len` bytes sent to `remote` from `source` (`None`: routing's pick).
-pub(crate) fn count_sent(ports: Ports, remote: IpAddr, source: Option<IpAddr>, len: usize) {
-    let source = source.or_else(|| route(remote));
+/// Counts a packet of `len` bytes sent to `remote`.
+pub(crate) fn count_sent(ports: Ports, remote: IpAddr, len: usize) {
     with_assoc(ports, false, |a| {
-        let b = a.paths.entry(remote).or_default();
-        b.sent += len as u64;
-        b.source = source;
+        a.paths.entry(remote).or_default().sent += len as u64
     });
 }
 
@@ -182,9 +179,21 @@ pub(crate) enum Source {
 /// chose `chosen`; `asconf`: the packet carries an ASCONF chunk (see [`pick`]).
 pub(crate) fn source_for(ports: Ports, dst: IpAddr, chosen: IpAddr, asconf: bool) -> Source {
     let routed = route(dst);
-    with_assoc(ports, false, |a| match a.listed.is_empty() {
-        true => Source::Routing,
-        false => pick(&a.listed, routed, chosen, asconf),
+    with_assoc(ports, false, |a| {
+        let source = match a.listed.is_empty() {
+            true => Source::Routing,
+            false => pick(&a.listed, routed, chosen, asconf),
+        };
+        // What the path's packets leave from, kept for `paths`.
+        let from = match source {
+            Source::Routing => routed,
+            Source::From(ip) => Some(ip),
+            Source::Unreachable => None,
+        };
+        if from.is_some() {
+            a.paths.entry(dst).or_default().source = from;
+        }
+        source
     })
     .unwrap_or(Source::Routing)
 }
@@ -298,8 +307,8 @@ mod tests {
         register(ports, vec![b]);
         assert!(!update_since(ports, g, vec![a]), "stale");
         assert_eq!(listed(ports), vec![b]);
-        count_sent(ports, a, Some(b), 100);
-        count_sent(ports, a, Some(b), 50);
+        count_sent(ports, a, 100);
+        count_sent(ports, a, 50);
         count_received(ports, a, 30);
         count_received(ports, b, 7);
         assert_eq!(
@@ -307,7 +316,7 @@ mod tests {
             PathBytes {
                 sent: 150,
                 received: 30,
-                source: Some(b)
+                source: None
             }
         );
         assert_eq!(path(ports, b).received, 7);

@@ -52,7 +52,7 @@ extern "C" {
     /// sent at all) and reports it to `sent`; 0 or -1.
     fn taps_ip_hook_output(
         source: extern "C" fn(*const Packet, *mut u8) -> c_int,
-        sent: extern "C" fn(*const Packet, *const u8),
+        sent: extern "C" fn(*const Packet),
     ) -> c_int;
 }
 
@@ -121,30 +121,17 @@ extern "C" fn packet_source(p: *const Packet, out: *mut u8) -> c_int {
     1
 }
 
-/// The output hook's report of one packet sent from `source` (null: routing's pick):
-/// counted for its path. Runs where [`packet_source`] does; one short lock.
+/// The output hook's report of one packet sent: counted for its path. Runs where
+/// [`packet_source`] does; one short lock.
 #[cfg(usrsctp_multihome)]
-extern "C" fn packet_sent(p: *const Packet, source: *const u8) {
+extern "C" fn packet_sent(p: *const Packet) {
     // SAFETY: the shim passes a live `struct taps_ip_packet`.
     let Some(p) = (unsafe { p.as_ref() }) else {
         return;
     };
-    let Some(remote) = p.ip(&p.remote) else {
-        return;
-    };
-    let source = match source.is_null() {
-        true => None,
-        false => {
-            let mut b = [0u8; 16];
-            let n = if p.family == libc::AF_INET { 4 } else { 16 };
-            // SAFETY: a non-null `source` is the 16-byte buffer `packet_source` filled
-            // with an address of the packet's family.
-            unsafe { std::ptr::copy_nonoverlapping(source, b.as_mut_ptr(), n) };
-            p.ip(&b)
-        }
-    };
-    let _ =
-        std::panic::catch_unwind(|| crate::ip_paths::count_sent(p.ports(), remote, source, p.len));
+    if let Some(remote) = p.ip(&p.remote) {
+        let _ = std::panic::catch_unwind(|| crate::ip_paths::count_sent(p.ports(), remote, p.len));
+    }
 }
 
 /// `a` as a C socket address: the storage and its true length.
