@@ -84,6 +84,10 @@ pub(crate) struct Ctx {
     /// next turn, inside the runtime (a task woken from outside the runtime costs a
     /// wake-up of its driver, a system call).
     pub(crate) outbox: Vec<(Arc<FlowShared>, Cmd)>,
+    /// Emptied batches of events and ready ids, kept for their capacity: each dispatch
+    /// swaps them with what it drains, so it allocates only for a batch larger than
+    /// any before.
+    batches: (Vec<(u64, task::Event)>, Vec<u64>),
     /// Inline: something asked for another dispatch (a close, an open).
     pub(crate) again: bool,
     /// `neat_stop_event_loop` was called: the inline loop returns.
@@ -197,12 +201,13 @@ impl Ready {
         self.0.is_empty()
     }
 
-    /// Every id marked, ascending, once each; leaves the set empty.
-    fn take(&mut self) -> Vec<u64> {
-        let mut ids = std::mem::take(&mut self.0);
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+    /// Moves every id marked into `into` (empty), ascending, once each, and keeps
+    /// `into`'s allocation for the marks to come: a dispatch allocates nothing here.
+    fn take_into(&mut self, into: &mut Vec<u64>) {
+        debug_assert!(into.is_empty());
+        std::mem::swap(&mut self.0, into);
+        into.sort_unstable();
+        into.dedup();
     }
 }
 
@@ -247,6 +252,7 @@ impl Ctx {
                 pending_opens: Vec::new(),
                 inline: false,
                 outbox: Vec::new(),
+                batches: (Vec::new(), Vec::new()),
                 again: false,
                 stop: false,
             }));
@@ -546,34 +552,37 @@ unsafe extern "C" fn on_idle(h: *mut uv::UvHandle) {
 pub(crate) unsafe fn dispatch(ctx: *mut Ctx, events: bool) {
     // SAFETY: ctx is live; short borrows only, none across callbacks.
     unsafe {
-        let dead: Vec<*mut Flow> = std::mem::take(&mut (*ctx).graveyard);
-        for f in dead {
+        // Freeing a flow runs no callback and does not touch the context.
+        for f in (*ctx).graveyard.drain(..) {
             drop(Box::from_raw(f));
         }
         if !(*ctx).inline {
             // (Inline, the loop spawns them inside the runtime at its next turn.)
-            let opens = std::mem::take(&mut (*ctx).pending_opens);
-            for open in opens {
+            for open in (*ctx).pending_opens.drain(..) {
                 crate::runtime::runtime().spawn(open.run());
             }
         }
+        // The batches are taken out of the context while callbacks run (a callback may
+        // end in another dispatch, which then starts from empty ones).
+        let (mut evs, mut ids) = std::mem::take(&mut (*ctx).batches);
         if events {
-            let evs = (*ctx).shared.drain();
-            for (id, ev) in evs {
+            (*ctx).shared.take_events(&mut evs);
+            for (id, ev) in evs.drain(..) {
                 apply(ctx, id, ev);
             }
         }
-        let ids = (*ctx).ready.take();
+        (*ctx).ready.take_into(&mut ids);
         for &id in &ids {
             level(ctx, id);
         }
         // Flows that still want a callback stay ready (level-triggered); flows the
         // callbacks touched were marked meanwhile.
-        for id in ids {
+        for id in ids.drain(..) {
             if lookup(ctx, id).is_some_and(|f| (*f).wants_dispatch()) {
                 (*ctx).ready.insert(id);
             }
         }
+        (*ctx).batches = (evs, ids);
         let c = &mut *ctx;
         // Inline, the loop itself comes back for flows still ready.
         let want = !c.ready.is_empty() && !c.inline;

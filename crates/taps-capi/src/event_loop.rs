@@ -91,9 +91,9 @@ pub(crate) unsafe fn run_inline(ctx: *mut Ctx) {
         // A last turn hands over the commands the last callbacks gave (closes among
         // them) and lets the tasks take them, so closes that need nothing more from the
         // network end here rather than on the background thread.
-        let outbox = std::mem::take(&mut (*ctx).outbox);
+        let outbox = &mut (*ctx).outbox;
         runtime::block_on(async move {
-            for (flow, cmd) in outbox {
+            for (flow, cmd) in outbox.drain(..) {
                 flow.cmds.send(cmd);
             }
             tokio::task::yield_now().await;
@@ -117,8 +117,6 @@ unsafe fn turn(ctx: *mut Ctx, watch: Option<&AsyncFd<UvFd>>, sigint: Option<&Asy
     unsafe {
         let c = &mut *ctx;
         let lp = c.uv;
-        let outbox = std::mem::take(&mut c.outbox);
-        let opens = std::mem::take(&mut c.pending_opens);
         let busy = c.busy();
         c.again = false;
         // The application's own handles (ours are unreferenced while inline).
@@ -130,11 +128,14 @@ unsafe fn turn(ctx: *mut Ctx, watch: Option<&AsyncFd<UvFd>>, sigint: Option<&Asy
         };
         let uv_due = uv_alive && (uv_timeout == 0 || readable_now(uv::uv_backend_fd(lp)));
         let shared = c.shared.clone();
+        // Drained in place, so the queues keep their allocations: nothing the runtime
+        // runs touches the context (tasks see only its shared part).
+        let (outbox, opens) = (&mut c.outbox, &mut c.pending_opens);
         runtime::block_on(async move {
-            for (flow, cmd) in outbox {
+            for (flow, cmd) in outbox.drain(..) {
                 flow.cmds.send(cmd);
             }
-            for open in opens {
+            for open in opens.drain(..) {
                 tokio::spawn(open.run());
             }
             if busy || uv_due || shared.has_events() {

@@ -234,9 +234,14 @@ impl CtxShared {
             .is_empty()
     }
 
-    /// Takes every queued event (application thread).
-    pub(crate) fn drain(&self) -> Vec<(u64, Event)> {
-        std::mem::take(&mut self.queue.lock().unwrap_or_else(|e| e.into_inner()).events)
+    /// Moves every queued event into `into` (empty), whose allocation the queue keeps
+    /// for the events to come (application thread).
+    pub(crate) fn take_events(&self, into: &mut Vec<(u64, Event)>) {
+        debug_assert!(into.is_empty());
+        std::mem::swap(
+            &mut self.queue.lock().unwrap_or_else(|e| e.into_inner()).events,
+            into,
+        );
     }
 
     /// No more wake-ups: the context is going away.
