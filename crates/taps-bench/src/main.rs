@@ -182,10 +182,22 @@ fn taps_binary(exe: &Path, arg: Option<PathBuf>) -> Result<Option<PathBuf>, Fail
 /// Where `taps-bench multipath` keeps its results after each round, in `--out`.
 const MULTIPATH_CHECKPOINT: &str = "multipath.partial.json";
 
+/// The results in `files` (comma-separated): a whole run, then later runs added to it.
+fn replot_multipath(files: &str) -> Result<taps_bench::experiments::MultipathResults, String> {
+    let mut files = files.split(',').map(Path::new);
+    let first = files.next().ok_or("no file to replot")?;
+    let mut r = taps_bench::experiments::read_multipath(first)?;
+    for f in files {
+        r.add_later(taps_bench::experiments::read_multipath(f)?)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
+    }
+    Ok(r)
+}
+
 /// `taps-bench multipath`: its own lab and report (multipath.md, report.md, SVGs, JSON).
 fn multipath(opts: Options) -> Result<(), Failure> {
     let r = match std::env::var_os(taps_bench::experiments::MULTIPATH_REPLOT_ENV) {
-        Some(json) => taps_bench::experiments::read_multipath(Path::new(&json)),
+        Some(files) => replot_multipath(&files.to_string_lossy()),
         None => {
             std::fs::create_dir_all(&opts.out)
                 .map_err(|e| Failure::Failed(format!("{}: {e}", opts.out.display())))?;

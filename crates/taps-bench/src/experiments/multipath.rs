@@ -34,7 +34,8 @@ pub(super) const PATH_MTU: u32 = 1472;
 pub(super) const QUEUE_PACKETS: u32 = 100;
 
 /// Environment variable: instead of running, re-read this `multipath.json` and write the
-/// report again (after a change to the report's text or plots).
+/// report again (after a change to the report's text or plots). Further files after
+/// commas are later runs of other points ([`MultipathResults::add_later`]), added to it.
 pub const REPLOT_ENV: &str = "TAPS_BENCH_MULTIPATH_REPLOT";
 
 /// Reads a `multipath.json` written by an earlier run.
@@ -43,7 +44,8 @@ pub fn read_multipath(path: &std::path::Path) -> Result<MultipathResults, String
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Environment variable: run only the points whose `exp N SERIES σ=S` contains its value.
+/// Environment variable: run only the points whose `exp N SERIES σ=S` contains its value
+/// (or one of its `|`-separated values).
 pub const FILTER_ENV: &str = "TAPS_BENCH_MULTIPATH_ONLY";
 
 /// How long each point runs.
@@ -235,7 +237,9 @@ fn plan(quick: bool) -> Vec<Plan> {
     let sig1: &[u32] = if quick {
         &[64, 224, 288]
     } else {
-        &[64, 128, 192, 224, 256, 288]
+        // 176 and 240 KiB: where Fixed's buffer-split limit (σ/2 against path B's
+        // bandwidth-delay product) lets it reach full rate at δB = 50 and 75 ms.
+        &[64, 128, 176, 192, 224, 240, 256, 288]
     };
     for &db in &[10u64, 50, 75] {
         for &s in sig1 {
@@ -351,6 +355,46 @@ pub struct MultipathResults {
     pub knobs: Vec<String>,
     /// Wall-clock time of the whole experiment, s.
     pub duration_s: f64,
+    /// Points added afterwards by runs of their own ([`MultipathResults::add_later`]).
+    #[serde(default)]
+    pub later: Vec<LaterRun>,
+}
+
+/// A run of some points of the grid alone (with [`FILTER_ENV`]), added to a whole run's
+/// results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaterRun {
+    /// The points it ran, as `exp N series σ=S` labels.
+    pub points: Vec<String>,
+    /// Its wall-clock time, s.
+    pub duration_s: f64,
+}
+
+impl MultipathResults {
+    /// Adds the points of `later`, a run of points this one does not have, with the same
+    /// timing (a point run twice, or runs of different lengths, would be averaged as if
+    /// alike: refused).
+    pub fn add_later(&mut self, later: MultipathResults) -> Result<(), String> {
+        if later.timing.warmup_ms != self.timing.warmup_ms
+            || later.timing.measure_ms != self.timing.measure_ms
+        {
+            return Err("the later run's warm-up or window differs from the whole run's".into());
+        }
+        let label =
+            |p: &MultipathPoint| format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib);
+        let mut points: Vec<String> = later.points.iter().map(label).collect();
+        points.sort();
+        points.dedup();
+        if let Some(dup) = self.points.iter().map(label).find(|l| points.contains(l)) {
+            return Err(format!("{dup} is in both runs"));
+        }
+        self.points.extend(later.points);
+        self.later.push(LaterRun {
+            points,
+            duration_s: later.duration_s,
+        });
+        Ok(())
+    }
 }
 
 fn config(p: &Plan, t: Timing) -> PeerConfig {
@@ -524,7 +568,10 @@ pub fn run_multipath(
     let only = std::env::var(FILTER_ENV).unwrap_or_default();
     let plans: Vec<Plan> = plan(quick)
         .into_iter()
-        .filter(|p| format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib).contains(&only))
+        .filter(|p| {
+            let label = format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib);
+            only.split('|').any(|o| label.contains(o))
+        })
         .collect();
     let total: u32 = plans.iter().map(|p| p.runs).sum();
     let rounds = plans.iter().map(|p| p.runs).max().unwrap_or(0);
@@ -533,6 +580,7 @@ pub fn run_multipath(
         timing,
         knobs: knobs(),
         duration_s: 0.0,
+        later: Vec::new(),
     };
     for round in 0..rounds {
         for p in plans.iter().filter(|p| p.runs > round) {

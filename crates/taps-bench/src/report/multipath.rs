@@ -325,6 +325,7 @@ mod tests {
             },
             knobs: vec!["knob".into()],
             duration_s: 1.0,
+            later: Vec::new(),
         };
         let md = section(&r);
         assert!(md.contains("| Fixed, δB=75 ms |  | 18.5 | 18.6 |"), "{md}");
@@ -379,6 +380,7 @@ mod tests {
             },
             knobs: Vec::new(),
             duration_s: 1.0,
+            later: Vec::new(),
         };
         let md = section(&r);
         // Mean 18, s = 1, t(2) = 4.303: half-width 4.303 / √3 = 2.5.
@@ -390,5 +392,43 @@ mod tests {
         // The throughput plot draws whiskers (plotters' error bars are polylines).
         let throughput = &svgs[0].1;
         assert!(throughput.matches("<polyline").count() > 2, "{throughput}");
+    }
+
+    #[test]
+    fn a_later_run_adds_points_it_alone_has_and_is_told() {
+        let run = |points: Vec<MultipathPoint>, measure_ms: u64| MultipathResults {
+            points,
+            timing: Timing {
+                warmup_ms: 2000,
+                measure_ms,
+            },
+            knobs: Vec::new(),
+            duration_s: 60.0,
+            later: Vec::new(),
+        };
+        let mut whole = run(vec![point(1, "RR, δB=75 ms", 224, 15.0)], 4000);
+        let same_point = run(vec![point(1, "RR, δB=75 ms", 224, 16.0)], 4000);
+        let e = whole.clone().add_later(same_point).unwrap_err();
+        assert!(
+            e.contains("exp 1 RR, δB=75 ms σ=224 is in both runs"),
+            "{e}"
+        );
+        let shorter = run(vec![point(1, "RR, δB=75 ms", 240, 16.0)], 2000);
+        assert!(whole.clone().add_later(shorter).is_err());
+        let later = run(
+            vec![
+                point(1, "RR, δB=75 ms", 240, 16.0),
+                point(1, "RR, δB=75 ms", 240, 17.0),
+            ],
+            4000,
+        );
+        whole.add_later(later).unwrap();
+        assert_eq!(whole.points.len(), 3);
+        assert_eq!(whole.later[0].points, ["exp 1 RR, δB=75 ms σ=240"]);
+        let md = section(&whole);
+        assert!(
+            md.contains("Afterwards 1 point ran on its own, in rounds as well (60 s): exp 1 RR, δB=75 ms σ=240."),
+            "{md}"
+        );
     }
 }
