@@ -2,7 +2,8 @@
  * taps: what stock usrsctp's public API cannot do: put a second peer address (a second
  * path) on an established AF_CONN association; count a stream's unsent bytes; and IP mode,
  * associations over real addresses through UDP sockets taps owns, with an output hook that
- * chooses each packet's source address and counts it (taps_ip_*, at the end).
+ * chooses each packet's source address and counts it, and a wait for usrsctp's iterator
+ * thread (taps_ip_*, at the end).
  * Plus a fingerprint of the library this file was compiled for.
  *
  * Compiled by crates/usrsctp/build.rs against the internal headers of exactly the installed
@@ -27,6 +28,7 @@
 #include <netinet/sctp_output.h>
 #include <netinet/sctp_timer.h>
 #include <netinet/sctp_input.h>
+#include <netinet/sctp_bsd_addr.h>
 #include <user_socketvar.h>
 
 #include <sys/mman.h>
@@ -54,7 +56,9 @@
 	X(m_copyback) \
 	X(m_pullup) \
 	X(m_freem) \
-	X(sctp_common_input_processing)
+	X(sctp_common_input_processing) \
+	X(sctp_initiate_iterator) \
+	X(sctp_wakeup_iterator)
 #define TAPS_MH_POINTER(f) static __typeof__(f) *taps_mh_p_##f;
 TAPS_MH_FUNCTIONS(TAPS_MH_POINTER)
 #define sctp_find_ifa_by_addr (*taps_mh_p_sctp_find_ifa_by_addr)
@@ -70,6 +74,8 @@ TAPS_MH_FUNCTIONS(TAPS_MH_POINTER)
 #define m_pullup (*taps_mh_p_m_pullup)
 #define m_freem (*taps_mh_p_m_freem)
 #define sctp_common_input_processing (*taps_mh_p_sctp_common_input_processing)
+#define sctp_initiate_iterator (*taps_mh_p_sctp_initiate_iterator)
+#define sctp_wakeup_iterator (*taps_mh_p_sctp_wakeup_iterator)
 
 /* The library's global state (`system_base_info`, what SCTP_BASE_VAR names), looked up like
  * the functions: IP mode writes the two tunnelling socket slots in it. */
@@ -375,6 +381,67 @@ int taps_ip_input(const void *buf, size_t length, const struct sockaddr *from,
 	if (m != NULL)
 		m_freem(m);
 	return 0;
+}
+
+/*
+ * usrsctp's iterator thread does what usrsctp_bindx queues on an endpoint that has
+ * associations: it queues and sends the ASCONF of an added or removed address and, for a
+ * removal, takes the address off the endpoint (sctp_addr_mgmt_ep_sa, sctp_asconf_iterator_*).
+ * The thread waits for work with pthread_cond_wait without looking at its queue first
+ * (sctp_iterator_thread), so work queued before it first waits (usrsctp_init starts it, and
+ * on a busy machine it may not have run yet) stays queued until more work is queued.
+ *
+ * taps_ip_iterator_mark queues, behind whatever is already queued (the thread takes its
+ * queue in order), a call of `done(arg, 0)` on that thread, visiting none of the endpoint's
+ * associations; usrsctp makes the call even when the socket is closed first. Returns 0 or
+ * an errno: EINVAL (socket gone), ESRCH (usrsctp has no iterator thread), ENOMEM.
+ * taps_ip_iterator_kick wakes the thread if it is waiting (a spurious wake-up costs it one
+ * look at an empty queue).
+ */
+static int taps_ip_iterator_skip(struct sctp_inpcb *inp, void *ptr, uint32_t val)
+{
+	(void)inp;
+	(void)ptr;
+	(void)val;
+	return 1;
+}
+
+static void taps_ip_iterator_none(struct sctp_inpcb *inp, struct sctp_tcb *stcb, void *ptr,
+                                  uint32_t val)
+{
+	(void)inp;
+	(void)stcb;
+	(void)ptr;
+	(void)val;
+}
+
+int taps_ip_iterator_mark(struct socket *so, void (*done)(void *, uint32_t), void *arg)
+{
+	struct sctp_inpcb *inp;
+	int gone;
+
+	if (so == NULL || done == NULL)
+		return EINVAL;
+	if (!taps_mh_base->iterator_thread_started)
+		return ESRCH;
+	inp = (struct sctp_inpcb *)so->so_pcb;
+	if (inp == NULL)
+		return EINVAL;
+	SCTP_INP_RLOCK(inp);
+	gone = (inp->sctp_flags & SCTP_PCB_FLAGS_SOCKET_GONE) != 0;
+	SCTP_INP_RUNLOCK(inp);
+	if (gone)
+		return EINVAL;
+	if (sctp_initiate_iterator(taps_ip_iterator_skip, taps_ip_iterator_none, NULL,
+	                           SCTP_PCB_ANY_FLAGS, SCTP_PCB_ANY_FEATURES, SCTP_ASOC_ANY_STATE,
+	                           arg, 0, done, inp, 1) != 0)
+		return ENOMEM;
+	return 0;
+}
+
+void taps_ip_iterator_kick(void)
+{
+	sctp_wakeup_iterator();
 }
 
 /*

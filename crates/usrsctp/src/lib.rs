@@ -61,8 +61,10 @@
 //!   `usrsctp_close` racing a `conninput` that processes an ABORT of the same socket frees the
 //!   endpoint under the input path's feet (heap corruption under connection churn), and
 //!   callouts are stopped without waiting for a running handler. So at most one of our
-//!   threads is inside usrsctp at a time (its internal iterator thread still runs on its own);
-//!   SCTP processing uses one CPU at a time, UDP I/O and everything else stay parallel.
+//!   threads is inside usrsctp at a time; its internal iterator thread, which does what
+//!   `usrsctp_bindx` queues on an association (ASCONF), runs while the thread that called
+//!   bindx holds the lock and waits for it. SCTP processing uses one CPU at a time, UDP I/O
+//!   and everything else stay parallel.
 //!
 //! Cost per association: one usrsctp socket, one driver task, and for clients one UDP socket
 //! plus one reader task. Once per process, one idle UDP socket with GRO on is kept open:

@@ -110,8 +110,8 @@ async fn added_and_removed_addresses_reach_the_peer() {
     exchange(&client, &server, b"one path again").await;
 
     // Churn: the address added and removed 20 times while the client sends; every
-    // message arrives, in order (usrsctp's iterator thread sends the ASCONFs while taps'
-    // thread runs the association).
+    // message arrives, in order (usrsctp's iterator thread sends the ASCONFs between the
+    // client's sends).
     let sender = {
         let client = client.clone();
         tokio::spawn(async move {

@@ -54,6 +54,15 @@ extern "C" {
         source: extern "C" fn(*const Packet, *mut u8) -> c_int,
         sent: extern "C" fn(*const Packet),
     ) -> c_int;
+    /// c/multihome.c: queues `done(arg, 0)` on usrsctp's iterator thread behind the work
+    /// already queued there; 0 or an errno (then `done` is never called).
+    fn taps_ip_iterator_mark(
+        so: *mut raw::socket,
+        done: extern "C" fn(*mut c_void, u32),
+        arg: *mut c_void,
+    ) -> c_int;
+    /// c/multihome.c: wakes usrsctp's iterator thread.
+    fn taps_ip_iterator_kick();
 }
 
 /// `struct taps_ip_packet` of c/multihome.c: one tunnelled packet.
@@ -314,20 +323,32 @@ impl Socket {
 
     /// Adds (`add`) or removes one address of a socket already bound (`usrsctp_bindx`, port
     /// 0: the socket's). On an established association usrsctp tells the peer with an
-    /// ASCONF (ADD-IP or DELETE-IP), which its iterator thread sends. Adding needs one of
-    /// this host's addresses when usrsctp started (EADDRNOTAVAIL); the last address cannot
-    /// be removed (EINVAL).
+    /// ASCONF (ADD-IP or DELETE-IP), which its iterator thread queues and sends; a removed
+    /// address leaves the endpoint there too. Returns once that thread has done so (see
+    /// [`iterator_done`]). Adding needs one of this host's addresses when usrsctp started
+    /// (EADDRNOTAVAIL); the last address cannot be removed (EINVAL).
     pub(crate) fn rebind_ip(&self, ip: IpAddr, add: bool) -> Result<()> {
         let flags = if add {
             SCTP_BINDX_ADD_ADDR
         } else {
             SCTP_BINDX_REM_ADDR
         };
-        self.bindx(&[SocketAddr::new(ip, 0)], flags)
+        self.bindx_then(&[SocketAddr::new(ip, 0)], flags, iterator_done)
     }
 
     /// `usrsctp_bindx(addrs, flags)`.
     fn bindx(&self, addrs: &[SocketAddr], flags: c_int) -> Result<()> {
+        self.bindx_then(addrs, flags, |_| {})
+    }
+
+    /// `usrsctp_bindx(addrs, flags)`, then `after` with the socket if it succeeded, under
+    /// the same hold of the locks.
+    fn bindx_then(
+        &self,
+        addrs: &[SocketAddr],
+        flags: c_int,
+        after: impl FnOnce(*mut raw::socket),
+    ) -> Result<()> {
         let mut packed: Vec<u8> = Vec::with_capacity(addrs.len() * size_of::<libc::sockaddr_in6>());
         for a in addrs {
             let (ss, len) = ip_storage(*a);
@@ -347,7 +368,9 @@ impl Socket {
             let rc = unsafe {
                 raw::usrsctp_bindx(so, packed.as_mut_ptr() as *mut libc::sockaddr, n, flags)
             };
-            super::socket::check(rc, "usrsctp_bindx")
+            super::socket::check(rc, "usrsctp_bindx")?;
+            after(so);
+            Ok(())
         })
     }
 
@@ -408,6 +431,72 @@ impl Socket {
         )
     }
 }
+
+/// How long [`iterator_done`] waits before waking usrsctp's iterator thread again.
+#[cfg(usrsctp_multihome)]
+const ITERATOR_KICK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How long [`iterator_done`] waits at most (the thread exists; this bounds a wait on a
+/// machine too busy to run it).
+#[cfg(usrsctp_multihome)]
+const ITERATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether usrsctp's iterator thread has reached a mark ([`iterator_done`]).
+#[cfg(usrsctp_multihome)]
+#[derive(Default)]
+struct Mark {
+    reached: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+/// Called by usrsctp for a mark: on its iterator thread, or on the thread that closes the
+/// socket first. `arg` is the `Arc<Mark>` that [`iterator_done`] gave away.
+#[cfg(usrsctp_multihome)]
+extern "C" fn mark_reached(arg: *mut c_void, _val: u32) {
+    // SAFETY: `arg` came from `Arc::into_raw` in `iterator_done`, and usrsctp calls this
+    // once per mark.
+    let mark = unsafe { std::sync::Arc::from_raw(arg as *const Mark) };
+    *mark.reached.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    mark.cv.notify_all();
+}
+
+/// Waits until usrsctp's iterator thread has done the work a `usrsctp_bindx` on the
+/// established association of `so` queued there (see `taps_ip_iterator_mark` in
+/// c/multihome.c): the ASCONF queued and sent, a removed address gone from the endpoint. It
+/// queues a mark behind that work and waits for the thread to reach it, waking the thread
+/// every [`ITERATOR_KICK`]: the thread misses a wake-up that comes before it first waits,
+/// and would then leave the ASCONF unsent. Called under the socket's read lock and the
+/// usrsctp lock, held throughout: no other thread of ours is inside usrsctp while that
+/// thread changes the association, as for every other change (see `library::API`).
+#[cfg(usrsctp_multihome)]
+fn iterator_done(so: *mut raw::socket) {
+    let mark = std::sync::Arc::new(Mark::default());
+    let arg = std::sync::Arc::into_raw(mark.clone()) as *mut c_void;
+    // SAFETY: `so` is live (the caller holds its read lock and the usrsctp lock); the shim
+    // is bound (IP mode needs it); `arg` stays valid until `mark_reached` takes it back.
+    if unsafe { taps_ip_iterator_mark(so, mark_reached, arg) } != 0 {
+        // Not queued: `mark_reached` will not run.
+        // SAFETY: `arg` came from `Arc::into_raw` above and was not handed on.
+        drop(unsafe { std::sync::Arc::from_raw(arg as *const Mark) });
+        return;
+    }
+    let until = std::time::Instant::now() + ITERATOR_WAIT;
+    let mut reached = mark.reached.lock().unwrap_or_else(|e| e.into_inner());
+    while !*reached && std::time::Instant::now() < until {
+        let (r, wait) = mark
+            .cv
+            .wait_timeout(reached, ITERATOR_KICK)
+            .unwrap_or_else(|e| e.into_inner());
+        reached = r;
+        if !*reached && wait.timed_out() {
+            // SAFETY: the shim is bound; a broadcast on usrsctp's condition variable.
+            unsafe { taps_ip_iterator_kick() };
+        }
+    }
+}
+
+#[cfg(not(usrsctp_multihome))]
+fn iterator_done(_so: *mut raw::socket) {}
 
 #[cfg(test)]
 mod tests {

@@ -15,16 +15,17 @@ impl Association {
     /// heartbeat before sending data on it. Only an association in IP mode (made with
     /// `connect_multihomed`/`listen_multihomed`, which taps uses for `multihoming`) can, and only with an address this host had
     /// when SCTP was first used in the process; an IPv6 address needs an association that
-    /// already has one (its socket is IPv6). Returns once usrsctp has queued the ASCONF
-    /// (its iterator thread sends it); one `usrsctp_bindx`.
+    /// already has one (its socket is IPv6). Returns once usrsctp's iterator thread has
+    /// queued and sent the ASCONF; one `usrsctp_bindx` and a wait for that thread.
     pub fn add_local_address(&self, ip: IpAddr) -> Result<()> {
         self.rebind(ip, true)
     }
 
     /// Removes `ip` from the addresses this end of the association uses and tells the peer
     /// (ASCONF DELETE-IP), which then drops its path to `ip`. The last address cannot be
-    /// removed. Only in IP mode, as [`Association::add_local_address`]; one
-    /// `usrsctp_bindx`.
+    /// removed. Only in IP mode, as [`Association::add_local_address`]; returns, as it
+    /// does, once the ASCONF is sent, and the address is no longer the association's (a
+    /// later removal of the last other address is refused).
     pub fn remove_local_address(&self, ip: IpAddr) -> Result<()> {
         self.rebind(ip, false)
     }
