@@ -231,16 +231,14 @@ fn two(b_mbit: f64, b_delay: u64) -> Vec<LinkSpec> {
     ]
 }
 
+/// Experiment 1's σ, KiB; 176 and 240 KiB are where the send-buffer split lets Fixed
+/// reach full rate at δB = 50 and 75 ms (σ/2 against path B's bandwidth-delay product).
+const EXP1_SIGMAS: &[u32] = &[64, 128, 176, 192, 224, 240, 256, 288];
+
 /// The grid: `quick` keeps the points the paper's claims rest on.
 fn plan(quick: bool) -> Vec<Plan> {
     let mut v = Vec::new();
-    let sig1: &[u32] = if quick {
-        &[64, 224, 288]
-    } else {
-        // 176 and 240 KiB: where Fixed's buffer-split limit (σ/2 against path B's
-        // bandwidth-delay product) lets it reach full rate at δB = 50 and 75 ms.
-        &[64, 128, 176, 192, 224, 240, 256, 288]
-    };
+    let sig1: &[u32] = if quick { &[64, 224, 288] } else { EXP1_SIGMAS };
     for &db in &[10u64, 50, 75] {
         for &s in sig1 {
             for fixed in [false, true] {
