@@ -212,6 +212,9 @@ pub struct Stall {
     /// The hole the last SACK before it reported (the TSN after its cumulative ack): when
     /// it was first sent, on which link, and whether a full queue dropped it.
     pub hole: Option<(u32, Duration, usize, bool)>,
+    /// The hole's copies sent again before the stall (a fast retransmission): when, on
+    /// which link, and whether a full queue dropped that copy.
+    pub hole_resent: Vec<(Duration, usize, bool)>,
 }
 
 /// How long after a copy's DATA event its drop may be recorded and still be its own.
@@ -287,6 +290,20 @@ pub fn stalls(events: &[SctpEvent], min: Duration) -> Vec<Stall> {
                 _ => None,
             })
         });
+        let hole_resent = hole.map_or_else(Vec::new, |(tsn, first, ..)| {
+            events
+                .iter()
+                .filter(|e| e.at >= first && e.at <= from)
+                .filter_map(|e| match e.what {
+                    SctpWhat::Data {
+                        tsn: t,
+                        again: true,
+                        ..
+                    } if t == tsn => Some((e.at, e.link, was_dropped(e.link, tsn, e.at))),
+                    _ => None,
+                })
+                .collect()
+        });
         out.push(Stall {
             from,
             to,
@@ -295,6 +312,7 @@ pub fn stalls(events: &[SctpEvent], min: Duration) -> Vec<Stall> {
             dropped_before,
             cum_moved,
             hole,
+            hole_resent,
         });
     }
     out
@@ -327,6 +345,18 @@ impl std::fmt::Display for Stall {
                     " (not dropped by the link)"
                 }
             )?;
+            for (at, link, dropped) in &self.hole_resent {
+                write!(
+                    f,
+                    ", resent at {:.0} ms on link {link}{}",
+                    ms(*at),
+                    if *dropped {
+                        " (dropped by the full queue)"
+                    } else {
+                        " (not dropped by the link)"
+                    }
+                )?;
+            }
         }
         write!(
             f,
@@ -463,9 +493,10 @@ mod tests {
         }
     }
 
-    /// TSN 2 dropped by link 0's queue, TSN 3 and 4 arrive (one gap block), the window
-    /// closes, TSN 2 is resent 500 ms later and the cumulative ack moves: one stall, told
-    /// with the hole, its drop and its resend; a pause shorter than the minimum is none.
+    /// TSN 2 dropped by link 0's queue, fast-retransmitted onto the same queue and dropped
+    /// again, TSN 3 and 4 arrive (one gap block), the window closes, TSN 2 is resent 500 ms
+    /// later and the cumulative ack moves: one stall, told with the hole, its drops and its
+    /// resends; a pause shorter than the minimum is none.
     #[test]
     fn a_stall_behind_a_dropped_chunk_is_explained() {
         let events = vec![
@@ -473,6 +504,8 @@ mod tests {
             at(10, 0, data(2, false)),
             at(10, 0, SctpWhat::Dropped { tsn: 2 }),
             at(20, 1, data(3, false)),
+            at(25, 0, data(2, true)),
+            at(25, 0, SctpWhat::Dropped { tsn: 2 }),
             at(30, 0, sack(1, 50_000, 0)),
             at(40, 1, data(4, false)),
             at(60, 1, sack(1, 900, 1)),
@@ -489,15 +522,19 @@ mod tests {
                 to: Duration::from_millis(590),
                 last_sack: Some((1, 50_000, 0)),
                 resent: vec![(Duration::from_millis(560), 1, 2, false)],
-                dropped_before: 1,
+                dropped_before: 2,
                 cum_moved: Some((Duration::from_millis(580), 60_000)),
                 hole: Some((2, Duration::from_millis(10), 0, true)),
+                hole_resent: vec![(Duration::from_millis(25), 0, true)],
             }]
         );
         let text = found[0].to_string();
         assert!(text.contains("from 40 to 590 ms (550 ms)"), "{text}");
         assert!(
-            text.contains("TSN 2, first sent at 10 ms on link 0 (dropped by the full queue)"),
+            text.contains(
+                "TSN 2, first sent at 10 ms on link 0 (dropped by the full queue), resent at 25 \
+                 ms on link 0 (dropped by the full queue)"
+            ),
             "{text}"
         );
     }
