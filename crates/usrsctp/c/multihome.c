@@ -557,30 +557,32 @@ static int taps_ip_describe(const struct msghdr *msg, int v6, struct taps_ip_pac
 	return 0;
 }
 
-/* Fills `c` with IP_PKTINFO asking for the IPv4 source `source`; returns the control length. */
-static size_t taps_ip_pktinfo4(struct cmsghdr *c, const unsigned char *source)
+/* Fills `c` with one control message (`level`, `type`, `len` bytes of `data`); returns the
+ * control length. */
+static size_t taps_ip_cmsg(struct cmsghdr *c, int level, int type, const void *data, size_t len)
 {
-	struct in_pktinfo pi;
-	memset(&pi, 0, sizeof(pi));
-	memcpy(&pi.ipi_spec_dst, source, 4);
-	c->cmsg_level = IPPROTO_IP;
-	c->cmsg_type = IP_PKTINFO;
-	c->cmsg_len = CMSG_LEN(sizeof(pi));
-	memcpy(CMSG_DATA(c), &pi, sizeof(pi));
-	return CMSG_SPACE(sizeof(pi));
+	c->cmsg_level = level;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(len);
+	memcpy(CMSG_DATA(c), data, len);
+	return CMSG_SPACE(len);
 }
 
-/* The same with IPV6_PKTINFO for the IPv6 source `source`. */
-static size_t taps_ip_pktinfo6(struct cmsghdr *c, const unsigned char *source)
+/* Fills `c` with IP_PKTINFO or IPV6_PKTINFO asking for the source `source` (4 or 16 bytes);
+ * returns the control length. */
+static size_t taps_ip_pktinfo(struct cmsghdr *c, int v6, const unsigned char *source)
 {
+	struct in_pktinfo pi;
 	struct in6_pktinfo pi6;
-	memset(&pi6, 0, sizeof(pi6));
-	memcpy(&pi6.ipi6_addr, source, 16);
-	c->cmsg_level = IPPROTO_IPV6;
-	c->cmsg_type = IPV6_PKTINFO;
-	c->cmsg_len = CMSG_LEN(sizeof(pi6));
-	memcpy(CMSG_DATA(c), &pi6, sizeof(pi6));
-	return CMSG_SPACE(sizeof(pi6));
+
+	if (v6) {
+		memset(&pi6, 0, sizeof(pi6));
+		memcpy(&pi6.ipi6_addr, source, 16);
+		return taps_ip_cmsg(c, IPPROTO_IPV6, IPV6_PKTINFO, &pi6, sizeof(pi6));
+	}
+	memset(&pi, 0, sizeof(pi));
+	memcpy(&pi.ipi_spec_dst, source, 4);
+	return taps_ip_cmsg(c, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
 }
 
 static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -613,7 +615,7 @@ static ssize_t taps_ip_sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	if (chosen == 1) {
 		with.msg_control = ctl.buf;
-		with.msg_controllen = v6 ? taps_ip_pktinfo6(c, source) : taps_ip_pktinfo4(c, source);
+		with.msg_controllen = taps_ip_pktinfo(c, v6, source);
 	}
 	n = taps_ip_real_sendmsg(fd, &with, flags);
 	/* The source is no longer one of this host's addresses: let routing pick one. */

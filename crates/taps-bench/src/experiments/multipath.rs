@@ -48,6 +48,12 @@ pub fn read_multipath(path: &std::path::Path) -> Result<MultipathResults, String
 /// (or one of its `|`-separated values).
 pub const FILTER_ENV: &str = "TAPS_BENCH_MULTIPATH_ONLY";
 
+/// A point's label, `exp N SERIES σ=S`: what [`FILTER_ENV`] selects by and what
+/// [`LaterRun::points`] lists.
+fn point_label(experiment: u8, series: &str, sigma_kib: u32) -> String {
+    format!("exp {experiment} {series} σ={sigma_kib}")
+}
+
 /// How long each point runs.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Timing {
@@ -378,8 +384,7 @@ impl MultipathResults {
         {
             return Err("the later run's warm-up or window differs from the whole run's".into());
         }
-        let label =
-            |p: &MultipathPoint| format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib);
+        let label = |p: &MultipathPoint| point_label(p.experiment, &p.series, p.buffer_kib);
         let mut points: Vec<String> = later.points.iter().map(label).collect();
         points.sort();
         points.dedup();
@@ -567,7 +572,7 @@ pub fn run_multipath(
     let plans: Vec<Plan> = plan(quick)
         .into_iter()
         .filter(|p| {
-            let label = format!("exp {} {} σ={}", p.experiment, p.series, p.buffer_kib);
+            let label = point_label(p.experiment, &p.series, p.buffer_kib);
             only.split('|').any(|o| label.contains(o))
         })
         .collect();
