@@ -283,28 +283,43 @@ pub(crate) struct OpenRequest {
 }
 
 impl OpenRequest {
-    /// Initiates the flow, then hands the connection to a task of its own ([`drive`]):
-    /// this task, with the race's state, ends once the flow is established. Dropping
-    /// the command sender (or Close) before the race ends cancels it.
+    /// Initiates the flow, then drives the connection ([`drive`]) in the same task: one
+    /// task per flow from open to close. The race's state is boxed inside `initiate` and
+    /// freed when the race ends. Close or abort before the race ends cancels it.
+    #[allow(clippy::manual_async_fn)]
     pub(crate) fn run(self) -> impl std::future::Future<Output = ()> + Send {
-        // An async block, not an async fn, as for `drive`.
+        // An async block, not an async fn, as for `drive`. The opening's state and the
+        // established flow's never coexist: `open`'s future is a temporary gone before
+        // `drive`'s is made, so the task is sized by the larger of the two.
+        async move {
+            let Some(pump) = self.open().await else {
+                return;
+            };
+            drive(pump).await;
+        }
+    }
+
+    /// Races for the connection; the established flow's state, or None when the open
+    /// failed (the application is told) or was cancelled.
+    async fn open(self) -> Option<Pump> {
         let OpenRequest {
             pre,
             id,
             ctx,
             shared,
         } = self;
-        async move {
-            let r = tokio::select! {
-                r = pre.initiate() => r,
-                () = until_closed(&shared) => return,
-            };
-            match r {
-                Ok(conn) => {
-                    ctx.post(id, Event::Connected(ConnInfo::of(&conn)));
-                    tokio::spawn(drive(Pump::new(conn, id, ctx, shared)));
-                }
-                Err(e) => ctx.post(id, Event::Error(open_error_code(&e), e.to_string())),
+        let r = tokio::select! {
+            r = pre.initiate() => r,
+            () = until_closed(&shared) => return None,
+        };
+        match r {
+            Ok(conn) => {
+                ctx.post(id, Event::Connected(ConnInfo::of(&conn)));
+                Some(Pump::new(conn, id, ctx, shared))
+            }
+            Err(e) => {
+                ctx.post(id, Event::Error(open_error_code(&e), e.to_string()));
+                None
             }
         }
     }
