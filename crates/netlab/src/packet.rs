@@ -182,6 +182,11 @@ pub(crate) struct SackChunk {
     pub a_rwnd: u32,
     /// Gap ack blocks: ranges above `cum_tsn` that arrived (holes between them).
     pub gap_blocks: u16,
+    /// TSNs above `cum_tsn` the gap ack blocks cover (in an NR-SACK, the renegable ones).
+    pub gap_acked: u32,
+    /// TSNs above `cum_tsn` an NR-SACK's NR gap blocks cover: the receiver will not
+    /// renege on them (usrsctp: delivered to the socket), so the sender may free them.
+    pub nr_acked: u32,
 }
 
 /// The chunks [`sctp_chunks`] reads from an SCTP packet.
@@ -237,18 +242,48 @@ pub(crate) fn sctp_chunks(pkt: &[u8], info: &PacketInfo) -> Option<SctpChunks> {
         }
         // SACK (3) and NR-SACK (16): cumulative TSN ack, a_rwnd, number of gap blocks.
         if matches!(h[0], 3 | 16) && len >= 16 {
-            if let Some(c) = sctp.get(at + 4..at + 14) {
-                out.sacks.push(SackChunk {
-                    vtag,
-                    cum_tsn: be32(&c[..4]),
-                    a_rwnd: be32(&c[4..8]),
-                    gap_blocks: u16::from_be_bytes([c[8], c[9]]),
-                });
+            if let Some(chunk) = sctp.get(at..at + len) {
+                out.sacks.push(sack_chunk(vtag, h[0] == 16, chunk));
             }
         }
         at += (len + 3) & !3;
     }
     Some(out)
+}
+
+/// A SACK (`nr` false) or NR-SACK chunk, header included. An NR-SACK's header has the
+/// NR gap block count and the duplicates' count after the gap block count (RFC draft
+/// natarajan-tsvwg-sctp-nrsack, as usrsctp sends it); its gap blocks follow, then its NR
+/// gap blocks. Block counts that run past the chunk count only the blocks it holds.
+fn sack_chunk(vtag: u32, nr: bool, c: &[u8]) -> SackChunk {
+    let be16 = |at: usize| u16::from_be_bytes([c[at], c[at + 1]]);
+    let gap_blocks = be16(12);
+    let (nr_blocks, first_block) = if nr && c.len() >= 20 {
+        (be16(14), 20)
+    } else {
+        (0, 16)
+    };
+    // Each block: start and end offsets from the cumulative TSN ack, both included.
+    let covered = |from: usize, blocks: u16| -> u32 {
+        (0..usize::from(blocks))
+            .filter_map(|i| c.get(from + 4 * i..from + 4 * i + 4))
+            .map(|b| {
+                let (start, end) = (
+                    u16::from_be_bytes([b[0], b[1]]),
+                    u16::from_be_bytes([b[2], b[3]]),
+                );
+                u32::from(end.saturating_sub(start)) + u32::from(end >= start)
+            })
+            .sum()
+    };
+    SackChunk {
+        vtag,
+        cum_tsn: u32::from_be_bytes([c[4], c[5], c[6], c[7]]),
+        a_rwnd: u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+        gap_blocks,
+        gap_acked: covered(first_block, gap_blocks),
+        nr_acked: covered(first_block + 4 * usize::from(gap_blocks), nr_blocks),
+    }
 }
 
 #[cfg(test)]
@@ -362,5 +397,25 @@ pub(crate) mod tests {
         );
         p[40] ^= 1;
         assert_eq!(sctp_chunks(&p, &parse(&p).unwrap()), None);
+    }
+
+    /// A SACK with gap blocks 2-3 and 5-5 above cumulative TSN 100: 3 TSNs gap-acked; an
+    /// NR-SACK with the renegable block 2-3 and the NR block 5-7: 2 and 3; a block count
+    /// past the chunk's end counts only the blocks present.
+    #[test]
+    fn sack_gap_blocks_are_counted() {
+        let mut sack = vec![3, 0, 0, 28, 0, 0, 0, 100, 0, 0, 0x40, 0, 0, 2, 0, 0];
+        sack.extend_from_slice(&[0, 2, 0, 3, 0, 5, 0, 5]);
+        let s = sack_chunk(9, false, &sack);
+        assert_eq!((s.cum_tsn, s.a_rwnd, s.gap_blocks), (100, 0x4000, 2));
+        assert_eq!((s.gap_acked, s.nr_acked), (3, 0));
+        let mut nr = vec![
+            16, 0, 0, 28, 0, 0, 0, 100, 0, 0, 0x40, 0, 0, 1, 0, 1, 0, 0, 0, 0,
+        ];
+        nr.extend_from_slice(&[0, 2, 0, 3, 0, 5, 0, 7]);
+        let s = sack_chunk(9, true, &nr);
+        assert_eq!((s.gap_blocks, s.gap_acked, s.nr_acked), (1, 2, 3));
+        sack[13] = 9;
+        assert_eq!(sack_chunk(9, false, &sack).gap_acked, 3);
     }
 }

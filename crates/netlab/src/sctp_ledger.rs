@@ -80,6 +80,10 @@ pub enum SctpWhat {
         a_rwnd: u32,
         /// Gap ack blocks (ranges above `cum_tsn` that arrived, holes between them).
         gap_blocks: u16,
+        /// TSNs the gap blocks cover (in an NR-SACK, the renegable ones only).
+        gap_acked: u32,
+        /// TSNs an NR-SACK's NR gap blocks cover (the sender may free them).
+        nr_acked: u32,
     },
 }
 
@@ -137,6 +141,8 @@ impl SctpLedger {
                 cum_tsn: s.cum_tsn,
                 a_rwnd: s.a_rwnd,
                 gap_blocks: s.gap_blocks,
+                gap_acked: s.gap_acked,
+                nr_acked: s.nr_acked,
             }));
         }
         if let Some((start, v)) = g.timeline.as_mut() {
@@ -255,6 +261,7 @@ pub fn stalls(events: &[SctpEvent], min: Duration) -> Vec<Stall> {
                     cum_tsn,
                     a_rwnd,
                     gap_blocks,
+                    ..
                 } => Some((cum_tsn, a_rwnd, gap_blocks)),
                 _ => None,
             })
@@ -452,6 +459,7 @@ pub fn trace(events: &[SctpEvent], step: Duration) -> Vec<TraceStep> {
                 cum_tsn,
                 a_rwnd,
                 gap_blocks,
+                ..
             } => {
                 cum = Some(cum_tsn);
                 cur.a_rwnd = Some(a_rwnd);
@@ -462,6 +470,65 @@ pub fn trace(events: &[SctpEvent], step: Duration) -> Vec<TraceStep> {
     step_end(&mut cur, highest, cum);
     out.push(cur);
     out
+}
+
+/// What the SACKs of a timeline said the sender holds, averaged over every SACK from
+/// `from` on (each SACK one sample, so busy times weigh more).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Held {
+    /// SACKs averaged.
+    pub sacks: u32,
+    /// TSNs first sent and not cumulatively acked when the SACK arrived: what the
+    /// sender's buffer holds of what it sent, without NR-SACK.
+    pub outstanding: f64,
+    /// Of those, TSNs the SACK gap-acked as renegable: held by the sender, and at the
+    /// receiver out of order and not delivered (usrsctp NR-acks what it delivered).
+    pub gap_acked: f64,
+    /// Of those, TSNs the SACK NR-acked: the sender may free them at once.
+    pub nr_acked: f64,
+    /// The receiver's advertised window, bytes.
+    pub a_rwnd: f64,
+}
+
+/// [`Held`] over the SACKs of `events` (a timeline, oldest first) at or after `from`;
+/// `None` if there were none.
+pub fn held(events: &[SctpEvent], from: Duration) -> Option<Held> {
+    let mut highest: Option<u32> = None;
+    let mut sum = Held::default();
+    for e in events {
+        match e.what {
+            SctpWhat::Data {
+                tsn, again: false, ..
+            } if highest.is_none_or(|h| (tsn.wrapping_sub(h) as i32) > 0) => {
+                highest = Some(tsn);
+            }
+            SctpWhat::Sack {
+                cum_tsn,
+                a_rwnd,
+                gap_acked,
+                nr_acked,
+                ..
+            } if e.at >= from => {
+                let Some(h) = highest else { continue };
+                sum.sacks += 1;
+                sum.outstanding += f64::from(h.wrapping_sub(cum_tsn).min(1 << 20));
+                sum.gap_acked += f64::from(gap_acked);
+                sum.nr_acked += f64::from(nr_acked);
+                sum.a_rwnd += f64::from(a_rwnd);
+            }
+            _ => {}
+        }
+    }
+    (sum.sacks > 0).then(|| {
+        let n = f64::from(sum.sacks);
+        Held {
+            sacks: sum.sacks,
+            outstanding: sum.outstanding / n,
+            gap_acked: sum.gap_acked / n,
+            nr_acked: sum.nr_acked / n,
+            a_rwnd: sum.a_rwnd / n,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -490,7 +557,37 @@ mod tests {
             cum_tsn,
             a_rwnd,
             gap_blocks,
+            gap_acked: u32::from(gap_blocks),
+            nr_acked: 0,
         }
+    }
+
+    /// Two SACKs from `from` on, one before it (left out): the means of the outstanding
+    /// TSNs (highest first sent minus the cumulative ack), the acked counts and a_rwnd.
+    #[test]
+    fn held_averages_the_sacks_of_the_window() {
+        let nr = |cum_tsn, a_rwnd, gap_acked, nr_acked| SctpWhat::Sack {
+            cum_tsn,
+            a_rwnd,
+            gap_blocks: 1,
+            gap_acked,
+            nr_acked,
+        };
+        let mut events: Vec<SctpEvent> = (1..=6)
+            .map(|t| at(u64::from(t), 0, data(t, false)))
+            .collect();
+        events.push(at(7, 1, nr(1, 9_000, 1, 1)));
+        events.push(at(20, 1, nr(2, 4_000, 2, 1)));
+        events.push(at(30, 0, data(7, false)));
+        events.push(at(31, 0, data(3, true)));
+        events.push(at(40, 1, nr(3, 6_000, 0, 3)));
+        let h = held(&events, Duration::from_millis(10)).unwrap();
+        assert_eq!(h.sacks, 2);
+        assert_eq!(
+            (h.outstanding, h.gap_acked, h.nr_acked, h.a_rwnd),
+            (4.0, 1.0, 2.0, 5_000.0)
+        );
+        assert_eq!(held(&events, Duration::from_millis(50)), None);
     }
 
     /// TSN 2 dropped by link 0's queue, fast-retransmitted onto the same queue and dropped

@@ -77,6 +77,9 @@ pub struct PeerConfig {
     pub buffer: Option<u32>,
     /// Offer NR-SACK.
     pub nr_sack: bool,
+    /// NR-ack every chunk on arrival (sysctl `sctp_do_drain=0`, see
+    /// [`usrsctp::set_renege`]) instead of once it is delivered.
+    pub nr_on_arrival: bool,
     /// Fixed path MTU on every path (PMTU discovery off); `None`: usrsctp's.
     pub mtu: Option<u32>,
     /// The sysctl `sctp_peer_chunk_oh`; `None`: usrsctp's 256.
@@ -152,6 +155,10 @@ impl PeerConfig {
             phases,
             buffer: opt_u32("buffer"),
             nr_sack: v.get("nr_sack").and_then(Value::as_bool).unwrap_or(false),
+            nr_on_arrival: v
+                .get("nr_on_arrival")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             mtu: opt_u32("mtu"),
             chunk_overhead: opt_u32("chunk_overhead"),
             saturate,
@@ -170,7 +177,7 @@ impl PeerConfig {
             "extra_paths": self.extra_paths, "hb_ms": self.hb_ms, "rto_max_ms": self.rto_max_ms,
             "pathmaxrxt": self.pathmaxrxt, "pf_threshold": self.pf_threshold, "cmt": self.cmt,
             "phases": phases, "buffer": self.buffer, "nr_sack": self.nr_sack, "mtu": self.mtu,
-            "chunk_overhead": self.chunk_overhead,
+            "chunk_overhead": self.chunk_overhead, "nr_on_arrival": self.nr_on_arrival,
             "saturate": self.saturate.as_ref().map(crate::sctp_mp_sat::to_json),
         })
         .to_string()
@@ -229,6 +236,9 @@ pub fn run(role: &str, config: &str) -> Result<(), String> {
     .map_err(|e| format!("CMT switches: {e}"))?;
     if let Some(oh) = cfg.chunk_overhead {
         usrsctp::set_peer_chunk_overhead(oh).map_err(|e| format!("sctp_peer_chunk_oh: {e}"))?;
+    }
+    if cfg.nr_on_arrival {
+        usrsctp::set_renege(false).map_err(|e| format!("sctp_do_drain: {e}"))?;
     }
     usrsctp::multihome_available().map_err(|e| e.to_string())?;
     match role {
@@ -525,6 +535,7 @@ mod tests {
             }],
             buffer: Some(65536),
             nr_sack: true,
+            nr_on_arrival: true,
             mtu: Some(1472),
             chunk_overhead: Some(0),
             saturate: Some(Saturate {

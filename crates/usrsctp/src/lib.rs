@@ -178,9 +178,9 @@ pub use error::{Error, Result};
 pub use exit::{before_exit, end_all_associations, Ended, EXIT_GRACE};
 pub use listener::SctpListener;
 pub use multihome::{
-    multihome_available, set_cmt_global, set_peer_chunk_overhead, BufferSplitting, CmtGlobal,
-    FixedPaths, PathEvents, PathInfo, PathParams, PathState, PathStats, PathThresholds, PeerPath,
-    SctpPath,
+    multihome_available, set_cmt_global, set_peer_chunk_overhead, set_renege, BufferSplitting,
+    CmtGlobal, FixedPaths, PathEvents, PathInfo, PathParams, PathState, PathStats, PathThresholds,
+    PeerPath, SctpPath,
 };
 pub use options::{Scheduler, SctpOptions};
 pub use path_events::{PathEvent, PathEventKind, PathId};

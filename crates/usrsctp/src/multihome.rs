@@ -151,6 +151,17 @@ pub fn set_peer_chunk_overhead(bytes: u32) -> Result<()> {
     ffi::set_peer_chunk_oh(bytes)
 }
 
+/// Sets the process-wide sysctl `sctp_do_drain` (initialising usrsctp if needed): with
+/// `renege` (usrsctp's default) a receiver may drop out-of-order data it has not yet
+/// delivered when memory runs short, so an NR-SACK's non-renegable blocks cover only
+/// data delivered to the socket; without, every chunk is non-renegable on arrival and
+/// the sender may free it at once (as the simulator of the CMT scheduling paper does).
+/// One call; affects every association of the process.
+pub fn set_renege(renege: bool) -> Result<()> {
+    let _ = global();
+    ffi::set_do_drain(u32::from(renege))
+}
+
 /// Whether this build and process can add peer paths ([`Association::add_peer_path`]):
 /// the shim is compiled in and the loaded libusrsctp is the build it was compiled for.
 /// The error says why not and what to do. First call: one walk of the loaded objects; then

@@ -64,6 +64,7 @@ fn config() -> PeerConfig {
         ],
         buffer: None,
         nr_sack: false,
+        nr_on_arrival: false,
         mtu: None,
         chunk_overhead: None,
         saturate: None,

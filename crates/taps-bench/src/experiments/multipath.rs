@@ -92,6 +92,10 @@ pub struct MultipathPoint {
     pub fill_by_queue: bool,
     /// NR-SACK offered by both ends.
     pub nr_sack: bool,
+    /// The receiver NR-acks every chunk on arrival (usrsctp's sysctl `sctp_do_drain=0`,
+    /// as the paper's simulator does), not once it is delivered.
+    #[serde(default)]
+    pub nr_on_arrival: bool,
     /// Payload throughput of the association, Mbit/s.
     #[serde(deserialize_with = "nan_if_null")]
     pub mbit: f64,
@@ -118,6 +122,9 @@ pub struct MultipathPoint {
     /// (netlab's SCTP ledger timeline: the last SACK before, the hole, its drop, its resend).
     #[serde(default)]
     pub stalls: Vec<String>,
+    /// What the receiver's SACKs said the sender held, averaged over the measured window.
+    #[serde(default)]
+    pub held: Option<netlab::sctp_ledger::Held>,
     /// Why the point failed, if it did.
     pub error: Option<String>,
 }
@@ -199,6 +206,7 @@ struct Plan {
     map: Option<Vec<usize>>,
     fill_by_queue: bool,
     nr_sack: bool,
+    nr_on_arrival: bool,
     streams: u16,
     runs: u32,
 }
@@ -217,6 +225,7 @@ fn carries_claim(experiment: u8, series: &str, sigma: u32) -> bool {
             (series, sigma),
             ("RR, NR-SACK off", 256)
                 | ("RR, NR-SACK on", 256)
+                | ("RR, NR-SACK on arrival", 256)
                 | ("Fixed, NR-SACK off", 256)
                 | ("Fixed, NR-SACK on", 128)
         ),
@@ -256,6 +265,7 @@ fn plan(quick: bool) -> Vec<Plan> {
                     map: fixed.then(|| vec![0, 1]),
                     fill_by_queue: false,
                     nr_sack: true,
+                    nr_on_arrival: false,
                     streams: 2,
                     runs: 1,
                 });
@@ -278,12 +288,24 @@ fn plan(quick: bool) -> Vec<Plan> {
                     map,
                     fill_by_queue: q,
                     nr_sack: true,
+                    nr_on_arrival: false,
                     streams: 2,
                     runs: 1,
                 });
             }
         }
     }
+    v.extend(plan_exp3(quick));
+    if !quick {
+        v.iter_mut().for_each(set_runs);
+    }
+    v
+}
+
+/// Experiment 3's points: three paths, seven streams, Fixed and RR with and without
+/// NR-SACK by σ.
+fn plan_exp3(quick: bool) -> Vec<Plan> {
+    let mut v = Vec::new();
     let sig3: &[u32] = if quick {
         &[128, 256]
     } else {
@@ -306,20 +328,27 @@ fn plan(quick: bool) -> Vec<Plan> {
     // The application fills the streams by their unsent bytes (the paper's sender keeps
     // every stream supplied); one more curve fills them in turn, where the 1 Mbit/s
     // stream #0 paces all seven.
+    // One more RR curve NR-acks on arrival, as the paper's simulator does (usrsctp NR-acks
+    // what it delivered).
     for &s in sig3 {
-        for (fixed, nr, by_queue) in [
-            (true, true, true),
-            (true, false, true),
-            (false, true, true),
-            (false, false, true),
-            (true, true, false),
+        for (fixed, nr, by_queue, on_arrival) in [
+            (true, true, true, false),
+            (true, false, true, false),
+            (false, true, true, false),
+            (false, false, true, false),
+            (true, true, false, false),
+            (false, true, true, true),
         ] {
             v.push(Plan {
                 experiment: 3,
                 series: format!(
                     "{}, NR-SACK {}{}",
                     if fixed { "Fixed" } else { "RR" },
-                    if nr { "on" } else { "off" },
+                    match (nr, on_arrival) {
+                        (true, true) => "on arrival",
+                        (true, false) => "on",
+                        (false, _) => "off",
+                    },
                     if by_queue { "" } else { ", fill in turn" }
                 ),
                 buffer_kib: s,
@@ -328,13 +357,11 @@ fn plan(quick: bool) -> Vec<Plan> {
                 map: fixed.then(|| vec![2, 0, 1, 0, 1, 0, 1]),
                 fill_by_queue: by_queue,
                 nr_sack: nr,
+                nr_on_arrival: on_arrival,
                 streams: 7,
                 runs: 1,
             });
         }
-    }
-    if !quick {
-        v.iter_mut().for_each(set_runs);
     }
     v
 }
@@ -370,14 +397,18 @@ pub struct MultipathResults {
 pub struct LaterRun {
     /// The points it ran, as `exp N series σ=S` labels.
     pub points: Vec<String>,
+    /// Of those, the points the whole run had too: their earlier runs were dropped.
+    #[serde(default)]
+    pub replaced: Vec<String>,
     /// Its wall-clock time, s.
     pub duration_s: f64,
 }
 
 impl MultipathResults {
-    /// Adds the points of `later`, a run of points this one does not have, with the same
-    /// timing (a point run twice, or runs of different lengths, would be averaged as if
-    /// alike: refused).
+    /// Adds the points of `later`, a run with the same timing (runs of different lengths
+    /// would be averaged as if alike: refused). A point both runs have is taken from
+    /// `later` alone (its earlier runs are dropped, and the report says so), so that no
+    /// figure mixes two runs.
     pub fn add_later(&mut self, later: MultipathResults) -> Result<(), String> {
         if later.timing.warmup_ms != self.timing.warmup_ms
             || later.timing.measure_ms != self.timing.measure_ms
@@ -388,12 +419,19 @@ impl MultipathResults {
         let mut points: Vec<String> = later.points.iter().map(label).collect();
         points.sort();
         points.dedup();
-        if let Some(dup) = self.points.iter().map(label).find(|l| points.contains(l)) {
-            return Err(format!("{dup} is in both runs"));
-        }
+        let mut replaced: Vec<String> = self
+            .points
+            .iter()
+            .map(label)
+            .filter(|l| points.contains(l))
+            .collect();
+        replaced.sort();
+        replaced.dedup();
+        self.points.retain(|p| !replaced.contains(&label(p)));
         self.points.extend(later.points);
         self.later.push(LaterRun {
             points,
+            replaced,
             duration_s: later.duration_s,
         });
         Ok(())
@@ -413,6 +451,7 @@ fn config(p: &Plan, t: Timing) -> PeerConfig {
         phases: Vec::new(),
         buffer: Some(p.buffer_kib * 1024),
         nr_sack: p.nr_sack,
+        nr_on_arrival: p.nr_on_arrival,
         mtu: Some(PATH_MTU),
         chunk_overhead: Some(0),
         saturate: Some(Saturate {
@@ -479,6 +518,7 @@ fn point(
         fixed: p.map.is_some(),
         fill_by_queue: p.fill_by_queue,
         nr_sack: p.nr_sack,
+        nr_on_arrival: p.nr_on_arrival,
         mbit: f64::NAN,
         delay_ms: f64::NAN,
         streams: Vec::new(),
@@ -488,6 +528,7 @@ fn point(
         wire: Vec::new(),
         pinning: None,
         stalls: Vec::new(),
+        held: None,
         error: None,
     };
     match r {
@@ -634,6 +675,9 @@ fn run_once(lab: &Lab, p: &Plan, round: u32, timing: Timing) -> MultipathPoint {
         usize::from(p.streams),
     );
     m.pinning = p.map.as_deref().map(|map| pinning(&m.wire, map));
+    // The timeline starts before the peers do, so this window also takes in the last
+    // few hundred ms of the warm-up.
+    m.held = netlab::sctp_ledger::held(&timeline, Duration::from_millis(timing.warmup_ms));
     m.stalls = netlab::sctp_ledger::stalls(&timeline, SHOWN_STALL)
         .iter()
         .map(ToString::to_string)
@@ -698,5 +742,23 @@ mod tests {
                 resent_elsewhere: 100,
             }
         );
+    }
+
+    /// The grid docs/benchmarks.md describes: 90 points and 543 runs in full, 36 points
+    /// once each with `--quick`; experiment 3 at σ = 256 KiB runs its compared curves
+    /// (RR with NR-SACK on arrival among them) 10 times.
+    #[test]
+    fn the_grid_has_its_points_and_runs() {
+        let full = plan(false);
+        assert_eq!(full.len(), 90);
+        assert_eq!(full.iter().map(|p| p.runs).sum::<u32>(), 543);
+        assert_eq!(plan(true).len(), 36);
+        let at_256: Vec<(&str, u32)> = full
+            .iter()
+            .filter(|p| p.experiment == 3 && p.buffer_kib == 256)
+            .map(|p| (p.series.as_str(), p.runs))
+            .collect();
+        assert!(at_256.contains(&("RR, NR-SACK on arrival", CLAIM_RUNS)));
+        assert!(at_256.contains(&("Fixed, NR-SACK on, fill in turn", OTHER_RUNS)));
     }
 }

@@ -281,6 +281,7 @@ mod tests {
             fixed: series.starts_with("Fixed"),
             fill_by_queue: false,
             nr_sack: true,
+            nr_on_arrival: false,
             mbit,
             delay_ms: 20.0,
             streams: vec![(mbit / 2.0, 10.0), (mbit / 2.0, 30.0)],
@@ -290,6 +291,7 @@ mod tests {
             wire: Vec::new(),
             pinning: None,
             stalls: Vec::new(),
+            held: None,
             error: None,
         }
     }
@@ -395,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn a_later_run_adds_points_it_alone_has_and_is_told() {
+    fn a_later_run_adds_points_or_replaces_them_and_is_told() {
         let run = |points: Vec<MultipathPoint>, measure_ms: u64| MultipathResults {
             points,
             timing: Timing {
@@ -407,12 +409,15 @@ mod tests {
             later: Vec::new(),
         };
         let mut whole = run(vec![point(1, "RR, δB=75 ms", 224, 15.0)], 4000);
-        let same_point = run(vec![point(1, "RR, δB=75 ms", 224, 16.0)], 4000);
-        let e = whole.clone().add_later(same_point).unwrap_err();
-        assert!(
-            e.contains("exp 1 RR, δB=75 ms σ=224 is in both runs"),
-            "{e}"
-        );
+        let mut again = whole.clone();
+        again
+            .add_later(run(vec![point(1, "RR, δB=75 ms", 224, 16.0)], 4000))
+            .unwrap();
+        assert_eq!(again.points.len(), 1);
+        assert_eq!(again.points[0].mbit, 16.0);
+        assert!(section(&again).contains(
+            "Of these, the whole run had 1 too (exp 1 RR, δB=75 ms σ=224): the figures below take it from the later run alone."
+        ));
         let shorter = run(vec![point(1, "RR, δB=75 ms", 240, 16.0)], 2000);
         assert!(whole.clone().add_later(shorter).is_err());
         let later = run(
@@ -425,6 +430,7 @@ mod tests {
         whole.add_later(later).unwrap();
         assert_eq!(whole.points.len(), 3);
         assert_eq!(whole.later[0].points, ["exp 1 RR, δB=75 ms σ=240"]);
+        assert!(whole.later[0].replaced.is_empty());
         let md = section(&whole);
         assert!(
             md.contains("Afterwards 1 point ran on its own, in rounds as well (60 s): exp 1 RR, δB=75 ms σ=240."),

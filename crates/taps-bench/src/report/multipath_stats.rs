@@ -125,6 +125,31 @@ pub(crate) struct Group<'a> {
     /// Per path at the end of the runs, as the client saw it: (congestion window, bytes;
     /// smoothed RTT, ms).
     pub(crate) end_paths: Vec<(Stat, Stat)>,
+    /// What the SACKs said the sender held (runs that recorded it): mean per run of the
+    /// per-SACK means (TSNs outstanding, of them renegably and non-renegably acked;
+    /// a_rwnd in bytes).
+    pub(crate) held: Option<HeldStats>,
+}
+
+/// [`Group::held`]: one [`Stat`] per figure of [`netlab::sctp_ledger::Held`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeldStats {
+    pub(crate) outstanding: Stat,
+    pub(crate) gap_acked: Stat,
+    pub(crate) nr_acked: Stat,
+    pub(crate) a_rwnd: Stat,
+}
+
+/// [`HeldStats`] over the runs that recorded what was held; `None` if none did.
+fn held_stats(ok: &[&MultipathPoint]) -> Option<HeldStats> {
+    let held: Vec<netlab::sctp_ledger::Held> = ok.iter().filter_map(|p| p.held).collect();
+    let stat = |f: fn(&netlab::sctp_ledger::Held) -> f64| Stat::of(held.iter().map(f));
+    (!held.is_empty()).then(|| HeldStats {
+        outstanding: stat(|h| h.outstanding),
+        gap_acked: stat(|h| h.gap_acked),
+        nr_acked: stat(|h| h.nr_acked),
+        a_rwnd: stat(|h| h.a_rwnd),
+    })
 }
 
 impl Group<'_> {
@@ -228,6 +253,7 @@ fn group<'a>(runs: &[&'a MultipathPoint]) -> Group<'a> {
                 (get("cwnd"), get("srtt_ms"))
             })
             .collect(),
+        held: held_stats(&ok),
     }
 }
 

@@ -94,7 +94,7 @@ pub(crate) fn intro(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
          SCTP_ADDR_OVER). Each run is one association: {:.1} s of warm-up, then a {:.1} s \
          window at the receiver (the paper: 19 s settling, 300 s measured, 24 runs). Each point \
          ran {} times ({} times where the paper's claims rest: every σ of experiment 1 at \
-         δB=50 and 75 ms, σ=64 KiB at 10 ms, and the four compared points of experiment 3), \
+         δB=50 and 75 ms, σ=64 KiB at 10 ms, and the compared points of experiment 3), \
          in rounds over the whole grid; every figure below is the mean over a point's runs ± \
          the half-width of its 95 % confidence interval (Student's t), and the plots draw \
          those intervals. The whole run took {:.0} s.\n",
@@ -120,6 +120,15 @@ pub(crate) fn intro(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
             later.duration_s,
             later.points.join("; ")
         );
+        if !later.replaced.is_empty() {
+            let _ = writeln!(
+                md,
+                "Of these, the whole run had {} too ({}): the figures below take {} from the later run alone.\n",
+                later.replaced.len(),
+                later.replaced.join("; "),
+                if later.replaced.len() == 1 { "it" } else { "them" }
+            );
+        }
     }
     let mut halves: Vec<(f64, &Group<'_>)> = g
         .all
@@ -683,7 +692,7 @@ pub(crate) fn exp3(md: &mut String, g: &Groups<'_>) {
     let sigmas: Vec<String> = g.sigmas(3).iter().map(ToString::to_string).collect();
     let (rr_on_p, rr_on_m) = rr_fit(g, "RR, NR-SACK on");
     let (rr_off_p, rr_off_m) = rr_fit(g, "RR, NR-SACK off");
-    let _ = writeln!(
+    let _ = write!(
         md,
         "The paper's curves 2 and 4 are without NR-SACK (it introduces NR-SACK only after \
 them), so its RR claim (curve 4) is compared with our RR without NR-SACK, and curve 3 (RR \
@@ -739,4 +748,10 @@ paper's figure, while NR-SACK's effect on RR grew instead of being small \
         path_c(g, "RR, NR-SACK on"),
         path_c(g, "RR, NR-SACK off"),
     );
+    // The RR item above ends its line; the NR-SACK item (if any) follows it in the same
+    // list, and a blank line ends the list.
+    super::multipath_nr::nr_sack_on_rr(md, g);
+    if !md.ends_with("\n\n") {
+        md.push('\n');
+    }
 }

@@ -468,6 +468,7 @@ usrsctp_api! {
     fn usrsctp_sysctl_set_sctp_buffer_splitting(value: u32) -> c_int;
     fn usrsctp_sysctl_get_sctp_cmt_on_off() -> u32;
     fn usrsctp_sysctl_set_sctp_peer_chunk_oh(value: u32) -> c_int;
+    fn usrsctp_sysctl_set_sctp_do_drain(value: u32) -> c_int;
     fn usrsctp_enable_crc32c_offload();
     fn usrsctp_sysctl_set_sctp_udp_tunneling_port(value: u32) -> c_int;
 }

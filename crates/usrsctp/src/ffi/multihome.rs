@@ -69,17 +69,34 @@ unsafe impl Plain for raw::sctp_paddrinfo {}
 /// per chunk in flight (usrsctp's default 256). Process-wide; one call under the usrsctp
 /// lock. Fails if usrsctp is not initialised yet.
 pub(crate) fn set_peer_chunk_oh(value: u32) -> Result<()> {
+    set_global_sysctl("usrsctp_sysctl_set_sctp_peer_chunk_oh", value, |v| {
+        // SAFETY: a plain setter of a global tunable (range-checked by usrsctp), valid
+        // after init; called under the usrsctp lock.
+        unsafe { raw::usrsctp_sysctl_set_sctp_peer_chunk_oh(v) }
+    })
+}
+
+/// Sets the sysctl `sctp_do_drain` (1: the receiver may renege on undelivered data, so
+/// it NR-acks only what it delivered; 0: every chunk is non-renegable on arrival).
+/// Process-wide; one call under the usrsctp lock. Fails if usrsctp is not initialised.
+pub(crate) fn set_do_drain(value: u32) -> Result<()> {
+    set_global_sysctl("usrsctp_sysctl_set_sctp_do_drain", value, |v| {
+        // SAFETY: as for `set_peer_chunk_oh`.
+        unsafe { raw::usrsctp_sysctl_set_sctp_do_drain(v) }
+    })
+}
+
+/// Calls `set` (a usrsctp sysctl setter, named `op` in errors) with `value` under the
+/// usrsctp lock, once usrsctp is initialised.
+fn set_global_sysctl(op: &'static str, value: u32, set: impl FnOnce(u32) -> c_int) -> Result<()> {
     if hooks().is_none() {
         return Err(Error::MultihomeUnavailable(
             "usrsctp is not initialised yet (call SctpStack::global first)".into(),
         ));
     }
-    // SAFETY: a plain setter of a global tunable (range-checked by usrsctp), valid after
-    // init; under the usrsctp lock.
-    let rc = serial(|| unsafe { raw::usrsctp_sysctl_set_sctp_peer_chunk_oh(value) });
-    if rc != 0 {
+    if serial(|| set(value)) != 0 {
         return Err(Error::Sys {
-            op: "usrsctp_sysctl_set_sctp_peer_chunk_oh",
+            op,
             source: std::sync::Arc::new(std::io::Error::from_raw_os_error(libc::EINVAL)),
         });
     }
