@@ -715,11 +715,13 @@ buffer only when the cumulative TSN passes it, and path C's chunks hold the cumu
 TSN back: each chunk path C delivers frees the chunks sent behind it on paths A and B. \
 How many those are depends on how often the sender serves stream #0 (path C): by σ the \
 association moved {} times stream #0's rate, so about that many times ρ_C of payload \
-(7·ρ_C is {:.1} Mbit/s, what filling in turn gives). By the same mechanism the paper's \
-figure, 5 times ρ_C, means its sender served stream #0 about once in five messages, \
-where ours, filling streams by their unsent bytes, serves the seven in turn; the paper \
-does not say how its sender chose among the streams, so this is read off its figure, \
-not shown. Path C at the end of the runs (window, smoothed RTT): {}. Queue drops per run at σ=256 KiB, paths A / B / C: {}.\n\
+(7·ρ_C is {:.1} Mbit/s, what filling in turn gives). The paper's sender too \
+\"equally distributed its messages\" over its streams (its section 5, of the two-stream \
+setup; NetPerfMeter, the saturated sender of INET by the same authors, queues one message \
+per stream in turn), so \
+by this mechanism its figure would be 7·ρ_C as well; its about 5 Mbit/s (5·ρ_C) is lower \
+by a mechanism not shown here (charging gap-acked data to its path, tried on usrsctp, \
+overshoots to about 3 Mbit/s: docs/bench/multipath-usrsctp-candidates.md). Path C at the end of the runs (window, smoothed RTT): {}. Queue drops per run at σ=256 KiB, paths A / B / C: {}.\n\
 - **RR**: with NR-SACK {} Mbit/s, without it {} Mbit/s, by σ. Every stream has chunks on \
 path C, so the data waits (in the send buffer and, out of order, at the receiver) until \
 path C's chunk ahead of it arrives. If each waited path C's smoothed RTT, σ/srtt_C would \
