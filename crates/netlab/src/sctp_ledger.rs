@@ -481,8 +481,8 @@ pub struct Held {
     /// TSNs first sent and not cumulatively acked when the SACK arrived: what the
     /// sender's buffer holds of what it sent, without NR-SACK.
     pub outstanding: f64,
-    /// Of those, TSNs the SACK gap-acked as renegable: held by the sender, and at the
-    /// receiver out of order and not delivered (usrsctp NR-acks what it delivered).
+    /// Of those, TSNs the SACK gap-acked, all held by the sender (in an NR-SACK only the
+    /// renegable ones: at usrsctp's receiver, out of order and not yet delivered).
     pub gap_acked: f64,
     /// Of those, TSNs the SACK NR-acked: the sender may free them at once.
     pub nr_acked: f64,

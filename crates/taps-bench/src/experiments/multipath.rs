@@ -327,9 +327,8 @@ fn plan_exp3(quick: bool) -> Vec<Plan> {
     ];
     // The application fills the streams by their unsent bytes (the paper's sender keeps
     // every stream supplied); one more curve fills them in turn, where the 1 Mbit/s
-    // stream #0 paces all seven.
-    // One more RR curve NR-acks on arrival, as the paper's simulator does (usrsctp NR-acks
-    // what it delivered).
+    // stream #0 paces all seven, and one more RR curve has the receiver NR-ack every
+    // chunk on arrival, as the paper's simulator does (usrsctp NR-acks what it delivered).
     for &s in sig3 {
         for (fixed, nr, by_queue, on_arrival) in [
             (true, true, true, false),

@@ -134,9 +134,13 @@ pub(crate) struct Group<'a> {
 /// [`Group::held`]: one [`Stat`] per figure of [`netlab::sctp_ledger::Held`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HeldStats {
+    /// TSNs sent and not cumulatively acked.
     pub(crate) outstanding: Stat,
+    /// Of those, gap-acked (renegably, in an NR-SACK).
     pub(crate) gap_acked: Stat,
+    /// Of those, NR-acked.
     pub(crate) nr_acked: Stat,
+    /// The receiver's advertised window, bytes.
     pub(crate) a_rwnd: Stat,
 }
 
