@@ -16,25 +16,20 @@ const OFF: &str = "RR, NR-SACK off";
 const ON: &str = "RR, NR-SACK on";
 const ARRIVAL: &str = "RR, NR-SACK on arrival";
 
-/// `s` TSNs as KB of user data, with its interval.
-fn kb(s: Stat) -> String {
+/// `s` times `by`, with its interval, no decimals (TSNs or bytes as KB).
+fn scaled(s: Stat, by: f64) -> String {
     Stat {
-        mean: s.mean * CHUNK / 1e3,
-        half: s.half * CHUNK / 1e3,
+        mean: s.mean * by,
+        half: s.half * by,
         n: s.n,
     }
     .show(0)
 }
 
-/// Bytes as KB, with its interval.
-fn window(s: Stat) -> String {
-    Stat {
-        mean: s.mean / 1e3,
-        half: s.half / 1e3,
-        n: s.n,
-    }
-    .show(0)
-}
+/// TSNs as KB of user data.
+const KB_PER_TSN: f64 = CHUNK / 1e3;
+/// Bytes as KB.
+const KB_PER_BYTE: f64 = 1e-3;
 
 /// The point of `series` of experiment 3 at `sigma`, with what its runs' SACKs said the
 /// sender held (`None` if they recorded nothing).
@@ -88,8 +83,8 @@ and neither buffer bounds the rate then (what does was not measured). Which chun
 receiver NR-acks does not make NR-SACK's effect small, then; what made it small in the \
 paper is not shown.\n",
         h_off.outstanding.show(0),
-        kb(h_off.outstanding),
-        window(h_off.a_rwnd),
+        scaled(h_off.outstanding, KB_PER_TSN),
+        scaled(h_off.a_rwnd, KB_PER_BYTE),
         h_on.nr_acked.show(0),
         h_on.outstanding.show(0),
         h_on.gap_acked.show(0),
@@ -99,6 +94,6 @@ paper is not shown.\n",
         h_arr.outstanding.show(0),
         arr.mbit,
         arr.delay_ms.show(0),
-        window(h_arr.a_rwnd),
+        scaled(h_arr.a_rwnd, KB_PER_BYTE),
     );
 }
