@@ -215,13 +215,16 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     show_connection(out, "#1", &r);
     let f = r.flow();
     show_timeline(out, "#1", f);
+    // Each of the two round trips gets the 20 ms of scheduling slack a busy machine needs
+    // (one 20 ms for both failed beside stress-ng: 115.6 + 105.3 ms); the second is also
+    // checked on its own below.
     check_connected(
         out,
         "#1",
         f,
         Some("IPv4"),
-        2 * rtt + Duration::from_millis(20),
-        "2 RTT (INIT, COOKIE-ECHO) + 20",
+        2 * (rtt + Duration::from_millis(20)),
+        "2 RTT (INIT, COOKIE-ECHO) + 20 each",
     );
     check_stack(out, "#1", f, "SCTP");
     let sctp_start = first_started_over(f, "SCTP").map_or(f64::NAN, |a| a.start_ms);
@@ -235,6 +238,14 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
             ),
             None => "#1 the timeline has no reachable event (SCTP's INIT-ACK)".to_string(),
         },
+    );
+    let won = first_started_over(f, "SCTP").and_then(|a| a.end_ms);
+    out.check(
+        matches!((reachable, won), (Some(r), Some(w)) if w - r <= millis_f64(rtt) + 20.0),
+        format!(
+            "#1 connected (COOKIE-ACK) {:.1} ms after the INIT-ACK (<= RTT 100 + 20): nothing waited between the two",
+            won.zip(reachable).map_or(f64::NAN, |(w, r)| w - r)
+        ),
     );
     let tcp = first_started_over(f, "TCP");
     out.check(
