@@ -227,7 +227,8 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
         "2 RTT (INIT, COOKIE-ECHO) + 20 each",
     );
     check_stack(out, "#1", f, "SCTP");
-    let sctp_start = first_started_over(f, "SCTP").map_or(f64::NAN, |a| a.start_ms);
+    let sctp = first_started_over(f, "SCTP");
+    let sctp_start = sctp.map_or(f64::NAN, |a| a.start_ms);
     let reachable = f.event_at("reachable");
     out.check(
         reachable.is_some_and(|at| at - sctp_start <= millis_f64(rtt) + 20.0),
@@ -239,7 +240,7 @@ pub(super) fn sctp_fair(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
             None => "#1 the timeline has no reachable event (SCTP's INIT-ACK)".to_string(),
         },
     );
-    let won = first_started_over(f, "SCTP").and_then(|a| a.end_ms);
+    let won = sctp.and_then(|a| a.end_ms);
     out.check(
         matches!((reachable, won), (Some(r), Some(w)) if w - r <= millis_f64(rtt) + 20.0),
         format!(

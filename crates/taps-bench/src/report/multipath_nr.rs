@@ -45,18 +45,15 @@ fn held_at<'g, 'a>(
 /// Writes the paragraph if the three RR curves have their SACK figures at one σ (runs
 /// from before the ledger kept them have none: then nothing is written).
 pub(crate) fn nr_sack_on_rr(md: &mut String, g: &Groups<'_>) {
-    let Some(sigma) = g.sigmas(3).into_iter().rev().find(|&s| {
-        [OFF, ON, ARRIVAL]
-            .iter()
-            .all(|n| held_at(g, n, s).is_some())
-    }) else {
-        return;
-    };
-    let (Some((off, h_off)), Some((on, h_on)), Some((arr, h_arr))) = (
-        held_at(g, OFF, sigma),
-        held_at(g, ON, sigma),
-        held_at(g, ARRIVAL, sigma),
-    ) else {
+    let found = g.sigmas(3).into_iter().rev().find_map(|s| {
+        Some((
+            s,
+            held_at(g, OFF, s)?,
+            held_at(g, ON, s)?,
+            held_at(g, ARRIVAL, s)?,
+        ))
+    });
+    let Some((sigma, (off, h_off), (on, h_on), (arr, h_arr))) = found else {
         return;
     };
     let share = 100.0 * h_on.nr_acked.mean / h_on.outstanding.mean;
