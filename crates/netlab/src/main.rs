@@ -242,6 +242,7 @@ fn run(names: Vec<String>, cib: Option<PathBuf>, seed: Option<u64>) -> ExitCode 
         cib,
         seed,
         echo: true,
+        ..RunOptions::default()
     };
     let mut failed = Vec::new();
     for name in &names {

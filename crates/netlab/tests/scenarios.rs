@@ -21,6 +21,11 @@ use netlab::scenario::{self, RunOptions};
 const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
 const LOSS_LIMIT: Duration = Duration::from_secs(400);
 const LOSS_SCENARIOS: &[&str] = &["loss", "sctp-loss"];
+/// What each transfer of the loss scenarios sends here: at 2 % loss each way dozens of
+/// packets are still lost and resent in both directions (each transfer checks that),
+/// which is what the suite needs; the 10 MiB figures (three minutes of transfers in
+/// `sctp-loss`) are `taps bench lab`'s.
+const SUITE_LOSS_TRANSFER: u64 = 2 * 1024 * 1024;
 
 type TestFn = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
@@ -79,6 +84,7 @@ fn main() {
     };
     let (mut passed, mut failed) = (0, Vec::new());
     for t in selected {
+        let begun = Instant::now();
         let result = match (&taps, t.needs_taps) {
             (Some(Err(e)), true) => Err(format!("cannot run: {e}")),
             _ if t.name.contains("http") && matches!(&http_get, Some(Err(_))) => {
@@ -89,7 +95,12 @@ fn main() {
         };
         match result {
             Ok(()) => {
-                println!("test {} ... ok", t.name);
+                // The time taken is printed so that the slowest labs stand out in CI logs.
+                println!(
+                    "test {} ... ok ({:.1} s)",
+                    t.name,
+                    begun.elapsed().as_secs_f64()
+                );
                 passed += 1;
             }
             Err(e) => {
@@ -232,6 +243,9 @@ fn cargo_build(args: &[&str]) -> Result<(), String> {
 fn run_scenario(name: &str) -> Result<(), String> {
     let opts = RunOptions {
         echo: true,
+        loss_transfer: LOSS_SCENARIOS
+            .contains(&name)
+            .then_some(SUITE_LOSS_TRANSFER),
         ..RunOptions::default()
     };
     let out = scenario::run(name, &opts)?;

@@ -1,6 +1,8 @@
-//! Transfers over a lossy path: 10 MiB over TCP (`loss`) and over SCTP (`sctp-loss`, which
-//! also times TCP with CUBIC and with the kernel default on the same path) arrive complete
-//! and intact.
+//! Transfers over a lossy path: 10 MiB (or the run's [`RunOptions::loss_transfer`]) over
+//! TCP (`loss`) and over SCTP (`sctp-loss`, which also times TCP with CUBIC and with the
+//! kernel default on the same path, the same size each) arrive complete and intact.
+//!
+//! [`RunOptions::loss_transfer`]: super::RunOptions::loss_transfer
 
 #![forbid(unsafe_code)]
 
@@ -54,7 +56,7 @@ pub(super) fn loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), String
     transfer_over_loss(lab, ctx, out, tcp_to("rd"), "TCP", Proto::Tcp).map(|_| ())
 }
 
-/// The 10 MiB over SCTP, then over TCP with CUBIC (a loss-based congestion control, like
+/// The transfer over SCTP, then over TCP with CUBIC (a loss-based congestion control, like
 /// every one usrsctp offers) and over TCP with the kernel's default (BBR on the
 /// development machines, which does not slow down for random loss); all three times
 /// reported side by side. Figures: `sctp_s`, `tcp_cubic_s`, `tcp_default_s` (seconds);
@@ -83,7 +85,8 @@ pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     out.figure("tcp_default_s", secs(default));
     out.label("default_cc", default_cc.clone());
     out.say(format!(
-        "  10 MiB at 2% loss, 100 ms RTT: SCTP {:.1} s; TCP CUBIC {:.1} s (SCTP {:.2}x); TCP {default_cc} (kernel default) {:.1} s (SCTP {:.2}x)",
+        "  {} at 2% loss, 100 ms RTT: SCTP {:.1} s; TCP CUBIC {:.1} s (SCTP {:.2}x); TCP {default_cc} (kernel default) {:.1} s (SCTP {:.2}x)",
+        size_text(ctx.loss_transfer),
         secs(sctp),
         secs(cubic),
         secs(sctp) / secs(cubic).max(1e-9),
@@ -93,7 +96,18 @@ pub(super) fn sctp_loss(lab: &Lab, ctx: &Ctx, out: &mut Outcome) -> Result<(), S
     Ok(())
 }
 
-/// 2% loss each way and a 100 ms RTT to every zone address; `c` sends 10 MiB; checks it
+/// "10 MiB" for a whole number of MiB, else the bytes.
+fn size_text(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes % MIB == 0 {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// 2% loss each way and a 100 ms RTT to every zone address; `c` sends the run's loss
+/// transfer size (10 MiB unless set); checks it
 /// connected over `stack`, sent everything, and the server (`protocol`) got every byte
 /// right and saw a clean close. Returns how long the transfer took.
 fn transfer_over_loss(
@@ -104,7 +118,7 @@ fn transfer_over_loss(
     stack: &str,
     protocol: Proto,
 ) -> Result<Duration, String> {
-    const SIZE: u64 = 10 * 1024 * 1024;
+    let size = ctx.loss_transfer;
     let rtt = Duration::from_millis(100);
     let (n4, l4) = lab::ZONE_NET_V4;
     let (n6, l6) = lab::ZONE_NET_V6;
@@ -118,7 +132,7 @@ fn transfer_over_loss(
     ]);
     out.say("  rules: RTT 100 ms and 2% loss in each direction to every zone address");
     lab.sink().clear();
-    c.send_bytes = Some(SIZE);
+    c.send_bytes = Some(size);
     c.limit = Duration::from_secs(360);
     let started = Instant::now();
     let r = ctx.connect(lab, c)?;
@@ -138,8 +152,8 @@ fn transfer_over_loss(
         format!("#1 connected over {stack} (got {won})"),
     );
     out.check(
-        f.bytes_sent == SIZE,
-        format!("#1 taps sent {} bytes (expected {SIZE})", f.bytes_sent),
+        f.bytes_sent == size,
+        format!("#1 taps sent {} bytes (expected {size})", f.bytes_sent),
     );
     let recs = lab.sink().wait_for(1, Duration::from_secs(5));
     let got: u64 = recs.iter().map(|s| s.bytes).sum();
@@ -151,11 +165,11 @@ fn transfer_over_loss(
     ));
     out.check(
         recs.len() == 1
-            && got == SIZE
+            && got == size
             && bad == 0
             && recs.iter().all(|s| s.clean_close && s.protocol == protocol),
         format!(
-            "server received {got} bytes over {} on {} connection(s), {bad} wrong, closed cleanly (expected {SIZE} over {stack}, 0 wrong)",
+            "server received {got} bytes over {} on {} connection(s), {bad} wrong, closed cleanly (expected {size} over {stack}, 0 wrong)",
             protocol_names(&recs),
             recs.len()
         ),

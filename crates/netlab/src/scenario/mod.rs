@@ -38,7 +38,7 @@ mod tls;
 use crate::lab::Lab;
 pub use http::{http_get_binary, HTTP_GET_ENV, HTTP_PORT};
 use runner::Ctx;
-pub use runner::{run, Check, Outcome, RunOptions};
+pub use runner::{run, Check, Outcome, RunOptions, LOSS_TRANSFER};
 
 /// A named scenario.
 #[derive(Debug, Clone, Copy)]
@@ -127,7 +127,7 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "loss",
-        summary: "2% loss, 100 ms RTT: a 10 MB transfer over TCP completes, bytes verified",
+        summary: "2% loss, 100 ms RTT: a transfer over TCP (10 MiB unless the run sets another size) completes, bytes verified",
         needs_taps: true,
         body: loss::loss,
     },
@@ -153,7 +153,7 @@ const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "sctp-loss",
-        summary: "2% loss, 100 ms RTT: a 10 MB transfer over SCTP completes, bytes verified",
+        summary: "2% loss, 100 ms RTT: a transfer over SCTP (10 MiB unless the run sets another size) completes, bytes verified; timed against TCP with CUBIC and with the kernel default",
         needs_taps: true,
         body: loss::sctp_loss,
     },

@@ -19,7 +19,14 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Print the log as it is written.
     pub echo: bool,
+    /// Bytes each transfer of the loss scenarios (`loss`, `sctp-loss`) sends;
+    /// [`LOSS_TRANSFER`] when `None`.
+    pub loss_transfer: Option<u64>,
 }
+
+/// What each transfer of the loss scenarios sends unless [`RunOptions::loss_transfer`]
+/// says otherwise: 10 MiB, the size `taps bench lab` reports its times for.
+pub const LOSS_TRANSFER: u64 = 10 * 1024 * 1024;
 
 /// One checked bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +133,8 @@ impl Outcome {
 pub(super) struct Ctx {
     /// The CIB file every `taps connect` of this run shares.
     pub(super) cib: PathBuf,
+    /// Bytes each transfer of the loss scenarios sends.
+    pub(super) loss_transfer: u64,
 }
 
 impl Ctx {
@@ -179,7 +188,10 @@ pub fn run(name: &str, opts: &RunOptions) -> Result<Outcome, String> {
             true,
         ),
     };
-    let ctx = Ctx { cib: cib.clone() };
+    let ctx = Ctx {
+        cib: cib.clone(),
+        loss_transfer: opts.loss_transfer.unwrap_or(LOSS_TRANSFER),
+    };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         (scenario.body)(&lab, &ctx, &mut out)
     }));
