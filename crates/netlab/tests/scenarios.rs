@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use netlab::scenario::{self, RunOptions};
+use taps_testkit::binaries;
 
 /// Every test's time bound; the loss transfers (`loss` over TCP, `sctp-loss` over SCTP)
 /// get more.
@@ -192,10 +193,11 @@ fn run_bounded(name: String, limit: Duration, f: TestFn) -> Result<(), String> {
     }
 }
 
-/// Builds the taps CLI unless `NETLAB_TAPS` names a binary; returns where it is.
+/// Builds the taps CLI (with the `http_get` example: one build, the suite's features)
+/// unless `NETLAB_TAPS` names a binary; returns where it is.
 fn ensure_taps() -> Result<PathBuf, String> {
     if std::env::var_os(netlab::taps::TAPS_ENV).is_none() {
-        cargo_build(&["-p", "taps-cli"])?;
+        build_taps()?;
     }
     netlab::taps::taps_binary()
 }
@@ -204,22 +206,18 @@ fn ensure_taps() -> Result<PathBuf, String> {
 /// `NETLAB_HTTP_GET` names a binary; returns where it is.
 fn ensure_http_get() -> Result<PathBuf, String> {
     if std::env::var_os(scenario::HTTP_GET_ENV).is_none() {
-        cargo_build(&["-p", "taps", "--features", "http", "--example", "http_get"])?;
+        build_taps()?;
     }
     scenario::http_get_binary()
 }
 
-/// `cargo build --quiet ARGS` in this workspace, within 10 minutes.
-fn cargo_build(args: &[&str]) -> Result<(), String> {
-    let what = args.join(" ");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+/// Builds the taps CLI and the `http_get` example as the suite's own build did
+/// ([`binaries::cargo_build`]: nothing to compile after it), within 10 minutes.
+fn build_taps() -> Result<(), String> {
+    let what = "--workspace --bin taps --example http_get";
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
     println!("building (cargo build {what}) ...");
-    let mut child = Command::new(cargo)
-        .args(["build", "--quiet"])
-        .args(args)
-        .arg("--manifest-path")
-        .arg(&manifest)
+    let mut child = binaries::cargo_build(&manifest, &["taps"])
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run cargo: {e}"))?;

@@ -13,7 +13,7 @@ use serde_json::Value;
 fn connect_cli_measures_taps_and_the_c_client_on_the_same_work() {
     // The `taps` to measure: `$NETLAB_TAPS`, else built now and found where netlab
     // finds it.
-    support::build_unless_named("taps-cli", netlab::taps::TAPS_ENV);
+    support::build_unless_named("taps", netlab::taps::TAPS_ENV);
     let taps = netlab::taps::taps_binary().expect("the taps binary");
     let dir = tempfile::tempdir().expect("temp dir");
     let out = Command::new(env!("CARGO_BIN_EXE_taps-bench"))

@@ -12,7 +12,7 @@ use taps_bench::{Config, Experiment, Launcher, Proto};
 fn quick_matrix_produces_sane_results() {
     if netlab::unsupported_reason().is_none() {
         // The lab runs `taps` and the `netlab` binary (its SCTP server).
-        support::build_unless_named("taps-cli", netlab::taps::TAPS_ENV);
+        support::build_unless_named("taps", netlab::taps::TAPS_ENV);
         support::build_unless_named("netlab", netlab::sctp_server::NETLAB_ENV);
     }
     let launcher = Launcher::new(env!("CARGO_BIN_EXE_taps-bench"), &["worker"]);

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod binaries;
 pub mod caddy;
 pub mod ngtcp2;
 pub mod openssl;
