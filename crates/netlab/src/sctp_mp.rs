@@ -80,6 +80,9 @@ pub struct PeerConfig {
     /// NR-ack every chunk on arrival (sysctl `sctp_do_drain=0`, see
     /// [`usrsctp::set_renege`]) instead of once it is delivered.
     pub nr_on_arrival: bool,
+    /// With CMT: split only the send buffer among the paths (sysctl
+    /// `sctp_buffer_splitting=1`), not the peer's receive window as well (3).
+    pub send_split_only: bool,
     /// Fixed path MTU on every path (PMTU discovery off); `None`: usrsctp's.
     pub mtu: Option<u32>,
     /// The sysctl `sctp_peer_chunk_oh`; `None`: usrsctp's 256.
@@ -159,6 +162,10 @@ impl PeerConfig {
                 .get("nr_on_arrival")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            send_split_only: v
+                .get("send_split_only")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             mtu: opt_u32("mtu"),
             chunk_overhead: opt_u32("chunk_overhead"),
             saturate,
@@ -178,6 +185,7 @@ impl PeerConfig {
             "pathmaxrxt": self.pathmaxrxt, "pf_threshold": self.pf_threshold, "cmt": self.cmt,
             "phases": phases, "buffer": self.buffer, "nr_sack": self.nr_sack, "mtu": self.mtu,
             "chunk_overhead": self.chunk_overhead, "nr_on_arrival": self.nr_on_arrival,
+            "send_split_only": self.send_split_only,
             "saturate": self.saturate.as_ref().map(crate::sctp_mp_sat::to_json),
         })
         .to_string()
@@ -226,10 +234,10 @@ pub fn run(role: &str, config: &str) -> Result<(), String> {
     usrsctp::set_cmt_global(&CmtGlobal {
         cmt: true,
         dac: true,
-        buffer_splitting: if cfg.cmt {
-            usrsctp::BufferSplitting::Both
-        } else {
-            usrsctp::BufferSplitting::Off
+        buffer_splitting: match (cfg.cmt, cfg.send_split_only) {
+            (true, false) => usrsctp::BufferSplitting::Both,
+            (true, true) => usrsctp::BufferSplitting::Send,
+            (false, _) => usrsctp::BufferSplitting::Off,
         },
         max_burst_per_send: true,
     })
@@ -536,6 +544,7 @@ mod tests {
             buffer: Some(65536),
             nr_sack: true,
             nr_on_arrival: true,
+            send_split_only: true,
             mtu: Some(1472),
             chunk_overhead: Some(0),
             saturate: Some(Saturate {

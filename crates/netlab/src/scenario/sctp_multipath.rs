@@ -65,6 +65,7 @@ fn config() -> PeerConfig {
         buffer: None,
         nr_sack: false,
         nr_on_arrival: false,
+        send_split_only: false,
         mtu: None,
         chunk_overhead: None,
         saturate: None,

@@ -96,6 +96,10 @@ pub struct MultipathPoint {
     /// as the paper's simulator does), not once it is delivered.
     #[serde(default)]
     pub nr_on_arrival: bool,
+    /// Only the send buffer is split among the paths (usrsctp's sysctl
+    /// `sctp_buffer_splitting=1`, INET's `senderOnly`), not the peer's receive window too.
+    #[serde(default)]
+    pub send_split_only: bool,
     /// Payload throughput of the association, Mbit/s.
     #[serde(deserialize_with = "nan_if_null")]
     pub mbit: f64,
@@ -207,6 +211,7 @@ struct Plan {
     fill_by_queue: bool,
     nr_sack: bool,
     nr_on_arrival: bool,
+    send_split_only: bool,
     streams: u16,
     runs: u32,
 }
@@ -228,6 +233,10 @@ fn carries_claim(experiment: u8, series: &str, sigma: u32) -> bool {
                 | ("RR, NR-SACK on arrival", 256)
                 | ("Fixed, NR-SACK off", 256)
                 | ("Fixed, NR-SACK on", 128)
+                | ("RR, NR-SACK off, send split only", 256)
+                | ("RR, NR-SACK on, send split only", 256)
+                | ("Fixed, NR-SACK off, send split only", 256)
+                | ("Fixed, NR-SACK on, send split only", 128)
         ),
         _ => false,
     }
@@ -266,6 +275,7 @@ fn plan(quick: bool) -> Vec<Plan> {
                     fill_by_queue: false,
                     nr_sack: true,
                     nr_on_arrival: false,
+                    send_split_only: false,
                     streams: 2,
                     runs: 1,
                 });
@@ -289,6 +299,7 @@ fn plan(quick: bool) -> Vec<Plan> {
                     fill_by_queue: q,
                     nr_sack: true,
                     nr_on_arrival: false,
+                    send_split_only: false,
                     streams: 2,
                     runs: 1,
                 });
@@ -327,28 +338,35 @@ fn plan_exp3(quick: bool) -> Vec<Plan> {
     ];
     // The application fills the streams by their unsent bytes (the paper's sender keeps
     // every stream supplied); one more curve fills them in turn, where the 1 Mbit/s
-    // stream #0 paces all seven, and one more RR curve has the receiver NR-ack every
-    // chunk on arrival, as the paper's simulator does (usrsctp NR-acks what it delivered).
+    // stream #0 paces all seven; one more RR curve has the receiver NR-ack every chunk on
+    // arrival, as the paper's simulator does (usrsctp NR-acks what it delivered); and the
+    // four compared curves again with only the send buffer split among the paths, the
+    // setting under which INET gives the paper's curves 3 and 4 (docs/bench/multipath-inet.md).
     for &s in sig3 {
-        for (fixed, nr, by_queue, on_arrival) in [
-            (true, true, true, false),
-            (true, false, true, false),
-            (false, true, true, false),
-            (false, false, true, false),
-            (true, true, false, false),
-            (false, true, true, true),
+        for (fixed, nr, by_queue, on_arrival, send_only) in [
+            (true, true, true, false, false),
+            (true, false, true, false, false),
+            (false, true, true, false, false),
+            (false, false, true, false, false),
+            (true, true, false, false, false),
+            (false, true, true, true, false),
+            (true, true, true, false, true),
+            (true, false, true, false, true),
+            (false, true, true, false, true),
+            (false, false, true, false, true),
         ] {
             v.push(Plan {
                 experiment: 3,
                 series: format!(
-                    "{}, NR-SACK {}{}",
+                    "{}, NR-SACK {}{}{}",
                     if fixed { "Fixed" } else { "RR" },
                     match (nr, on_arrival) {
                         (true, true) => "on arrival",
                         (true, false) => "on",
                         (false, _) => "off",
                     },
-                    if by_queue { "" } else { ", fill in turn" }
+                    if by_queue { "" } else { ", fill in turn" },
+                    if send_only { ", send split only" } else { "" }
                 ),
                 buffer_kib: s,
                 links: three.clone(),
@@ -357,6 +375,7 @@ fn plan_exp3(quick: bool) -> Vec<Plan> {
                 fill_by_queue: by_queue,
                 nr_sack: nr,
                 nr_on_arrival: on_arrival,
+                send_split_only: send_only,
                 streams: 7,
                 runs: 1,
             });
@@ -451,6 +470,7 @@ fn config(p: &Plan, t: Timing) -> PeerConfig {
         buffer: Some(p.buffer_kib * 1024),
         nr_sack: p.nr_sack,
         nr_on_arrival: p.nr_on_arrival,
+        send_split_only: p.send_split_only,
         mtu: Some(PATH_MTU),
         chunk_overhead: Some(0),
         saturate: Some(Saturate {
@@ -468,7 +488,7 @@ fn config(p: &Plan, t: Timing) -> PeerConfig {
 fn knobs() -> Vec<String> {
     vec![
         "CMT base (sysctl sctp_cmt_on_off=1 and SCTP_CMT_ON_OFF=1 on both sockets) for RR and Fixed".into(),
-        "DAC on (sctp_cmt_use_dac=1); buffer splitting for send and receive (sctp_buffer_splitting=3)".into(),
+        "DAC on (sctp_cmt_use_dac=1); buffer splitting for send and receive (sctp_buffer_splitting=3), except the curves of experiment 3 named \"send split only\" (1)".into(),
         format!("path MTU {PATH_MTU} on every path (PMTU discovery off), messages {MESSAGE} B, ordered"),
         "sctp_peer_chunk_oh=0 (usrsctp charges 256 B per chunk in flight against the peer's window by default; the simulation charges nothing)".into(),
         "SO_SNDBUF = SO_RCVBUF = σ on both ends, taps' receive budget = σ".into(),
@@ -518,6 +538,7 @@ fn point(
         fill_by_queue: p.fill_by_queue,
         nr_sack: p.nr_sack,
         nr_on_arrival: p.nr_on_arrival,
+        send_split_only: p.send_split_only,
         mbit: f64::NAN,
         delay_ms: f64::NAN,
         streams: Vec::new(),
@@ -749,9 +770,9 @@ mod tests {
     #[test]
     fn the_grid_has_its_points_and_runs() {
         let full = plan(false);
-        assert_eq!(full.len(), 90);
-        assert_eq!(full.iter().map(|p| p.runs).sum::<u32>(), 543);
-        assert_eq!(plan(true).len(), 36);
+        assert_eq!(full.len(), 106);
+        assert_eq!(full.iter().map(|p| p.runs).sum::<u32>(), 619);
+        assert_eq!(plan(true).len(), 44);
         let at_256: Vec<(&str, u32)> = full
             .iter()
             .filter(|p| p.experiment == 3 && p.buffer_kib == 256)
@@ -759,5 +780,6 @@ mod tests {
             .collect();
         assert!(at_256.contains(&("RR, NR-SACK on arrival", CLAIM_RUNS)));
         assert!(at_256.contains(&("Fixed, NR-SACK on, fill in turn", OTHER_RUNS)));
+        assert!(at_256.contains(&("RR, NR-SACK off, send split only", CLAIM_RUNS)));
     }
 }

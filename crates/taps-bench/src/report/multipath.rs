@@ -282,6 +282,7 @@ mod tests {
             fill_by_queue: false,
             nr_sack: true,
             nr_on_arrival: false,
+            send_split_only: false,
             mbit,
             delay_ms: 20.0,
             streams: vec![(mbit / 2.0, 10.0), (mbit / 2.0, 30.0)],

@@ -77,8 +77,8 @@ may not renege, its disableReneging), the extra curve: {} of {} TSNs NR-acked, {
 at {} ms, the receiver still advertising {} KB: the sender frees far more, the rate \
 hardly moves and the delay grows, so the freed buffer holds messages waiting to be sent \
 and neither buffer bounds the rate then (what does was not measured). Which chunks the \
-receiver NR-acks does not make NR-SACK's effect small, then; what made it small in the \
-paper is not shown.\n",
+receiver NR-acks does not make NR-SACK's effect small, then; which buffer is split does \
+(below).\n",
         h_off.outstanding.show(0),
         scaled(h_off.outstanding, KB_PER_TSN),
         scaled(h_off.a_rwnd, KB_PER_BYTE),

@@ -606,7 +606,7 @@ fn show3(g: &Groups<'_>, series: &str, s: u32) -> String {
 
 /// Experiment 3's claims: the paper's figure beside ours.
 fn exp3_claims(md: &mut String, g: &Groups<'_>) {
-    md.push_str("| | paper | ours |\n|---|---|---|\n");
+    md.push_str("| | paper | ours | ours, send buffer split only |\n|---|---|---|---|\n");
     let rows = [
         (
             "RR, NR-SACK off",
@@ -632,8 +632,13 @@ fn exp3_claims(md: &mut String, g: &Groups<'_>) {
     for (series, s, paper) in rows {
         let _ = writeln!(
             md,
-            "| {series}, σ={s} KiB | {paper} | {} |",
-            show3(g, series, s)
+            "| {series}, σ={s} KiB | {paper} | {} | {} |",
+            show3(g, series, s),
+            show3(
+                g,
+                &format!("{series}{}", super::multipath_inet::SEND_ONLY),
+                s
+            )
         );
     }
     md.push('\n');
@@ -719,22 +724,24 @@ association moved {} times stream #0's rate, so about that many times ρ_C of pa
 \"equally distributed its messages\" over its streams (its section 5, of the two-stream \
 setup; NetPerfMeter, the saturated sender of INET by the same authors, queues one message \
 per stream in turn), so \
-by this mechanism its figure would be 7·ρ_C as well; its about 5 Mbit/s (5·ρ_C) is lower \
-by a mechanism not shown here (charging gap-acked data to its path, tried on usrsctp, \
-overshoots to about 3 Mbit/s: docs/bench/multipath-usrsctp-candidates.md). Path C at the end of the runs (window, smoothed RTT): {}. Queue drops per run at σ=256 KiB, paths A / B / C: {}.\n\
+by this mechanism its figure would be 7·ρ_C as well, and the paper's simulator, INET \
+4.6.0, gives 6.49 Mbit/s here with either buffer split, its streams held to stream #0's \
+rate as ours are (docs/bench/multipath-inet.md): the paper's about 5 Mbit/s is not what \
+its model gives today. Path C at the end of the runs (window, smoothed RTT): {}. Queue drops per run at σ=256 KiB, paths A / B / C: {}.\n\
 - **RR**: with NR-SACK {} Mbit/s, without it {} Mbit/s, by σ. Every stream has chunks on \
 path C, so the data waits (in the send buffer and, out of order, at the receiver) until \
 path C's chunk ahead of it arrives. If each waited path C's smoothed RTT, σ/srtt_C would \
 give {rr_on_p} with NR-SACK and {rr_off_p} without (where less than σ is free: the buffer \
 is freed only up to the cumulative TSN); the rates measured stay at or below that. Path C \
 at the end of the runs: {} (with NR-SACK); {} (without). The paper's below 3 Mbit/s at above 600 ms means path C held about σ/3 \
-queued. Ours holds less mostly because usrsctp counts a path's flight only until its \
+queued. With both buffers split, ours holds less mostly because usrsctp counts a path's flight only until its \
 chunks are gap-acknowledged (sctp_indata.c), so paths A and B keep sending past their \
 share while their chunks wait out of order at the receiver; the paper's simulation (as \
 published later in INET) counts such chunks against their path until they are freed. \
 With usrsctp changed to do the same, RR without NR-SACK moved most of the way to the \
 paper's figure, while NR-SACK's effect on RR grew instead of being small \
-(docs/bench/multipath-usrsctp-candidates.md, a separate run).\n",
+(docs/bench/multipath-usrsctp-candidates.md, a separate run). With the send buffer split \
+alone, stock usrsctp comes near the paper's figure (below).\n",
         span(g, 3, "Fixed, NR-SACK on, fill in turn", any, mbit, 1),
         show("Fixed, NR-SACK on", 128),
         show("Fixed, NR-SACK on", top),
@@ -756,4 +763,5 @@ paper's figure, while NR-SACK's effect on RR grew instead of being small \
     if !md.ends_with("\n\n") {
         md.push('\n');
     }
+    super::multipath_inet::paper_simulator(md, g);
 }
