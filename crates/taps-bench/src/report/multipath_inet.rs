@@ -83,9 +83,9 @@ pub(crate) fn paper_simulator(md: &mut String, g: &Groups<'_>) {
         "**The paper's own simulator, and which buffer is split.** Experiment 3 in INET \
 4.6.0 with NetPerfMeter, the paper's tools, at σ={SIGMA} KiB (run once, deterministic: \
 docs/bench/multipath-inet.md), beside ours. The paper says only that buffer splitting \
-was on; INET meets its four claims with the send buffer split alone, not with the \
-receive window split too (usrsctp's sctp_buffer_splitting 1 and 3; ours above ran 3). \
-Mbit/s and mean message delay:\n"
+was on; INET meets its claims for curves 1, 3 and 4 with the send buffer split alone, \
+not with the receive window split too (usrsctp's sctp_buffer_splitting 1 and 3; ours \
+above ran 3); its curve 2 is the same either way. Mbit/s and mean message delay:\n"
     );
     md.push_str(
         "| curve (paper) | INET, both split | ours, both split | INET, send buffer only | ours, send buffer only |\n\
