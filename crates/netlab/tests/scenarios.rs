@@ -212,8 +212,14 @@ fn ensure_http_get() -> Result<PathBuf, String> {
 }
 
 /// Builds the taps CLI and the `http_get` example as the suite's own build did
-/// ([`binaries::cargo_build`]: nothing to compile after it), within 10 minutes.
+/// ([`binaries::cargo_build`]: nothing to compile after it), within 10 minutes; once per
+/// run (both binaries come from the one build).
 fn build_taps() -> Result<(), String> {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_taps_once).clone()
+}
+
+fn build_taps_once() -> Result<(), String> {
     let what = "--workspace --bin taps --example http_get";
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
     println!("building (cargo build {what}) ...");

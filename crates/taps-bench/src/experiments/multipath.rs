@@ -216,6 +216,10 @@ struct Plan {
     runs: u32,
 }
 
+/// What the names of experiment 3's curves run with only the send buffer split among the
+/// paths end with ([`MultipathPoint::send_split_only`]).
+pub(crate) const SEND_SPLIT_ONLY: &str = ", send split only";
+
 /// Runs of a point the paper's claims rest on: every σ of experiment 1 at δB = 50 and
 /// 75 ms and at σ = 64 KiB on 10/10 ms, and the four compared points of experiment 3.
 pub(crate) const CLAIM_RUNS: u32 = 10;
@@ -366,7 +370,7 @@ fn plan_exp3(quick: bool) -> Vec<Plan> {
                         (false, _) => "off",
                     },
                     if by_queue { "" } else { ", fill in turn" },
-                    if send_only { ", send split only" } else { "" }
+                    if send_only { SEND_SPLIT_ONLY } else { "" }
                 ),
                 buffer_kib: s,
                 links: three.clone(),

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use super::multipath_stats::{Group, Groups};
+use crate::experiments::SEND_SPLIT_ONLY;
 
 /// The σ INET was run at, KiB.
 const SIGMA: u32 = 256;
@@ -48,9 +49,6 @@ const CURVES: [InetCurve; 4] = [
     },
 ];
 
-/// The curves run with the send buffer split alone carry this suffix.
-pub(crate) const SEND_ONLY: &str = ", send split only";
-
 /// Ours at σ: rate and delay with their intervals and the number of runs.
 fn ours(p: Option<&Group<'_>>) -> String {
     p.map_or("–".into(), |p| {
@@ -72,9 +70,10 @@ fn gain(on: f64, off: f64) -> String {
     }
 }
 
-/// Writes the paragraph (after experiment 3's list) if the curves with the send buffer split alone were run at [`SIGMA`].
+/// Writes the paragraph (after experiment 3's list) if the curves with the send buffer
+/// split alone were run at [`SIGMA`].
 pub(crate) fn paper_simulator(md: &mut String, g: &Groups<'_>) {
-    let send_only = |series: &str| g.at(3, &format!("{series}{SEND_ONLY}"), SIGMA);
+    let send_only = |series: &str| g.at(3, &format!("{series}{SEND_SPLIT_ONLY}"), SIGMA);
     if CURVES.iter().all(|c| send_only(c.series).is_none()) {
         return;
     }

@@ -636,7 +636,7 @@ fn exp3_claims(md: &mut String, g: &Groups<'_>) {
             show3(g, series, s),
             show3(
                 g,
-                &format!("{series}{}", super::multipath_inet::SEND_ONLY),
+                &format!("{series}{}", crate::experiments::SEND_SPLIT_ONLY),
                 s
             )
         );
