@@ -23,6 +23,8 @@ pub struct Get {
     pub ca: PathBuf,
     /// CIB file (`--cib`); none: the process starts with an empty CIB and keeps nothing.
     pub cib: Option<PathBuf>,
+    /// QUIC's head start (`--quic-head-start`); none: taps' own choice.
+    pub quic_head_start: Option<Duration>,
 }
 
 /// What `taps get` reported.
@@ -175,6 +177,9 @@ impl Lab {
             .arg(self.dns_addr().to_string());
         if let Some(cib) = &g.cib {
             cmd.arg("--cib").arg(cib);
+        }
+        if let Some(h) = g.quic_head_start {
+            cmd.arg("--quic-head-start").arg(h.as_millis().to_string());
         }
         let limit = Duration::from_secs(30);
         let out = self
