@@ -8,8 +8,8 @@
 //! 10, 10, 50 ms), seven streams, NR-SACK on and off.
 //!
 //! Each point is one association: a warm-up, then a measurement window at the receiver
-//! ([`Timing`]), repeated [`CLAIM_RUNS`] times where the paper's claims rest and
-//! [`OTHER_RUNS`] times elsewhere, in rounds over the grid (so a slow drift of the machine
+//! ([`Timing`]), repeated ten times where the paper's claims rest and three times
+//! elsewhere (the grid: `plan`), in rounds over the grid (so a slow drift of the machine
 //! spreads over every point). Needs root (netlab) and the `netlab` binary beside `taps-bench` (or `NETLAB_BIN`).
 
 #![forbid(unsafe_code)]
@@ -23,6 +23,11 @@ use netlab::sctp_mp_proc::PeerProcess;
 use netlab::{Lab, LabOptions, Match, Rule};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod plan;
+
+pub(crate) use plan::SEND_SPLIT_ONLY;
+use plan::{plan, Plan};
 
 /// The paper's message size is 1,452 B at MTU 1,500 (IP 20 + SCTP 12 + DATA 16); ours is
 /// 1,444 B at a path MTU of 1,472 (1,500 minus IPv4 and UDP headers, the UDP
@@ -198,203 +203,6 @@ fn nan_pairs_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64,
     Ok(v.into_iter()
         .map(|(a, b)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN)))
         .collect())
-}
-
-/// One planned point.
-#[derive(Debug, Clone)]
-struct Plan {
-    experiment: u8,
-    series: String,
-    buffer_kib: u32,
-    links: Vec<LinkSpec>,
-    map: Option<Vec<usize>>,
-    fill_by_queue: bool,
-    nr_sack: bool,
-    nr_on_arrival: bool,
-    send_split_only: bool,
-    streams: u16,
-    runs: u32,
-}
-
-/// What the names of experiment 3's curves run with only the send buffer split among the
-/// paths end with ([`MultipathPoint::send_split_only`]).
-pub(crate) const SEND_SPLIT_ONLY: &str = ", send split only";
-
-/// Runs of a point the paper's claims rest on: every σ of experiment 1 at δB = 50 and
-/// 75 ms and at σ = 64 KiB on 10/10 ms, and the four compared points of experiment 3.
-pub(crate) const CLAIM_RUNS: u32 = 10;
-/// Runs of every other point.
-pub(crate) const OTHER_RUNS: u32 = 3;
-
-/// Whether the point carries one of the paper's claims (see [`CLAIM_RUNS`]).
-fn carries_claim(experiment: u8, series: &str, sigma: u32) -> bool {
-    match experiment {
-        1 => !series.ends_with("δB=10 ms") || sigma == 64,
-        3 => matches!(
-            (series, sigma),
-            ("RR, NR-SACK off", 256)
-                | ("RR, NR-SACK on", 256)
-                | ("RR, NR-SACK on arrival", 256)
-                | ("Fixed, NR-SACK off", 256)
-                | ("Fixed, NR-SACK on", 128)
-                | ("RR, NR-SACK off, send split only", 256)
-                | ("RR, NR-SACK on, send split only", 256)
-                | ("Fixed, NR-SACK off, send split only", 256)
-                | ("Fixed, NR-SACK on, send split only", 128)
-        ),
-        _ => false,
-    }
-}
-
-fn two(b_mbit: f64, b_delay: u64) -> Vec<LinkSpec> {
-    vec![
-        LinkSpec {
-            mbit: 10.0,
-            delay_ms: 10,
-        },
-        LinkSpec {
-            mbit: b_mbit,
-            delay_ms: b_delay,
-        },
-    ]
-}
-
-/// Experiment 1's σ, KiB; 176 and 240 KiB are where the send-buffer split lets Fixed
-/// reach full rate at δB = 50 and 75 ms (σ/2 against path B's bandwidth-delay product).
-const EXP1_SIGMAS: &[u32] = &[64, 128, 176, 192, 224, 240, 256, 288];
-
-/// The grid: `quick` keeps the points the paper's claims rest on.
-fn plan(quick: bool) -> Vec<Plan> {
-    let mut v = Vec::new();
-    let sig1: &[u32] = if quick { &[64, 224, 288] } else { EXP1_SIGMAS };
-    for &db in &[10u64, 50, 75] {
-        for &s in sig1 {
-            for fixed in [false, true] {
-                v.push(Plan {
-                    experiment: 1,
-                    series: format!("{}, δB={db} ms", if fixed { "Fixed" } else { "RR" }),
-                    buffer_kib: s,
-                    links: two(10.0, db),
-                    map: fixed.then(|| vec![0, 1]),
-                    fill_by_queue: false,
-                    nr_sack: true,
-                    nr_on_arrival: false,
-                    send_split_only: false,
-                    streams: 2,
-                    runs: 1,
-                });
-            }
-        }
-    }
-    let sig2: &[u32] = if quick { &[288] } else { &[96, 192, 288] };
-    for &rb in &[25.0, 50.0] {
-        for &s in sig2 {
-            for (name, map, q) in [
-                ("RR", None, false),
-                ("Fixed", Some(vec![0, 1]), false),
-                ("Fixed + fill by queue", Some(vec![0, 1]), true),
-            ] {
-                v.push(Plan {
-                    experiment: 2,
-                    series: format!("{name}, ρB={rb} Mbit/s"),
-                    buffer_kib: s,
-                    links: two(rb, 10),
-                    map,
-                    fill_by_queue: q,
-                    nr_sack: true,
-                    nr_on_arrival: false,
-                    send_split_only: false,
-                    streams: 2,
-                    runs: 1,
-                });
-            }
-        }
-    }
-    v.extend(plan_exp3(quick));
-    if !quick {
-        v.iter_mut().for_each(set_runs);
-    }
-    v
-}
-
-/// Experiment 3's points: three paths, seven streams, Fixed and RR with and without
-/// NR-SACK by σ.
-fn plan_exp3(quick: bool) -> Vec<Plan> {
-    let mut v = Vec::new();
-    let sig3: &[u32] = if quick {
-        &[128, 256]
-    } else {
-        &[64, 128, 192, 256]
-    };
-    let three = vec![
-        LinkSpec {
-            mbit: 10.0,
-            delay_ms: 10,
-        },
-        LinkSpec {
-            mbit: 10.0,
-            delay_ms: 10,
-        },
-        LinkSpec {
-            mbit: 1.0,
-            delay_ms: 50,
-        },
-    ];
-    // The application fills the streams by their unsent bytes (the paper's sender keeps
-    // every stream supplied); one more curve fills them in turn, where the 1 Mbit/s
-    // stream #0 paces all seven; one more RR curve has the receiver NR-ack every chunk on
-    // arrival, as the paper's simulator does (usrsctp NR-acks what it delivered); and the
-    // four compared curves again with only the send buffer split among the paths, the
-    // setting under which INET gives the paper's curves 3 and 4 (docs/bench/multipath-inet.md).
-    for &s in sig3 {
-        for (fixed, nr, by_queue, on_arrival, send_only) in [
-            (true, true, true, false, false),
-            (true, false, true, false, false),
-            (false, true, true, false, false),
-            (false, false, true, false, false),
-            (true, true, false, false, false),
-            (false, true, true, true, false),
-            (true, true, true, false, true),
-            (true, false, true, false, true),
-            (false, true, true, false, true),
-            (false, false, true, false, true),
-        ] {
-            v.push(Plan {
-                experiment: 3,
-                series: format!(
-                    "{}, NR-SACK {}{}{}",
-                    if fixed { "Fixed" } else { "RR" },
-                    match (nr, on_arrival) {
-                        (true, true) => "on arrival",
-                        (true, false) => "on",
-                        (false, _) => "off",
-                    },
-                    if by_queue { "" } else { ", fill in turn" },
-                    if send_only { SEND_SPLIT_ONLY } else { "" }
-                ),
-                buffer_kib: s,
-                links: three.clone(),
-                // Streams 1, 3, 5 on A (path 0), 2, 4, 6 on B (path 1), 0 on C (path 2).
-                map: fixed.then(|| vec![2, 0, 1, 0, 1, 0, 1]),
-                fill_by_queue: by_queue,
-                nr_sack: nr,
-                nr_on_arrival: on_arrival,
-                send_split_only: send_only,
-                streams: 7,
-                runs: 1,
-            });
-        }
-    }
-    v
-}
-
-/// [`CLAIM_RUNS`] for a point that carries a claim, [`OTHER_RUNS`] for the others.
-fn set_runs(p: &mut Plan) {
-    p.runs = if carries_claim(p.experiment, &p.series, p.buffer_kib) {
-        CLAIM_RUNS
-    } else {
-        OTHER_RUNS
-    };
 }
 
 /// What a run of the experiment produced.
@@ -766,24 +574,5 @@ mod tests {
                 resent_elsewhere: 100,
             }
         );
-    }
-
-    /// The grid docs/benchmarks.md describes: 90 points and 543 runs in full, 36 points
-    /// once each with `--quick`; experiment 3 at σ = 256 KiB runs its compared curves
-    /// (RR with NR-SACK on arrival among them) 10 times.
-    #[test]
-    fn the_grid_has_its_points_and_runs() {
-        let full = plan(false);
-        assert_eq!(full.len(), 106);
-        assert_eq!(full.iter().map(|p| p.runs).sum::<u32>(), 619);
-        assert_eq!(plan(true).len(), 44);
-        let at_256: Vec<(&str, u32)> = full
-            .iter()
-            .filter(|p| p.experiment == 3 && p.buffer_kib == 256)
-            .map(|p| (p.series.as_str(), p.runs))
-            .collect();
-        assert!(at_256.contains(&("RR, NR-SACK on arrival", CLAIM_RUNS)));
-        assert!(at_256.contains(&("Fixed, NR-SACK on, fill in turn", OTHER_RUNS)));
-        assert!(at_256.contains(&("RR, NR-SACK off, send split only", CLAIM_RUNS)));
     }
 }

@@ -9,6 +9,7 @@ mod cli;
 mod http3;
 mod lab;
 mod multipath;
+mod multipath_exp2;
 mod multipath_inet;
 mod multipath_nr;
 mod multipath_stats;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::chart::{render, Chart, Line, Scale};
 use super::multipath_stats::{Group, Groups, Stat};
-use crate::experiments::{MultipathPoint, MultipathResults};
+use crate::experiments::{MultipathPoint, MultipathResults, SEND_SPLIT_ONLY};
 
 fn kib_tick(x: f64) -> String {
     format!("{x:.0}")
@@ -78,8 +78,13 @@ fn plots(g: &Groups<'_>) -> Result<Vec<(String, String)>, String> {
         let mut lines = Vec::new();
         for n in g.names(2).iter().filter(|n| n.contains(&format!("={rb} "))) {
             let short = n.split(',').next().unwrap_or(n);
+            let split = if n.ends_with(SEND_SPLIT_ONLY) {
+                " (send split only)"
+            } else {
+                ""
+            };
             for s in 0..2 {
-                lines.push(line(g, 2, n, format!("{short}: stream #{s}"), |p| {
+                lines.push(line(g, 2, n, format!("{short}{split}: stream #{s}"), |p| {
                     p.stream(s, false)
                 }));
             }
@@ -157,7 +162,7 @@ fn table(md: &mut String, g: &Groups<'_>, e: u8, cell: impl Fn(&Group<'_>) -> St
 }
 
 /// The markdown section (our tables; the paper's numbers and the comparison are in
-/// [`super::multipath_text`]). Every figure is a mean over the point's runs ± the half-width
+/// [`super::multipath_text`], [`super::multipath_exp2`]). Every figure is a mean over the point's runs ± the half-width
 /// of its 95 % confidence interval.
 pub(crate) fn section(r: &MultipathResults) -> String {
     let g = Groups::of(r);
@@ -193,7 +198,7 @@ pub(crate) fn section(r: &MultipathResults) -> String {
     md.push_str(
         "![exp 2 rho 25](multipath-exp2-rho25.svg)\n![exp 2 rho 50](multipath-exp2-rho50.svg)\n\n",
     );
-    super::multipath_text::exp2(&mut md, &g);
+    super::multipath_exp2::exp2(&mut md, &g);
     md.push_str("### 3. Three paths, seven streams\n\nPayload throughput, Mbit/s / mean message delay over all streams, ms:\n\n");
     table(&mut md, &g, 3, |p| {
         format!("{} / {}", p.mbit, p.delay_ms.show(0))

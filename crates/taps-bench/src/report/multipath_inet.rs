@@ -108,7 +108,12 @@ above ran 3); its curve 2 is the same either way. Mbit/s and mean message delay:
     let _ = writeln!(
         md,
         "\nNR-SACK's effect on RR (curve 3 against curve 4): INET {} with both split, {} \
-with the send buffer alone; ours {} and {}.\n",
+with the send buffer alone; ours {} and {}. INET charges a path, against its share of the \
+send buffer, every chunk it carried until the chunk is freed (`queuedBytes`); usrsctp \
+only its flight, so a gap-acked chunk waiting for the cumulative ack no longer counts. \
+With usrsctp changed to charge such chunks too and the send buffer split alone, curve 4 \
+meets the paper's bound and INET's figure, while curve 2 falls to half of INET's \
+(docs/bench/multipath-usrsctp-candidates.md, a separate run).\n",
         gain(rr_on.both.0, rr_off.both.0),
         gain(rr_on.send_only.0, rr_off.send_only.0),
         gain(

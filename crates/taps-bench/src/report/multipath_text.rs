@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::multipath_stats::{end_path, Group, Groups, Stat, START_UP};
-use crate::experiments::MultipathResults;
+use crate::experiments::{MultipathResults, SEND_SPLIT_ONLY};
 
 fn kib(g: Option<&Group<'_>>) -> String {
     g.map_or("not within the grid".into(), |g| {
@@ -30,7 +30,7 @@ fn by_sigma(g: &Groups<'_>, e: u8, name: &str, f: impl Fn(&Group<'_>) -> f64) ->
 
 /// The payload rate, Mbit/s, of `bytes` per smoothed RTT of path `path` at the end of the
 /// point's runs (what a window of `bytes` on that path carries).
-fn per_srtt(p: &Group<'_>, bytes: f64, path: usize) -> f64 {
+pub(super) fn per_srtt(p: &Group<'_>, bytes: f64, path: usize) -> f64 {
     let srtt = p.end_paths.get(path).map_or(f64::NAN, |x| x.1.mean);
     bytes * 8.0 / (srtt / 1e3) / 1e6 * CHUNK_SHARE
 }
@@ -67,7 +67,7 @@ fn span(
 const MESSAGE_SHARE: f64 = 1444.0 / 1500.0;
 
 /// The best mean on 10/10 ms: our full rate (the paper's is 19.2 Mbit/s).
-fn full_rate(g: &Groups<'_>) -> f64 {
+pub(super) fn full_rate(g: &Groups<'_>) -> f64 {
     g.all
         .iter()
         .filter(|p| p.experiment == 1 && p.series.ends_with("δB=10 ms"))
@@ -194,39 +194,55 @@ pub(crate) fn exp1(md: &mut String, r: &MultipathResults, g: &Groups<'_>) {
     let at64 = |name: &str| g.at(1, name, 64).map_or("–".into(), |p| p.mbit.to_string());
     let _ = writeln!(
         md,
-        "| | paper | ours |\n|---|---|---|\n| full rate (10/10 ms) | 19.2 Mbit/s at σ=64 KiB, either scheduler | {best:.1} Mbit/s (best 10/10 mean); at 64 KiB RR {}, Fixed {} |",
+        "| | paper | ours | ours, send buffer split only |\n|---|---|---|---|\n| full rate (10/10 ms) | 19.2 Mbit/s at σ=64 KiB, either scheduler | {best:.1} Mbit/s (best 10/10 mean); at 64 KiB RR {}, Fixed {} | – |",
         at64("RR, δB=10 ms"),
         at64("Fixed, δB=10 ms"),
     );
     for db in [50, 75] {
-        let fixed = format!("Fixed, δB={db} ms");
-        let rr = format!("RR, δB={db} ms");
-        let f = g.saturates_at(1, &fixed, 0.95 * best);
         let paper = if db == 75 {
             "Fixed 224 KiB, RR 288 KiB"
         } else {
             "Fixed before RR (figure 4)"
         };
+        let ours = |suffix: &str| {
+            let fixed = format!("Fixed, δB={db} ms{suffix}");
+            let rr = format!("RR, δB={db} ms{suffix}");
+            let f = g.saturates_at(1, &fixed, 0.95 * best);
+            format!(
+                "Fixed {}, RR {}{}",
+                kib(f),
+                kib(g.saturates_at(1, &rr, 0.95 * best)),
+                f.map_or(String::new(), |f| compare_at(g, f, &rr))
+            )
+        };
         let _ = writeln!(
             md,
-            "| σ for 95 % of full rate ({:.1} Mbit/s), δB={db} ms | {paper} | Fixed {}, RR {}{} |",
+            "| σ for 95 % of full rate ({:.1} Mbit/s), δB={db} ms | {paper} | {} | {} |",
             0.95 * best,
-            kib(f),
-            kib(g.saturates_at(1, &rr, 0.95 * best)),
-            f.map_or(String::new(), |f| compare_at(g, f, &rr)),
+            ours(""),
+            ours(SEND_SPLIT_ONLY),
         );
     }
     let s = g.sigmas(1).last().copied().unwrap_or(0);
-    if let (Some(f), Some(rr)) = (g.at(1, "Fixed, δB=75 ms", s), g.at(1, "RR, δB=75 ms", s)) {
-        let _ = writeln!(
-            md,
-            "| message delay at σ={s} KiB, δB=75 ms, stream #0 / #1 | Fixed: #0 well below #1; RR: #0 ≈ #1 | Fixed {} / {} ms; RR {} / {} ms |",
+    let delays = |suffix: &str| match (
+        g.at(1, &format!("Fixed, δB=75 ms{suffix}"), s),
+        g.at(1, &format!("RR, δB=75 ms{suffix}"), s),
+    ) {
+        (Some(f), Some(rr)) => format!(
+            "Fixed {} / {} ms; RR {} / {} ms",
             f.stream(0, true).show(0),
             f.stream(1, true).show(0),
             rr.stream(0, true).show(0),
             rr.stream(1, true).show(0),
-        );
-    }
+        ),
+        _ => "–".into(),
+    };
+    let _ = writeln!(
+        md,
+        "| message delay at σ={s} KiB, δB=75 ms, stream #0 / #1 | Fixed: #0 well below #1; RR: #0 ≈ #1 | {} | {} |",
+        delays(""),
+        delays(SEND_SPLIT_ONLY),
+    );
     md.push('\n');
     exp1_notes(md, r, g, best);
 }
@@ -371,6 +387,7 @@ are apart.",
     }
     in_step(md, g, best);
     split(md, r, g, best);
+    send_split_only(md, g, best);
     let mbit = |p: &Group<'_>| p.mbit;
     let _ = writeln!(
         md,
@@ -456,7 +473,7 @@ fn split(md: &mut String, r: &MultipathResults, g: &Groups<'_>, best: f64) {
         .points
         .iter()
         .filter(|p| p.experiment == 1 && p.fixed && !p.series.ends_with("δB=10 ms"))
-        .filter(|p| p.error.is_none())
+        .filter(|p| p.error.is_none() && !p.send_split_only)
         .filter_map(|p| {
             let cwnd = end_path(p, 1)?.get("cwnd")?.as_f64()?;
             Some(cwnd - f64::from(p.buffer_kib) * 512.0)
@@ -525,75 +542,61 @@ a separate run).",
     );
 }
 
-/// Experiment 2: stream #1 with and without filling by queue.
-pub(crate) fn exp2(md: &mut String, g: &Groups<'_>) {
-    let s = g.sigmas(2).last().copied().unwrap_or(0);
-    md.push_str(
-        "| at the largest σ | paper | ours: stream #0 / stream #1 (sum), Mbit/s |\n|---|---|---|\n",
-    );
-    let show = |series: &str, sigma: u32| {
-        g.at(2, series, sigma).map_or("–".into(), |p| {
-            format!(
-                "{} / {} ({})",
-                p.stream(0, false),
-                p.stream(1, false),
-                p.mbit
-            )
-        })
-    };
-    for rb in [25, 50] {
-        for (name, paper) in [
-            ("RR", "about (ρA+ρB)/2 per stream"),
-            ("Fixed", "stream #1 stuck near 10 Mbit/s, like stream #0"),
-            (
-                "Fixed + fill by queue",
-                "stream #1 uses ρB: sum about ρA+ρB",
-            ),
-        ] {
-            let series = format!("{name}, ρB={rb} Mbit/s");
-            let _ = writeln!(
-                md,
-                "| {series}, σ={s} KiB | {paper} | {} |",
-                show(&series, s)
-            );
-        }
+/// Experiment 1 at δB = 50 and 75 ms with only the send buffer split (the setting of the
+/// paper's simulator, see experiment 3): where each scheduler reaches 95 % of `best`, and
+/// the curves by σ beside those with both buffers split.
+fn send_split_only(md: &mut String, g: &Groups<'_>, best: f64) {
+    let mbit = |p: &Group<'_>| p.mbit;
+    let mut parts = Vec::new();
+    let mut fixed_first = true;
+    for db in [50u64, 75] {
+        let name = |kind: &str| format!("{kind}, δB={db} ms{SEND_SPLIT_ONLY}");
+        let (fixed, rr) = (name("Fixed"), name("RR"));
+        let (Some(lowest), false) = (
+            g.series(1, &fixed).first().map(|p| p.buffer_kib),
+            g.series(1, &rr).is_empty(),
+        ) else {
+            return;
+        };
+        let at = |n: &str| g.saturates_at(1, n, 0.95 * best).map(|p| p.buffer_kib);
+        let shown = |k: Option<u32>| match k {
+            Some(k) if k == lowest => format!("{k} KiB (the smallest σ run this way)"),
+            Some(k) => format!("{k} KiB"),
+            None => "not within the grid".into(),
+        };
+        let (f, r) = (at(&fixed), at(&rr));
+        fixed_first &=
+            matches!((f, r), (Some(f), Some(r)) if f < r) || matches!((f, r), (Some(_), None));
+        let both = |kind: &str| {
+            g.series(1, &format!("{kind}, δB={db} ms"))
+                .iter()
+                .filter(|p| p.buffer_kib >= lowest)
+                .map(|p| format!("{:.1}", p.mbit.mean))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        parts.push(format!(
+            "at δB={db} ms Fixed reached 95 % at {}, RR at {}; by σ from {lowest} KiB Fixed \
+{} Mbit/s (both split: {}), RR {} (both split: {})",
+            shown(f),
+            shown(r),
+            curve(g, 1, &fixed, mbit),
+            both("Fixed"),
+            curve(g, 1, &rr, mbit),
+            both("RR"),
+        ));
     }
-    md.push('\n');
-    // Payload per Mbit/s of link: our full rate over the 20 Mbit/s of experiment 1.
-    let eff = full_rate(g) / 20.0;
-    let low = g.sigmas(2).first().copied().unwrap_or(0);
-    let rr_stream = |rb: u32| {
-        g.at(2, &format!("RR, ρB={rb} Mbit/s"), s)
-            .map_or("–".into(), |p| {
-                format!("{} and {}", p.stream(0, false), p.stream(1, false))
-            })
-    };
     let _ = writeln!(
         md,
-        "Differences and agreements, one by one (figures from this run):\n\n\
-- **Fixed without the queue information** reproduces the paper: the application hands \
-over one message per stream in turn, each send waits for buffer space, so stream #1 gets \
-no more than stream #0: {} at ρB=25 and {} at ρB=50 Mbit/s (σ={s} KiB).\n\
-- **Fixed filling by unsent bytes** (`Association::unsent_bytes`, read by the multihoming \
-shim from usrsctp's stream and send queues: the paper's sender queue info) lets stream #1 \
-use path B: at σ={s} KiB {} at ρB=25 (ceiling {:.1}) and {} at ρB=50 (ceiling {:.1}), the \
-ceilings being ρA + ρB times this run's payload share of the link rate ({eff:.3}, from \
-experiment 1). At σ={low} KiB the window, not the rate, limits stream #1: {} and {}.\n\
-- **RR** splits the rate equally between the streams, as in the paper: per stream {} at \
-ρB=25 (half the ceiling: {:.1}) and {} at ρB=50 ({:.1}); with 50 Mbit/s it needs more than \
-{s} KiB (usrsctp gives path B its share of σ; the paper's figure 6 uses larger σ).\n",
-        show("Fixed, ρB=25 Mbit/s", s),
-        show("Fixed, ρB=50 Mbit/s", s),
-        show("Fixed + fill by queue, ρB=25 Mbit/s", s),
-        35.0 * eff,
-        show("Fixed + fill by queue, ρB=50 Mbit/s", s),
-        60.0 * eff,
-        show("Fixed + fill by queue, ρB=25 Mbit/s", low),
-        show("Fixed + fill by queue, ρB=50 Mbit/s", low),
-        rr_stream(25),
-        17.5 * eff,
-        rr_stream(50),
-        30.0 * eff,
+        "- **With the send buffer split alone** (the receive window shared by the paths, \
+as in the setting under which the paper's simulator gives its figure 7; experiment 3): {}. \
+{}",
+        parts.join("; "),
+        if fixed_first {
+            "Fixed reaches full rate with a smaller σ than RR at both delays, as in the paper."
+        } else {
+            "Fixed does not reach full rate before RR at both delays with this split either."
+        }
     );
 }
 
@@ -634,11 +637,7 @@ fn exp3_claims(md: &mut String, g: &Groups<'_>) {
             md,
             "| {series}, σ={s} KiB | {paper} | {} | {} |",
             show3(g, series, s),
-            show3(
-                g,
-                &format!("{series}{}", crate::experiments::SEND_SPLIT_ONLY),
-                s
-            )
+            show3(g, &format!("{series}{SEND_SPLIT_ONLY}"), s)
         );
     }
     md.push('\n');
