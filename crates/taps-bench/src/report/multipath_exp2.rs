@@ -117,7 +117,9 @@ chunks on path A, the data sent on path B waits at the receiver for them (held, 
 freed, until delivered), and the association moves about σ per path A's RTT. With the \
 receive window split too, usrsctp caps each path at its share of the peer's advertised \
 window (`peers_rwnd + total_flight`, sctp_output.c), which the chunks held out of order \
-shrink, so path A's queue stays short.\n",
+shrink, so path A's queue stays short. The paper's simulator, INET, run the same way, \
+does the same under either setting (docs/bench/multipath-inet.md): the paper's figure 6 \
+is what both give with the receive window split too.\n",
         parts.join("; "),
         f64::from(s) * 512.0 / 1e3,
         10e6 / 8.0 * 0.020 / 1e3,
