@@ -228,13 +228,13 @@ const ALL: &[Scenario] = &[
     // HTTP/3 server, in the server namespace.
     Scenario {
         name: "h3-blackhole",
-        summary: "taps get against caddy (h3+h2 on port 443), RTT 50 ms: UDP open gives HTTP/3 within the head start; UDP 443 blackholed: HTTP/2 within the head start taps reports + 2 RTT + 30 ms; the next taps get (same CIB file) skips QUIC as broken and does not wait for it",
+        summary: "taps get --quic-head-start 300 against caddy (h3+h2 on port 443), RTT 100 ms: UDP open gives HTTP/3 within the head start; UDP 443 blackholed: HTTP/2 within the head start taps reports + 2 RTT (before a third); the next taps get (same CIB file) skips QUIC as broken and does not wait for it",
         needs_taps: true,
         body: http3::h3_blackhole,
     },
     Scenario {
         name: "h3-https-rr",
-        summary: "taps get https://rgh.netlab.test:443/ with an HTTPS record alpn=h3 port=8443, caddy h3 on 8443 and HTTP/2 only on 443, RTT 50 ms: HTTP/3 to 8443 within the head start, QUIC's handshake within RTT + 30 ms; without the record, HTTP/2 from 443",
+        summary: "taps get https://rgh.netlab.test:443/ with an HTTPS record alpn=h3 port=8443, caddy h3 on 8443 and HTTP/2 only on 443, RTT 100 ms, --quic-head-start 300: HTTP/3 to 8443 within the head start, QUIC's handshake within 1 RTT (before a second); without the record, HTTP/2 from 443",
         needs_taps: true,
         body: http3::h3_https_rr,
     },
