@@ -342,8 +342,8 @@ fn first_falls_back(out: &mut Outcome, r: &GetReport) {
         ),
     );
     // The response: one more RTT (the request; TLS 1.3's Finished goes with it) after
-    // the connection, whose own time the check above bounds. The process's times count from the call, which first builds the
-    // preconnections.
+    // the connection, whose own time the check above bounds. The process's times count
+    // from the call, which first builds the preconnections.
     let response = match (r.first_byte_ms, r.connect_ms) {
         (Some(f), Some(c)) => f - (c - race) - began,
         _ => f64::NAN,

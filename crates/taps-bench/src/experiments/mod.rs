@@ -44,7 +44,7 @@ pub(crate) use he::run_he;
 pub(crate) use http::run_http;
 pub(crate) use http3::run_http3;
 pub(crate) use lab::{run_path_speed, run_scenarios};
-pub(crate) use multipath::SEND_SPLIT_ONLY;
+pub(crate) use multipath::{PATH_A, SEND_SPLIT_ONLY};
 pub(crate) use runner::Progress;
 pub(crate) use sctp_speed::run_sctp_speed;
 pub(crate) use secure::run_secure;

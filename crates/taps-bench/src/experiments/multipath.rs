@@ -26,8 +26,8 @@ use serde_json::Value;
 
 mod plan;
 
-pub(crate) use plan::SEND_SPLIT_ONLY;
 use plan::{plan, Plan};
+pub(crate) use plan::{PATH_A, SEND_SPLIT_ONLY};
 
 /// The paper's message size is 1,452 B at MTU 1,500 (IP 20 + SCTP 12 + DATA 16); ours is
 /// 1,444 B at a path MTU of 1,472 (1,500 minus IPv4 and UDP headers, the UDP

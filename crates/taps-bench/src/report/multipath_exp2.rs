@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::multipath_stats::{Group, Groups};
 use super::multipath_text::{full_rate, per_srtt};
-use crate::experiments::SEND_SPLIT_ONLY;
+use crate::experiments::{PATH_A, SEND_SPLIT_ONLY};
 
 /// Experiment 2: stream #1 with and without filling by queue.
 pub(crate) fn exp2(md: &mut String, g: &Groups<'_>) {
@@ -122,6 +122,6 @@ does the same under either setting (docs/bench/multipath-inet.md): the paper's f
 is what both give with the receive window split too.\n",
         parts.join("; "),
         f64::from(s) * 512.0 / 1e3,
-        10e6 / 8.0 * 0.020 / 1e3,
+        PATH_A.mbit * 1e6 / 8.0 * (2 * PATH_A.delay_ms) as f64 / 1e3 / 1e3,
     );
 }

@@ -546,7 +546,6 @@ a separate run).",
 /// paper's simulator, see experiment 3): where each scheduler reaches 95 % of `best`, and
 /// the curves by σ beside those with both buffers split.
 fn send_split_only(md: &mut String, g: &Groups<'_>, best: f64) {
-    let mbit = |p: &Group<'_>| p.mbit;
     let mut parts = Vec::new();
     let mut fixed_first = true;
     for db in [50u64, 75] {
@@ -567,22 +566,24 @@ fn send_split_only(md: &mut String, g: &Groups<'_>, best: f64) {
         let (f, r) = (at(&fixed), at(&rr));
         fixed_first &=
             matches!((f, r), (Some(f), Some(r)) if f < r) || matches!((f, r), (Some(_), None));
-        let both = |kind: &str| {
-            g.series(1, &format!("{kind}, δB={db} ms"))
+        // A series' mean rates by σ from the smallest σ run with the send buffer alone.
+        let from_lowest = |series: &str| {
+            g.series(1, series)
                 .iter()
                 .filter(|p| p.buffer_kib >= lowest)
                 .map(|p| format!("{:.1}", p.mbit.mean))
                 .collect::<Vec<_>>()
                 .join(" / ")
         };
+        let both = |kind: &str| from_lowest(&format!("{kind}, δB={db} ms"));
         parts.push(format!(
             "at δB={db} ms Fixed reached 95 % at {}, RR at {}; by σ from {lowest} KiB Fixed \
 {} Mbit/s (both split: {}), RR {} (both split: {})",
             shown(f),
             shown(r),
-            curve(g, 1, &fixed, mbit),
+            from_lowest(&fixed),
             both("Fixed"),
-            curve(g, 1, &rr, mbit),
+            from_lowest(&rr),
             both("RR"),
         ));
     }

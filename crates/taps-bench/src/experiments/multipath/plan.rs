@@ -51,12 +51,24 @@ fn carries_claim(experiment: u8, series: &str, sigma: u32) -> bool {
     }
 }
 
+/// Path A of every experiment (and path B of experiment 3): 10 Mbit/s, 10 ms one way.
+pub(crate) const PATH_A: LinkSpec = LinkSpec {
+    mbit: 10.0,
+    delay_ms: 10,
+};
+
+/// The splits a point runs with: both buffers, and also the send buffer alone if `too`.
+fn splits(too: bool) -> &'static [bool] {
+    if too {
+        &[false, true]
+    } else {
+        &[false]
+    }
+}
+
 fn two(b_mbit: f64, b_delay: u64) -> Vec<LinkSpec> {
     vec![
-        LinkSpec {
-            mbit: 10.0,
-            delay_ms: 10,
-        },
+        PATH_A,
         LinkSpec {
             mbit: b_mbit,
             delay_ms: b_delay,
@@ -77,11 +89,7 @@ pub(super) fn plan(quick: bool) -> Vec<Plan> {
     // split, the setting under which the paper's simulator gives its figure 7.
     for &db in &[10u64, 50, 75] {
         for &s in sig1 {
-            let send_only_too = !quick && db != 10 && s >= 176;
-            for send_only in [false, true]
-                .into_iter()
-                .take(1 + usize::from(send_only_too))
-            {
+            for &send_only in splits(!quick && db != 10 && s >= 176) {
                 for fixed in [false, true] {
                     v.push(Plan {
                         experiment: 1,
@@ -108,11 +116,7 @@ pub(super) fn plan(quick: bool) -> Vec<Plan> {
     let sig2: &[u32] = if quick { &[288] } else { &[96, 192, 288] };
     for &rb in &[25.0, 50.0] {
         for &s in sig2 {
-            let send_only_too = !quick && s == 288;
-            for send_only in [false, true]
-                .into_iter()
-                .take(1 + usize::from(send_only_too))
-            {
+            for &send_only in splits(!quick && s == 288) {
                 for (name, map, q) in [
                     ("RR", None, false),
                     ("Fixed", Some(vec![0, 1]), false),
@@ -155,14 +159,8 @@ fn plan_exp3(quick: bool) -> Vec<Plan> {
         &[64, 128, 192, 256]
     };
     let three = vec![
-        LinkSpec {
-            mbit: 10.0,
-            delay_ms: 10,
-        },
-        LinkSpec {
-            mbit: 10.0,
-            delay_ms: 10,
-        },
+        PATH_A,
+        PATH_A,
         LinkSpec {
             mbit: 1.0,
             delay_ms: 50,
