@@ -88,6 +88,17 @@ fn required_multihoming_is_a_service_of_sctp_and_mptcp_only() {
         e.properties.iter().any(|p| p.starts_with("multihoming")),
         "{e:?}"
     );
+    // Plain TCP (MPTCP not asked for) is one path too: the conflict names both properties.
+    let words = plan_json(
+        r#"{"transport":{"value":"TCP","precedence":2},"multihoming":{"value":true,"precedence":2}}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        words.contains("multihoming (require) and transport=TCP (required) conflict")
+            && words.contains("multihoming requires true, candidate is TCP (one path only)"),
+        "{words}"
+    );
 }
 
 #[test]
